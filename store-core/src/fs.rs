@@ -1,0 +1,296 @@
+//! The filesystem the store runs on: one small trait, std-like names, the contract here.
+//!
+//! Everything the store does to storage goes through [`Fs`] and [`FsFile`]. The same store code
+//! therefore runs on a real directory (`host-fs`), inside a WASI sandbox, or on an in-memory
+//! filesystem that models power loss (`fault-fs`).
+//!
+//! # Paths
+//! Paths are `&str`, relative to the root of the filesystem, `/`-separated. The root itself is
+//! `""` (or `"."`). `.` components are ignored; an absolute path or a `..` component is refused
+//! with [`io::ErrorKind::PermissionDenied`] (a backend must never reach outside its root); an
+//! empty component (`a//b`) or a NUL byte is [`io::ErrorKind::InvalidInput`]. [`split_path`]
+//! implements these rules so that every backend applies the same ones.
+//!
+//! # Durability contract
+//! This is the part of POSIX the store relies on, stated as the weakest promise a backend makes:
+//! - [`FsFile::write_all_at`] and [`FsFile::set_len`] change what reads see at once, but nothing is
+//!   durable (survives a power cut) until [`FsFile::sync_data`] or [`FsFile::sync_all`] returns
+//!   `Ok` on that file. Before then a crash may keep none, some, or all of the change, and a write
+//!   may be torn at sector boundaries.
+//! - A name created, renamed or removed ([`FsFile`] opened with `create`, [`Fs::create_dir`],
+//!   [`Fs::rename`], [`Fs::remove_file`], [`Fs::remove_dir_all`]) is durable only after its parent
+//!   directory has been synced with [`Fs::sync_dir`] (both parents for a rename). Syncing a file
+//!   does not make its name durable.
+//! - [`Fs::rename`] is atomic: after a crash either the old or the new name is seen, never neither.
+//! - A failed sync (`Err`) means the data may be lost *even if a later sync returns `Ok`* (Linux
+//!   drops dirty pages on writeback errors: "fsyncgate"). Callers must treat the file as unknown
+//!   and stop writing to it.
+//!
+//! # Errors
+//! `io::Error` with meaningful kinds: `NotFound`, `AlreadyExists`, `PermissionDenied`,
+//! `InvalidInput`, `IsADirectory`, `NotADirectory`, `DirectoryNotEmpty`, `StorageFull`, and
+//! `Other` (EIO) for failures of the medium.
+//!
+//! Every method is `#[track_caller]`, so a backend that records a trace (fault-fs) can name the
+//! line of store code that issued each operation.
+
+use std::io;
+
+/// How to open a file, as `std::fs::OpenOptions` (a plain value, so it crosses a WIT boundary).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct OpenOptions {
+    /// Open for reading.
+    pub read: bool,
+    /// Open for writing.
+    pub write: bool,
+    /// Create the file if it does not exist (needs `write`).
+    pub create: bool,
+    /// Create the file; fail with `AlreadyExists` if it exists (needs `write`).
+    pub create_new: bool,
+    /// Truncate an existing file to length 0 (needs `write`).
+    pub truncate: bool,
+}
+
+impl OpenOptions {
+    /// All flags off.
+    pub const fn new() -> Self {
+        OpenOptions {
+            read: false,
+            write: false,
+            create: false,
+            create_new: false,
+            truncate: false,
+        }
+    }
+    /// Read only, the file must exist.
+    pub const fn read_only() -> Self {
+        OpenOptions::new().read(true)
+    }
+    /// Read and write, creating the file if missing.
+    pub const fn read_write_create() -> Self {
+        OpenOptions::new().read(true).write(true).create(true)
+    }
+    /// Sets `read`.
+    pub const fn read(mut self, v: bool) -> Self {
+        self.read = v;
+        self
+    }
+    /// Sets `write`.
+    pub const fn write(mut self, v: bool) -> Self {
+        self.write = v;
+        self
+    }
+    /// Sets `create`.
+    pub const fn create(mut self, v: bool) -> Self {
+        self.create = v;
+        self
+    }
+    /// Sets `create_new`.
+    pub const fn create_new(mut self, v: bool) -> Self {
+        self.create_new = v;
+        self
+    }
+    /// Sets `truncate`.
+    pub const fn truncate(mut self, v: bool) -> Self {
+        self.truncate = v;
+        self
+    }
+    /// Checks the flag combination the way std does (`create`, `create_new` and `truncate` need
+    /// `write`; at least one of `read`/`write`). Backends call this first.
+    pub fn validate(&self) -> io::Result<()> {
+        if !self.read && !self.write {
+            return Err(invalid("open: neither read nor write requested"));
+        }
+        if (self.create || self.create_new || self.truncate) && !self.write {
+            return Err(invalid("open: create/create_new/truncate need write"));
+        }
+        Ok(())
+    }
+}
+
+/// One entry of [`Fs::read_dir`].
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DirEntry {
+    /// The entry's name (one path component).
+    pub name: String,
+    /// Whether it is a directory (symlinks are reported as what they are not: neither; a backend
+    /// that cannot follow them safely reports them as files, and opening them fails).
+    pub is_dir: bool,
+}
+
+/// An open file. Methods take `&self` (positioned I/O, like `std::os::unix::fs::FileExt`).
+pub trait FsFile: Send + Sync {
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at or past the
+    /// end). Like `FileExt::read_at`.
+    #[track_caller]
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+
+    /// Writes all of `buf` at `offset`, extending the file (with zeros over any gap) if needed.
+    /// Like `FileExt::write_all_at`. Not durable until a sync.
+    #[track_caller]
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+
+    /// The file's current length in bytes.
+    #[track_caller]
+    fn len(&self) -> io::Result<u64>;
+
+    /// Truncates or extends (with zeros) to `len`. Like `File::set_len`. Not durable until a sync.
+    #[track_caller]
+    fn set_len(&self, len: u64) -> io::Result<()>;
+
+    /// Makes the file's data (and length) durable. Like `File::sync_data` (fdatasync).
+    #[track_caller]
+    fn sync_data(&self) -> io::Result<()>;
+
+    /// Makes the file's data and metadata durable. Like `File::sync_all` (fsync).
+    #[track_caller]
+    fn sync_all(&self) -> io::Result<()>;
+
+    /// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.
+    #[track_caller]
+    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, offset) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "read_exact_at: end of file",
+                    ))
+                }
+                Ok(n) => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A directory tree the store lives in. Each method corresponds to the `std::fs` function of the
+/// same name, but only relative to the root (see the module docs for paths and durability).
+pub trait Fs: Send + Sync {
+    /// The open-file type.
+    type File: FsFile;
+
+    /// Opens or creates a file, as `std::fs::OpenOptions::open`. Opening a directory fails with
+    /// `IsADirectory`; a missing parent is `NotFound`.
+    #[track_caller]
+    fn open(&self, path: &str, opts: OpenOptions) -> io::Result<Self::File>;
+
+    /// Creates one directory (`std::fs::create_dir`): the parent must exist; `AlreadyExists` if
+    /// the name exists. Durable after `sync_dir` of the parent.
+    #[track_caller]
+    fn create_dir(&self, path: &str) -> io::Result<()>;
+
+    /// Lists a directory, sorted by name, without `.` and `..`.
+    #[track_caller]
+    fn read_dir(&self, path: &str) -> io::Result<Vec<DirEntry>>;
+
+    /// Renames `from` to `to` atomically (`std::fs::rename`). An existing file at `to` is replaced;
+    /// a directory may be renamed to a name that does not exist. Durable after `sync_dir` of both
+    /// parents.
+    #[track_caller]
+    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+
+    /// Removes a file (`std::fs::remove_file`). Durable after `sync_dir` of the parent.
+    #[track_caller]
+    fn remove_file(&self, path: &str) -> io::Result<()>;
+
+    /// Removes a directory and everything below it (`std::fs::remove_dir_all`). Durable after
+    /// `sync_dir` of the parent.
+    #[track_caller]
+    fn remove_dir_all(&self, path: &str) -> io::Result<()>;
+
+    /// Makes the entries of directory `path` (creations, renames, removals) durable: open the
+    /// directory and fsync it. `""` is the root.
+    #[track_caller]
+    fn sync_dir(&self, path: &str) -> io::Result<()>;
+}
+
+fn invalid(msg: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg.to_string())
+}
+
+/// Splits a store path into its components, applying the rules every backend shares: absolute
+/// paths and `..` are `PermissionDenied`; empty components and NUL bytes are `InvalidInput`;
+/// `.` is skipped. The root (`""` or `"."`) gives no components.
+pub fn split_path(path: &str) -> io::Result<Vec<&str>> {
+    if path.starts_with('/') || path.starts_with('\\') || path.contains(':') && cfg!(windows) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("absolute path refused: {path:?}"),
+        ));
+    }
+    if path.contains('\0') {
+        return Err(invalid("path contains NUL"));
+    }
+    if path.is_empty() || path == "." {
+        return Ok(Vec::new());
+    }
+    let mut parts = Vec::new();
+    for comp in path.split('/') {
+        match comp {
+            "" => return Err(invalid("empty path component")),
+            "." => {}
+            ".." => {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("path leaves the root: {path:?}"),
+                ))
+            }
+            c if c.contains('\\') => {
+                return Err(invalid("backslash in path component"));
+            }
+            c => parts.push(c),
+        }
+    }
+    Ok(parts)
+}
+
+/// The parent directory of a normalized path (`""` for a top-level name).
+pub fn parent_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(i) => &path[..i],
+        None => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_rules() {
+        assert_eq!(split_path("").unwrap(), Vec::<&str>::new());
+        assert_eq!(split_path(".").unwrap(), Vec::<&str>::new());
+        assert_eq!(split_path("a/./b").unwrap(), vec!["a", "b"]);
+        assert_eq!(
+            split_path("/etc").unwrap_err().kind(),
+            io::ErrorKind::PermissionDenied
+        );
+        assert_eq!(
+            split_path("a/../b").unwrap_err().kind(),
+            io::ErrorKind::PermissionDenied
+        );
+        assert_eq!(
+            split_path("a//b").unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(
+            split_path("a\0").unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(parent_of("a/b/c"), "a/b");
+        assert_eq!(parent_of("c"), "");
+    }
+
+    #[test]
+    fn open_options_validate() {
+        assert!(OpenOptions::new().validate().is_err());
+        assert!(OpenOptions::new().read(true).create(true).validate().is_err());
+        assert!(OpenOptions::read_write_create().validate().is_ok());
+    }
+}
