@@ -1,1 +1,140 @@
-//! placeholder
+//! seqstore's [`Fs`](store_core::Fs) on the real filesystem of whatever host the code runs on.
+//!
+//! [`HostFs`] is a directory tree rooted at one directory (the *store root*); every path given
+//! to it is relative to that root and goes through [`store_core::fs::split_path`], so every backend
+//! applies the same path rules. Each method corresponds to the `std::fs` function of the same
+//! name, and [`HostFile`] does positioned I/O (`read_at` / `write_all_at` take `&self`, so a file
+//! can be shared between threads without a cursor).
+//!
+//! # Two implementations, one API
+//! - **Natively** (any Unix other than WASI) it is built on a cap-std `Dir` opened on the
+//!   store root. cap-std resolves every path beneath that directory handle (with `openat2`'s
+//!   `RESOLVE_BENEATH` on Linux; component by component, checking each symlink, where
+//!   `openat2` is missing), so no path, not even one going through a symlink, can reach outside
+//!   the root.
+//! - **Under WASI** (`wasm32-wasip2`) cap-std does not build, so it uses `std::fs` on paths joined
+//!   below a root path (normally a directory preopened by the runtime, e.g. `/data`). The
+//!   runtime's preopen is what confines it there.
+//!
+//! # Confinement
+//! An absolute path, a `..` component, or (natively) a symlink whose target lies outside the
+//! root, whether absolute or relative, is refused with [`io::ErrorKind::PermissionDenied`] and
+//! nothing outside the root is read, created or changed. Symlinks that stay inside the root are
+//! followed natively, except that cap-std refuses *absolute* symlink targets even when they
+//! happen to point inside the root. The final component of `rename`, `remove_file` and
+//! `remove_dir_all` is never followed: those act on a symlink itself, which lies inside the
+//! root. A hard link to a file outside the root, made by someone else, cannot be detected by any
+//! directory-relative scheme: it is simply a file inside the root.
+//!
+//! Under WASI the guarantee is the runtime's: nothing outside the *preopened* directory can be
+//! reached. If the store root is a subdirectory of the preopen, a symlink inside the store root
+//! may still lead elsewhere in the preopen; preopen the store root itself for exact confinement.
+//!
+//! # Directory fsync
+//! [`Fs::sync_dir`](store_core::Fs::sync_dir) opens the directory itself and fsyncs that
+//! descriptor, which is how POSIX makes the entries of a directory (creations, renames,
+//! removals) durable. cap-std has no such call, so it is done by hand:
+//! - natively, cap-std opens directories with `O_PATH` on Linux (both the root from
+//!   `Dir::open_ambient_dir` and `Dir::open_dir`), and `fsync` on an `O_PATH` descriptor fails
+//!   with `EBADF`. So `Dir::open_dir(path)` first resolves the directory beneath the root
+//!   (`O_DIRECTORY`: it must be a directory, never a FIFO or a device), then `"."` relative to that
+//!   handle is opened `O_RDONLY` (for the root, `"."` relative to the root), which is a real
+//!   descriptor of the same directory, and `File::sync_all` calls `fsync(2)` on it.
+//! - under WASI, `std::fs::File::open(dir)` opens the directory descriptor, and `sync_all` calls
+//!   the `sync` method of `wasi:filesystem`, which the runtime turns into an `fsync` of the host
+//!   directory (checked with wasmtime).
+//!
+//! # Errors
+//! Kinds follow std and the [`store_core::fs`] contract (`NotFound`, `AlreadyExists`,
+//! `PermissionDenied`, `InvalidInput`, `IsADirectory`, `NotADirectory`, `DirectoryNotEmpty`,
+//! `StorageFull`, ...). Opening a directory as a file is `IsADirectory` even for read-only opens
+//! (which the kernel would allow). Errors of operations on paths carry the operation and the path
+//! in their message; the kind is the underlying error's, and the underlying error is kept as the
+//! [`source`](std::error::Error::source). A directory entry whose name is not UTF-8 (which
+//! the store never creates) makes `read_dir` fail with `InvalidData`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::fmt;
+use std::io;
+
+#[cfg(all(not(target_os = "wasi"), not(unix)))]
+compile_error!("host-fs supports Unix hosts (through cap-std) and WASI only");
+
+#[cfg(all(not(target_os = "wasi"), unix))]
+mod native;
+/// The cap-std version [`HostFs::from_dir`] takes a `Dir` of.
+#[cfg(all(not(target_os = "wasi"), unix))]
+pub use cap_std;
+#[cfg(all(not(target_os = "wasi"), unix))]
+pub use native::{HostFile, HostFs};
+
+#[cfg(target_os = "wasi")]
+mod wasi;
+#[cfg(target_os = "wasi")]
+pub use wasi::{HostFile, HostFs};
+
+/// An error of an operation on a path: the operation and path for the message, the original
+/// error as the source. Its `io::Error` has the original's kind.
+#[derive(Debug)]
+struct PathError {
+    op: &'static str,
+    path: String,
+    source: io::Error,
+}
+
+impl fmt::Display for PathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {:?}: {}", self.op, self.path, self.source)
+    }
+}
+
+impl std::error::Error for PathError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Wraps `e` with the operation and path, keeping its kind.
+fn with_path(op: &'static str, path: &str, e: io::Error) -> io::Error {
+    let kind = e.kind();
+    io::Error::new(
+        kind,
+        PathError {
+            op,
+            path: path.to_owned(),
+            source: e,
+        },
+    )
+}
+
+/// An error of `kind` about `path`, without an underlying error.
+fn path_error(kind: io::ErrorKind, op: &'static str, path: &str, msg: &str) -> io::Error {
+    with_path(op, path, io::Error::new(kind, msg.to_owned()))
+}
+
+/// Converts an entry name to `String`, refusing (rather than mangling) a non-UTF-8 one.
+fn entry_name(name: std::ffi::OsString, dir: &str) -> io::Result<String> {
+    name.into_string().map_err(|name| {
+        path_error(
+            io::ErrorKind::InvalidData,
+            "read_dir",
+            dir,
+            &format!("entry name is not UTF-8: {name:?}"),
+        )
+    })
+}
+
+/// The host's wall clock, for [`store_core::Store::open_with_clock`]: store-core reads no
+/// clock itself, so the embedder passes this one (or its own).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl store_core::Clock for SystemClock {
+    fn now_ns(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64)
+    }
+}

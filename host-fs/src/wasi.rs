@@ -1,0 +1,261 @@
+//! The WASI backend: `std::fs` on paths joined below a root path inside a preopened directory.
+//!
+//! cap-std does not build for `wasm32-wasip2` on this toolchain; the runtime's preopen confines
+//! every access instead, and [`split_path`] still refuses `..` and absolute paths.
+//! `std::os::wasi::fs::FileExt` (positioned I/O) is unstable (`wasi_ext`), so `read_at` /
+//! `write_all_at` seek and read/write the file's cursor under a `Mutex`.
+
+use crate::{entry_name, path_error, with_path};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use store_core::fs::split_path;
+use store_core::{DirEntry, Fs, FsFile, OpenOptions};
+
+/// `ENOTCAPABLE` of wasi-libc (WASI preview 1's `errno::notcapable`): a sandbox escape refused
+/// by the runtime. Reported as `PermissionDenied`, like the native backend's escapes.
+const ENOTCAPABLE: i32 = 76;
+
+fn map_err(op: &'static str, path: &str, e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(ENOTCAPABLE) {
+        let wrapped = io::Error::new(io::ErrorKind::PermissionDenied, e);
+        return with_path(op, path, wrapped);
+    }
+    with_path(op, path, e)
+}
+
+/// The store's filesystem on a directory reachable through the WASI runtime's preopens.
+#[derive(Debug)]
+pub struct HostFs {
+    root: PathBuf,
+}
+
+impl HostFs {
+    /// Uses the existing directory `path` (e.g. the preopen `/data`, or `.`) as the store root.
+    pub fn open(path: impl AsRef<Path>) -> io::Result<HostFs> {
+        let root = path.as_ref().to_path_buf();
+        let shown = root.to_string_lossy().into_owned();
+        let md = std::fs::metadata(&root).map_err(|e| map_err("open root", &shown, e))?;
+        if !md.is_dir() {
+            return Err(path_error(
+                io::ErrorKind::NotADirectory,
+                "open root",
+                &shown,
+                "not a directory",
+            ));
+        }
+        Ok(HostFs { root })
+    }
+
+    /// Creates the directory `path` (and its missing parents) and opens it as the store root.
+    pub fn create(path: impl AsRef<Path>) -> io::Result<HostFs> {
+        let path = path.as_ref();
+        std::fs::create_dir_all(path)
+            .map_err(|e| map_err("create root", &path.to_string_lossy(), e))?;
+        HostFs::open(path)
+    }
+
+    /// The root path everything is joined below.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The host path of a store path, and whether it is the root.
+    fn resolve(&self, op: &'static str, path: &str) -> io::Result<(PathBuf, bool)> {
+        let parts = split_path(path).map_err(|e| with_path(op, path, e))?;
+        let mut full = self.root.clone();
+        for part in &parts {
+            full.push(part);
+        }
+        Ok((full, parts.is_empty()))
+    }
+}
+
+impl Fs for HostFs {
+    type File = HostFile;
+
+    fn open(&self, path: &str, opts: OpenOptions) -> io::Result<HostFile> {
+        opts.validate().map_err(|e| with_path("open", path, e))?;
+        let (full, _) = self.resolve("open", path)?;
+        let file = std::fs::OpenOptions::new()
+            .read(opts.read)
+            .write(opts.write)
+            .create(opts.create)
+            .create_new(opts.create_new)
+            .truncate(opts.truncate)
+            .open(&full)
+            .map_err(|e| map_err("open", path, e))?;
+        if file
+            .metadata()
+            .map_err(|e| map_err("open", path, e))?
+            .is_dir()
+        {
+            return Err(path_error(
+                io::ErrorKind::IsADirectory,
+                "open",
+                path,
+                "is a directory",
+            ));
+        }
+        Ok(HostFile::new(file))
+    }
+
+    fn create_dir(&self, path: &str) -> io::Result<()> {
+        let (full, is_root) = self.resolve("create_dir", path)?;
+        if is_root {
+            return Err(path_error(
+                io::ErrorKind::AlreadyExists,
+                "create_dir",
+                path,
+                "the root exists",
+            ));
+        }
+        std::fs::create_dir(full).map_err(|e| map_err("create_dir", path, e))
+    }
+
+    fn read_dir(&self, path: &str) -> io::Result<Vec<DirEntry>> {
+        let err = |e| map_err("read_dir", path, e);
+        let (full, _) = self.resolve("read_dir", path)?;
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(full).map_err(err)? {
+            let entry = entry.map_err(err)?;
+            // `DirEntry::file_type` does not follow symlinks.
+            let is_dir = entry.file_type().map_err(err)?.is_dir();
+            out.push(DirEntry {
+                name: entry_name(entry.file_name(), path)?,
+                is_dir,
+            });
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let shown = format!("{from} -> {to}");
+        let (f, f_root) = self.resolve("rename", from)?;
+        let (t, t_root) = self.resolve("rename", to)?;
+        if f_root || t_root {
+            return Err(path_error(
+                io::ErrorKind::InvalidInput,
+                "rename",
+                &shown,
+                "the root cannot be renamed or replaced",
+            ));
+        }
+        std::fs::rename(f, t).map_err(|e| map_err("rename", &shown, e))
+    }
+
+    fn remove_file(&self, path: &str) -> io::Result<()> {
+        let (full, is_root) = self.resolve("remove_file", path)?;
+        if is_root {
+            return Err(path_error(
+                io::ErrorKind::IsADirectory,
+                "remove_file",
+                path,
+                "the root is a directory",
+            ));
+        }
+        std::fs::remove_file(full).map_err(|e| map_err("remove_file", path, e))
+    }
+
+    fn remove_dir_all(&self, path: &str) -> io::Result<()> {
+        let (full, is_root) = self.resolve("remove_dir_all", path)?;
+        if is_root {
+            return Err(path_error(
+                io::ErrorKind::InvalidInput,
+                "remove_dir_all",
+                path,
+                "the root cannot be removed",
+            ));
+        }
+        std::fs::remove_dir_all(full).map_err(|e| map_err("remove_dir_all", path, e))
+    }
+
+    fn sync_dir(&self, path: &str) -> io::Result<()> {
+        let (full, _) = self.resolve("sync_dir", path)?;
+        let dir = std::fs::File::open(full).map_err(|e| map_err("sync_dir", path, e))?;
+        let md = dir.metadata().map_err(|e| map_err("sync_dir", path, e))?;
+        if !md.is_dir() {
+            return Err(path_error(
+                io::ErrorKind::NotADirectory,
+                "sync_dir",
+                path,
+                "not a directory",
+            ));
+        }
+        dir.sync_all().map_err(|e| map_err("sync_dir", path, e))
+    }
+}
+
+/// An open file of a [`HostFs`]. Positioned I/O is a seek and a read or write of the shared
+/// cursor, under a lock so that two threads' seeks and transfers do not interleave. Length and
+/// sync calls do not use the cursor and do not take the lock.
+#[derive(Debug)]
+pub struct HostFile {
+    file: std::fs::File,
+    cursor: Mutex<()>,
+}
+
+impl HostFile {
+    fn new(file: std::fs::File) -> HostFile {
+        HostFile {
+            file,
+            cursor: Mutex::new(()),
+        }
+    }
+
+    /// Holds the cursor, even if a thread panicked while holding it (every use seeks first, so
+    /// nothing a panic interrupted can leak into the next use).
+    fn lock(&self) -> MutexGuard<'_, ()> {
+        self.cursor
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The underlying std file.
+    pub fn as_std(&self) -> &std::fs::File {
+        &self.file
+    }
+
+    /// Consumes the handle, returning the underlying std file.
+    pub fn into_std(self) -> std::fs::File {
+        self.file
+    }
+}
+
+impl FsFile for HostFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let _cursor = self.lock();
+        let mut file = &self.file;
+        file.seek(SeekFrom::Start(offset))?;
+        loop {
+            match file.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let _cursor = self.lock();
+        let mut file = &self.file;
+        file.seek(SeekFrom::Start(offset))?;
+        file.write_all(buf)
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.file.sync_all()
+    }
+}
