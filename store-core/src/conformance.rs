@@ -23,7 +23,9 @@ fn rw() -> OpenOptions {
 }
 
 fn read_all<F: Fs>(fs: &F, path: &str) -> Vec<u8> {
-    let f = fs.open(path, OpenOptions::read_only()).expect("open for read");
+    let f = fs
+        .open(path, OpenOptions::read_only())
+        .expect("open for read");
     let len = f.len().expect("len") as usize;
     let mut buf = vec![0u8; len];
     f.read_exact_at(&mut buf, 0).expect("read_exact_at");
@@ -31,9 +33,7 @@ fn read_all<F: Fs>(fs: &F, path: &str) -> Vec<u8> {
 }
 
 fn write_file<F: Fs>(fs: &F, path: &str, data: &[u8]) {
-    let f = fs
-        .open(path, rw().truncate(true))
-        .expect("open for write");
+    let f = fs.open(path, rw().truncate(true)).expect("open for write");
     f.write_all_at(data, 0).expect("write_all_at");
 }
 
@@ -59,7 +59,7 @@ pub fn write_read_len<F: Fs>(fs: &F) {
     assert_eq!(f.read_at(&mut small, 15).unwrap(), 0, "read at EOF");
     assert_eq!(f.read_at(&mut small, 100).unwrap(), 0, "read past EOF");
     let n = f.read_at(&mut small, 13).unwrap();
-    assert!(n >= 1 && n <= 2, "short read at the end");
+    assert!((1..=2).contains(&n), "short read at the end");
     assert_eq!(
         f.read_exact_at(&mut small, 13).unwrap_err().kind(),
         ErrorKind::UnexpectedEof
@@ -181,7 +181,10 @@ pub fn dirs_create_and_list<F: Fs>(fs: &F) {
     assert!(fs.open("d", OpenOptions::read_only()).is_err());
     fs.sync_dir("d").unwrap();
     fs.sync_dir("").unwrap();
-    assert_eq!(fs.sync_dir("missing").unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(
+        fs.sync_dir("missing").unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
 }
 
 /// Rename replaces an existing file atomically, moves directories, and fails on a missing source.
@@ -191,10 +194,7 @@ pub fn rename_over<F: Fs>(fs: &F) {
     fs.rename("a", "b").unwrap();
     assert_eq!(names(fs, ""), vec!["b"]);
     assert_eq!(read_all(fs, "b"), b"new");
-    assert_eq!(
-        fs.rename("a", "c").unwrap_err().kind(),
-        ErrorKind::NotFound
-    );
+    assert_eq!(fs.rename("a", "c").unwrap_err().kind(), ErrorKind::NotFound);
     // directories move with their contents
     fs.create_dir("d1").unwrap();
     write_file(fs, "d1/f", b"in d1");

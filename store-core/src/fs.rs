@@ -113,12 +113,13 @@ impl OpenOptions {
 pub struct DirEntry {
     /// The entry's name (one path component).
     pub name: String,
-    /// Whether it is a directory (symlinks are reported as what they are not: neither; a backend
-    /// that cannot follow them safely reports them as files, and opening them fails).
+    /// Whether it is a directory. A symlink is not followed: it is reported with
+    /// `is_dir: false`, and a backend refuses to follow one that leads out of its root.
     pub is_dir: bool,
 }
 
 /// An open file. Methods take `&self` (positioned I/O, like `std::os::unix::fs::FileExt`).
+#[allow(clippy::len_without_is_empty)] // `len` is a fallible I/O call, as std's `metadata().len()`
 pub trait FsFile: Send + Sync {
     /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at or past the
     /// end). Like `FileExt::read_at`.
@@ -290,7 +291,11 @@ mod tests {
     #[test]
     fn open_options_validate() {
         assert!(OpenOptions::new().validate().is_err());
-        assert!(OpenOptions::new().read(true).create(true).validate().is_err());
+        assert!(OpenOptions::new()
+            .read(true)
+            .create(true)
+            .validate()
+            .is_err());
         assert!(OpenOptions::read_write_create().validate().is_ok());
     }
 }

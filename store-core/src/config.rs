@@ -1,0 +1,127 @@
+//! Store configuration.
+
+use std::time::Duration;
+
+/// When appends are made durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// Every append (and every other write) is fsynced before the call returns.
+    Always,
+    /// Writes are fsynced when at least this long has passed since the last sync; checked on
+    /// every operation and by [`crate::Store::tick`] (store-core has no threads: an embedder
+    /// that wants a timer calls `tick`). A crash may lose what was written since the last sync.
+    Interval(Duration),
+    /// Only [`crate::Store::sync`], [`crate::Store::close`] and the structural operations
+    /// (purge, compact, truncate, purge_ex, erase) fsync.
+    Never,
+}
+
+/// What a full stream does with a new message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Discard {
+    /// Remove the oldest messages to make room (the default).
+    #[default]
+    Old,
+    /// Refuse the new message with [`crate::Error::LimitExceeded`].
+    New,
+}
+
+/// What recovery does with damage it finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RecoveryMode {
+    /// Cut a block at its first bad record (fsynced), skip a single bad record that is framed
+    /// by good ones, and report every cut and every lost sequence in
+    /// [`crate::RecoveryReport`]. A torn tail after a crash is the expected case.
+    #[default]
+    TolerateCorruptTail,
+    /// Accept only a torn tail of the newest block; any other damage is a
+    /// [`crate::Error::Corrupt`] naming the file and offset, and nothing is changed on disk.
+    Strict,
+}
+
+/// Stream limits, re-enforced on open. Zero means unlimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Limits {
+    /// Most messages kept.
+    pub max_msgs: u64,
+    /// Most bytes kept (encoded record sizes).
+    pub max_bytes: u64,
+    /// Oldest message age kept.
+    pub max_age: Option<Duration>,
+    /// Most messages kept per subject (the oldest of that subject is removed).
+    pub max_msgs_per_subject: u64,
+    /// Remove old messages, or refuse new ones, when `max_msgs`/`max_bytes` is reached.
+    pub discard: Discard,
+}
+
+/// How to run a store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// A block is rolled over once it holds at least this many bytes (default 8 MiB).
+    pub block_size: u64,
+    /// Durability of appends (default `Always`: nothing acknowledged is ever lost).
+    pub sync: SyncPolicy,
+    /// Largest payload accepted (default 1 MiB, at most 32 MiB).
+    pub max_payload: u32,
+    /// Largest header block accepted (default 64 KiB, at most 1 MiB).
+    pub max_headers: u32,
+    /// Stream limits.
+    pub limits: Limits,
+    /// Recovery's tolerance for damage.
+    pub recovery: RecoveryMode,
+    /// Bytes of appends buffered in memory before they are written to the block file (default
+    /// 256 KiB). `Always` writes and syncs every append regardless.
+    pub write_buffer: usize,
+    /// Fsync call sites to skip, for the crash-proof tests and the demo only. See
+    /// [`crate::Ablation`]: **it breaks durability on purpose**.
+    #[cfg(feature = "ablation")]
+    pub ablation: crate::Ablation,
+}
+
+/// The hard upper bound of `max_payload`.
+pub const MAX_PAYLOAD_LIMIT: u32 = 32 << 20;
+/// The hard upper bound of `max_headers`.
+pub const MAX_HEADERS_LIMIT: u32 = 1 << 20;
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            block_size: 8 << 20,
+            sync: SyncPolicy::Always,
+            max_payload: 1 << 20,
+            max_headers: 64 << 10,
+            limits: Limits::default(),
+            recovery: RecoveryMode::default(),
+            write_buffer: 256 << 10,
+            #[cfg(feature = "ablation")]
+            ablation: crate::Ablation::Full,
+        }
+    }
+}
+
+impl Config {
+    /// Checks the bounds.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.block_size < 1024 || self.block_size > (1 << 32) {
+            return Err(format!(
+                "block_size {} outside 1 KiB..=4 GiB",
+                self.block_size
+            ));
+        }
+        if self.max_payload > MAX_PAYLOAD_LIMIT {
+            return Err(format!("max_payload above {MAX_PAYLOAD_LIMIT}"));
+        }
+        if self.max_headers > MAX_HEADERS_LIMIT {
+            return Err(format!("max_headers above {MAX_HEADERS_LIMIT}"));
+        }
+        if let SyncPolicy::Interval(d) = self.sync {
+            if d.is_zero() {
+                return Err("sync interval must be > 0 (use Always)".into());
+            }
+        }
+        if self.write_buffer > 64 << 20 {
+            return Err("write_buffer above 64 MiB".into());
+        }
+        Ok(())
+    }
+}

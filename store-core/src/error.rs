@@ -1,0 +1,128 @@
+//! The store's typed error.
+
+use std::fmt;
+use std::io;
+
+/// Everything that can go wrong in the store. `#[non_exhaustive]`: match with a `_` arm.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The filesystem failed. `op` names the operation, `path` the file or directory.
+    Io {
+        /// The `Fs` operation that failed (`"open"`, `"sync_data"`, ...).
+        op: &'static str,
+        /// The path it was applied to.
+        path: String,
+        /// What the filesystem said.
+        source: io::Error,
+    },
+    /// A file is damaged in a way recovery may not repair on its own (see `RecoveryMode`).
+    Corrupt {
+        /// The file, relative to the store root.
+        file: String,
+        /// Byte offset of the damage.
+        offset: u64,
+        /// What is wrong there.
+        reason: String,
+    },
+    /// A subject or filter is malformed.
+    InvalidSubject {
+        /// The offending subject (cut to 64 bytes).
+        subject: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// A subject, header block or payload is larger than the configured maximum.
+    TooLarge {
+        /// Which part.
+        what: &'static str,
+        /// Its size.
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// No message with this sequence (never written, deleted, or purged).
+    NotFound {
+        /// The sequence asked for.
+        seq: u64,
+    },
+    /// An earlier fsync failed. The kernel may have dropped the data it was asked to persist
+    /// and a retried fsync would lie ("fsyncgate"), so the store refuses all writes until it is
+    /// reopened and recovers from what is really durable.
+    Poisoned,
+    /// A stream limit refused the write (`discard: New`).
+    LimitExceeded {
+        /// Which limit.
+        limit: &'static str,
+    },
+    /// An argument is out of range (e.g. truncating below the first sequence).
+    InvalidArgument(String),
+    /// The configuration is invalid.
+    InvalidConfig(String),
+    /// The store was closed.
+    Closed,
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<String>, source: io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+    pub(crate) fn corrupt(file: impl Into<String>, offset: u64, reason: impl Into<String>) -> Self {
+        Error::Corrupt {
+            file: file.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+    /// The `io::ErrorKind` of an `Io` error, if it is one.
+    pub fn io_kind(&self) -> Option<io::ErrorKind> {
+        match self {
+            Error::Io { source, .. } => Some(source.kind()),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { op, path, source } => write!(f, "{op} {path:?}: {source}"),
+            Error::Corrupt {
+                file,
+                offset,
+                reason,
+            } => write!(f, "corrupt {file} at offset {offset}: {reason}"),
+            Error::InvalidSubject { subject, reason } => {
+                write!(f, "invalid subject {subject:?}: {reason}")
+            }
+            Error::TooLarge { what, len, max } => {
+                write!(f, "{what} too large: {len} bytes (max {max})")
+            }
+            Error::NotFound { seq } => write!(f, "no message with sequence {seq}"),
+            Error::Poisoned => write!(
+                f,
+                "store poisoned by a failed fsync: reopen it to recover from what is durable"
+            ),
+            Error::LimitExceeded { limit } => write!(f, "stream limit {limit} reached"),
+            Error::InvalidArgument(s) => write!(f, "invalid argument: {s}"),
+            Error::InvalidConfig(s) => write!(f, "invalid config: {s}"),
+            Error::Closed => write!(f, "store is closed"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// The store's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

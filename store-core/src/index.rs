@@ -1,0 +1,294 @@
+//! `index.db`: a snapshot of the stream state, so that open does not have to read every block.
+//!
+//! It is an accelerator, never the only holder of a fact: every number in it can be rebuilt from
+//! the blocks, and open rebuilds whenever the snapshot does not match them (see
+//! `Store::open`). Layout, little-endian:
+//!
+//! ```text
+//!   0  4  magic "SQIX"
+//!   4  4  version (1)
+//!   8  8  first_seq      16 8 first_ts      24 8 last_seq     32 8 last_ts
+//!  40  8  floor          48 8 msgs          56 8 bytes
+//!  64  4  block count B, then B times:
+//!         index u64, len u64, msg_first u64, msg_last u64, max_seq u64, live u64,
+//!         live_bytes u64, last_crc u32, deleted count D u32, D deleted seqs u64
+//!      4  subject count S, then S times: name_len u16, name, msgs u64, first u64, last u64
+//! end-4 4 crc32 of every preceding byte
+//! ```
+
+use crate::error::{Error, Result};
+
+/// Magic of `index.db`.
+pub const INDEX_MAGIC: [u8; 4] = *b"SQIX";
+/// Version written by this code.
+pub const INDEX_VERSION: u32 = 1;
+
+/// One block as the snapshot saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct BlockSummary {
+    pub index: u64,
+    pub len: u64,
+    pub msg_first: u64,
+    pub msg_last: u64,
+    pub max_seq: u64,
+    pub live: u64,
+    pub live_bytes: u64,
+    pub last_crc: u32,
+    pub deleted: Vec<u64>,
+}
+
+/// Per-subject counters.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct SubjectSummary {
+    pub name: String,
+    pub msgs: u64,
+    pub first: u64,
+    pub last: u64,
+}
+
+/// The whole snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    pub first_seq: u64,
+    pub first_ts: i64,
+    pub last_seq: u64,
+    pub last_ts: i64,
+    pub floor: u64,
+    pub msgs: u64,
+    pub bytes: u64,
+    pub blocks: Vec<BlockSummary>,
+    pub subjects: Vec<SubjectSummary>,
+}
+
+impl Snapshot {
+    /// Encodes with magic, version and trailing crc.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut o = Vec::with_capacity(128 + self.blocks.len() * 72 + self.subjects.len() * 40);
+        o.extend_from_slice(&INDEX_MAGIC);
+        o.extend_from_slice(&INDEX_VERSION.to_le_bytes());
+        for v in [
+            self.first_seq,
+            self.first_ts as u64,
+            self.last_seq,
+            self.last_ts as u64,
+            self.floor,
+            self.msgs,
+            self.bytes,
+        ] {
+            o.extend_from_slice(&v.to_le_bytes());
+        }
+        o.extend_from_slice(&(self.blocks.len() as u32).to_le_bytes());
+        for b in &self.blocks {
+            for v in [
+                b.index,
+                b.len,
+                b.msg_first,
+                b.msg_last,
+                b.max_seq,
+                b.live,
+                b.live_bytes,
+            ] {
+                o.extend_from_slice(&v.to_le_bytes());
+            }
+            o.extend_from_slice(&b.last_crc.to_le_bytes());
+            o.extend_from_slice(&(b.deleted.len() as u32).to_le_bytes());
+            for d in &b.deleted {
+                o.extend_from_slice(&d.to_le_bytes());
+            }
+        }
+        o.extend_from_slice(&(self.subjects.len() as u32).to_le_bytes());
+        for s in &self.subjects {
+            o.extend_from_slice(&(s.name.len() as u16).to_le_bytes());
+            o.extend_from_slice(s.name.as_bytes());
+            for v in [s.msgs, s.first, s.last] {
+                o.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let crc = crc32fast::hash(&o);
+        o.extend_from_slice(&crc.to_le_bytes());
+        o
+    }
+
+    /// Decodes and checks magic, version, crc, and every count against the bytes left (so a
+    /// damaged count never allocates more than the file holds).
+    pub fn decode(file: &str, b: &[u8]) -> Result<Snapshot> {
+        if b.len() < 8 + 56 + 8 + 4 {
+            return Err(Error::corrupt(file, 0, "index too short"));
+        }
+        if b[0..4] != INDEX_MAGIC {
+            return Err(Error::corrupt(file, 0, "not a seqstore index (bad magic)"));
+        }
+        let version = u32::from_le_bytes(b[4..8].try_into().expect("4"));
+        if version != INDEX_VERSION {
+            return Err(Error::corrupt(
+                file,
+                4,
+                format!("index version {version}, this build reads {INDEX_VERSION}"),
+            ));
+        }
+        let body = &b[..b.len() - 4];
+        let stored = u32::from_le_bytes(b[b.len() - 4..].try_into().expect("4"));
+        if crc32fast::hash(body) != stored {
+            return Err(Error::corrupt(
+                file,
+                (b.len() - 4) as u64,
+                "index checksum mismatch",
+            ));
+        }
+        let mut r = Reader {
+            b: body,
+            at: 8,
+            file,
+        };
+        let mut s = Snapshot {
+            first_seq: r.u64()?,
+            first_ts: r.u64()? as i64,
+            last_seq: r.u64()?,
+            last_ts: r.u64()? as i64,
+            floor: r.u64()?,
+            msgs: r.u64()?,
+            bytes: r.u64()?,
+            ..Default::default()
+        };
+        let nblocks = r.count(64)?;
+        for _ in 0..nblocks {
+            let mut bs = BlockSummary {
+                index: r.u64()?,
+                len: r.u64()?,
+                msg_first: r.u64()?,
+                msg_last: r.u64()?,
+                max_seq: r.u64()?,
+                live: r.u64()?,
+                live_bytes: r.u64()?,
+                last_crc: r.u32()?,
+                deleted: Vec::new(),
+            };
+            let nd = r.count(8)?;
+            bs.deleted.reserve(nd);
+            for _ in 0..nd {
+                bs.deleted.push(r.u64()?);
+            }
+            s.blocks.push(bs);
+        }
+        let nsub = r.count(26)?;
+        for _ in 0..nsub {
+            let n = r.u16()? as usize;
+            let name = r.take(n)?;
+            let name = std::str::from_utf8(name)
+                .map_err(|_| Error::corrupt(file, r.at as u64, "subject not UTF-8"))?
+                .to_string();
+            s.subjects.push(SubjectSummary {
+                name,
+                msgs: r.u64()?,
+                first: r.u64()?,
+                last: r.u64()?,
+            });
+        }
+        if r.at != body.len() {
+            return Err(Error::corrupt(file, r.at as u64, "trailing bytes in index"));
+        }
+        Ok(s)
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+    file: &'a str,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if self.b.len() - self.at < n {
+            return Err(Error::corrupt(self.file, self.at as u64, "index cut short"));
+        }
+        let s = &self.b[self.at..self.at + n];
+        self.at += n;
+        Ok(s)
+    }
+    fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2")))
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+    }
+    /// A count of elements each at least `min_size` bytes: refused if the rest cannot hold them.
+    fn count(&mut self, min_size: usize) -> Result<usize> {
+        let at = self.at;
+        let n = self.u32()? as usize;
+        if n.saturating_mul(min_size) > self.b.len() - self.at {
+            return Err(Error::corrupt(
+                self.file,
+                at as u64,
+                "count larger than the index",
+            ));
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Snapshot {
+        Snapshot {
+            first_seq: 3,
+            first_ts: 10,
+            last_seq: 9,
+            last_ts: -5,
+            floor: 2,
+            msgs: 5,
+            bytes: 500,
+            blocks: vec![BlockSummary {
+                index: 1,
+                len: 900,
+                msg_first: 1,
+                msg_last: 9,
+                max_seq: 9,
+                live: 5,
+                live_bytes: 500,
+                last_crc: 0xdead,
+                deleted: vec![4, 6],
+            }],
+            subjects: vec![SubjectSummary {
+                name: "a.b".into(),
+                msgs: 5,
+                first: 3,
+                last: 9,
+            }],
+        }
+    }
+
+    #[test]
+    fn round_trip_and_damage() {
+        let s = sample();
+        let b = s.encode();
+        assert_eq!(Snapshot::decode("i", &b).unwrap(), s);
+        for i in 0..b.len() {
+            let mut c = b.clone();
+            c[i] ^= 0x40;
+            assert!(Snapshot::decode("i", &c).is_err(), "flip at {i}");
+        }
+        for n in 0..b.len() {
+            assert!(Snapshot::decode("i", &b[..n]).is_err(), "cut at {n}");
+        }
+    }
+
+    #[test]
+    fn huge_count_does_not_allocate() {
+        let mut s = sample();
+        s.blocks.clear();
+        s.subjects.clear();
+        let mut b = s.encode();
+        // overwrite the block count with u32::MAX and fix the crc: decode must refuse it
+        b[64..68].copy_from_slice(&u32::MAX.to_le_bytes());
+        let n = b.len();
+        let crc = crc32fast::hash(&b[..n - 4]);
+        b[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        assert!(Snapshot::decode("i", &b).is_err());
+    }
+}

@@ -1,0 +1,205 @@
+//! A plain in-memory `Fs` for store-core's own unit tests (no durability model: that is
+//! fault-fs's job). Files are shared buffers, so handles survive renames as inodes do.
+
+use crate::fs::{split_path, DirEntry, Fs, FsFile, OpenOptions};
+use std::collections::BTreeMap;
+use std::io::{self, ErrorKind};
+use std::sync::{Arc, Mutex};
+
+type Data = Arc<Mutex<Vec<u8>>>;
+
+#[derive(Clone)]
+enum Node {
+    File(Data),
+    Dir,
+}
+
+#[derive(Clone, Default)]
+pub struct MemFs {
+    nodes: Arc<Mutex<BTreeMap<String, Node>>>,
+}
+
+pub struct MemFile(Data);
+
+fn err(k: ErrorKind) -> io::Error {
+    io::Error::new(k, format!("{k:?}"))
+}
+
+fn norm(path: &str) -> io::Result<String> {
+    Ok(split_path(path)?.join("/"))
+}
+
+fn parent(p: &str) -> &str {
+    crate::fs::parent_of(p)
+}
+
+impl MemFs {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    fn check_parent(nodes: &BTreeMap<String, Node>, p: &str) -> io::Result<()> {
+        let par = parent(p);
+        if par.is_empty() || matches!(nodes.get(par), Some(Node::Dir)) {
+            Ok(())
+        } else {
+            Err(err(ErrorKind::NotFound))
+        }
+    }
+    /// Raw access for corruption tests.
+    pub fn bytes(&self, path: &str) -> Vec<u8> {
+        match self.nodes.lock().unwrap().get(path) {
+            Some(Node::File(d)) => d.lock().unwrap().clone(),
+            _ => panic!("no file {path}"),
+        }
+    }
+    pub fn set_bytes(&self, path: &str, b: Vec<u8>) {
+        match self.nodes.lock().unwrap().get(path) {
+            Some(Node::File(d)) => *d.lock().unwrap() = b,
+            _ => panic!("no file {path}"),
+        }
+    }
+    pub fn paths(&self) -> Vec<String> {
+        self.nodes.lock().unwrap().keys().cloned().collect()
+    }
+}
+
+impl FsFile for MemFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let d = self.0.lock().unwrap();
+        let off = offset as usize;
+        if off >= d.len() {
+            return Ok(0);
+        }
+        let n = buf.len().min(d.len() - off);
+        buf[..n].copy_from_slice(&d[off..off + n]);
+        Ok(n)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let mut d = self.0.lock().unwrap();
+        let end = offset as usize + buf.len();
+        if d.len() < end {
+            d.resize(end, 0);
+        }
+        d[offset as usize..end].copy_from_slice(buf);
+        Ok(())
+    }
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.0.lock().unwrap().len() as u64)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.lock().unwrap().resize(len as usize, 0);
+        Ok(())
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Fs for MemFs {
+    type File = MemFile;
+    fn open(&self, path: &str, o: OpenOptions) -> io::Result<MemFile> {
+        o.validate()?;
+        let p = norm(path)?;
+        let mut n = self.nodes.lock().unwrap();
+        match n.get(&p) {
+            Some(Node::Dir) => Err(err(ErrorKind::IsADirectory)),
+            _ if p.is_empty() => Err(err(ErrorKind::IsADirectory)),
+            Some(Node::File(_)) if o.create_new => Err(err(ErrorKind::AlreadyExists)),
+            Some(Node::File(d)) => {
+                if o.truncate {
+                    d.lock().unwrap().clear();
+                }
+                Ok(MemFile(d.clone()))
+            }
+            None if o.create || o.create_new => {
+                Self::check_parent(&n, &p)?;
+                let d: Data = Default::default();
+                n.insert(p, Node::File(d.clone()));
+                Ok(MemFile(d))
+            }
+            None => Err(err(ErrorKind::NotFound)),
+        }
+    }
+    fn create_dir(&self, path: &str) -> io::Result<()> {
+        let p = norm(path)?;
+        let mut n = self.nodes.lock().unwrap();
+        if p.is_empty() || n.contains_key(&p) {
+            return Err(err(ErrorKind::AlreadyExists));
+        }
+        Self::check_parent(&n, &p)?;
+        n.insert(p, Node::Dir);
+        Ok(())
+    }
+    fn read_dir(&self, path: &str) -> io::Result<Vec<DirEntry>> {
+        let p = norm(path)?;
+        let n = self.nodes.lock().unwrap();
+        if !p.is_empty() && !matches!(n.get(&p), Some(Node::Dir)) {
+            return Err(err(ErrorKind::NotFound));
+        }
+        let mut out: Vec<DirEntry> = n
+            .iter()
+            .filter(|(k, _)| !k.is_empty() && parent(k) == p)
+            .map(|(k, v)| DirEntry {
+                name: k.rsplit('/').next().unwrap().to_string(),
+                is_dir: matches!(v, Node::Dir),
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let (f, t) = (norm(from)?, norm(to)?);
+        let mut n = self.nodes.lock().unwrap();
+        let node = n.get(&f).cloned().ok_or(err(ErrorKind::NotFound))?;
+        Self::check_parent(&n, &t)?;
+        let moved: Vec<(String, Node)> = n
+            .iter()
+            .filter(|(k, _)| **k == f || k.starts_with(&format!("{f}/")))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if matches!(node, Node::Dir) && n.keys().any(|k| k.starts_with(&format!("{t}/"))) {
+            return Err(err(ErrorKind::DirectoryNotEmpty));
+        }
+        for (k, _) in &moved {
+            n.remove(k);
+        }
+        n.remove(&t);
+        for (k, v) in moved {
+            n.insert(format!("{t}{}", &k[f.len()..]), v);
+        }
+        Ok(())
+    }
+    fn remove_file(&self, path: &str) -> io::Result<()> {
+        let p = norm(path)?;
+        let mut n = self.nodes.lock().unwrap();
+        match n.get(&p) {
+            Some(Node::File(_)) => {
+                n.remove(&p);
+                Ok(())
+            }
+            Some(Node::Dir) => Err(err(ErrorKind::IsADirectory)),
+            None => Err(err(ErrorKind::NotFound)),
+        }
+    }
+    fn remove_dir_all(&self, path: &str) -> io::Result<()> {
+        let p = norm(path)?;
+        let mut n = self.nodes.lock().unwrap();
+        if !matches!(n.get(&p), Some(Node::Dir)) {
+            return Err(err(ErrorKind::NotFound));
+        }
+        n.retain(|k, _| *k != p && !k.starts_with(&format!("{p}/")));
+        Ok(())
+    }
+    fn sync_dir(&self, path: &str) -> io::Result<()> {
+        let p = norm(path)?;
+        let n = self.nodes.lock().unwrap();
+        if p.is_empty() || matches!(n.get(&p), Some(Node::Dir)) {
+            Ok(())
+        } else {
+            Err(err(ErrorKind::NotFound))
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! The byte layout of message blocks (`msgs/N.blk`). All integers little-endian.
+//!
+//! ```text
+//! block header (16 bytes):
+//!   0  4  magic "SQBK"
+//!   4  2  version (1)
+//!   6  2  reserved (0)
+//!   8  8  block index N (must equal the file name)
+//! record (36 bytes + subject + headers + payload):
+//!   0  4  rec_len: total bytes of this record, crc included
+//!   4  1  kind: 1 message, 2 tombstone (seq deleted), 3 floor (every seq <= seq removed),
+//!           4 truncate (every record before it with a seq > seq is void; last = seq)
+//!   5  1  flags: bit 0 erased (payload overwritten); other bits 0
+//!   6  2  subj_len
+//!   8  8  seq
+//!  16  8  ts, ns since the epoch
+//!  24  4  hdr_len
+//!  28  4  payload_len
+//!  32  .  subject (UTF-8), headers, payload
+//!  end-4 4 crc32 (IEEE, crc32fast) of every preceding byte of the record, lengths included
+//! ```
+//! `rec_len == 36 + subj_len + hdr_len + payload_len` is checked on both sides of the disk, as
+//! is the crc. A zero `rec_len` marks the end of the written part of a block.
+
+use crate::error::{Error, Result};
+
+/// Block file magic.
+pub const BLOCK_MAGIC: [u8; 4] = *b"SQBK";
+/// Block format version written by this code.
+pub const BLOCK_VERSION: u16 = 1;
+/// Bytes of the block header.
+pub const BLOCK_HEADER_LEN: u64 = 16;
+/// Fixed part of a record (header and crc).
+pub const REC_OVERHEAD: usize = 36;
+/// The largest record the decoder accepts, whatever the configuration: a length field beyond
+/// it is damage, not a record, so a hostile 4 GiB length never allocates 4 GiB.
+pub const HARD_MAX_RECORD: usize = 64 << 20;
+
+/// What a record says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// A stored message.
+    Msg = 1,
+    /// The message `seq` is deleted.
+    Tombstone = 2,
+    /// Every sequence `<= seq` is removed; the stream's last sequence is at least `seq`.
+    Floor = 3,
+    /// Every earlier record with a sequence `> seq` is void; the last sequence becomes `seq`.
+    Truncate = 4,
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Option<Kind> {
+        Some(match v {
+            1 => Kind::Msg,
+            2 => Kind::Tombstone,
+            3 => Kind::Floor,
+            4 => Kind::Truncate,
+            _ => return None,
+        })
+    }
+}
+
+/// Flag bit: the message's subject, headers and payload were overwritten with zeros.
+pub const FLAG_ERASED: u8 = 1;
+
+/// A decoded record borrowing from the buffer it was read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// What it is.
+    pub kind: Kind,
+    /// Flag bits.
+    pub flags: u8,
+    /// Sequence.
+    pub seq: u64,
+    /// Timestamp (ns).
+    pub ts: i64,
+    /// Subject (messages only).
+    pub subject: &'a str,
+    /// Headers (messages only).
+    pub headers: &'a [u8],
+    /// Payload (messages only).
+    pub payload: &'a [u8],
+    /// Total encoded length.
+    pub len: usize,
+    /// The stored crc.
+    pub crc: u32,
+}
+
+/// Encoded length of a record.
+pub fn encoded_len(subject: usize, headers: usize, payload: usize) -> usize {
+    REC_OVERHEAD + subject + headers + payload
+}
+
+/// Appends one encoded record to `out`; returns its crc. The caller has bounded the lengths
+/// (the debug assertion re-checks before the bytes go to disk).
+#[allow(clippy::too_many_arguments)]
+pub fn encode(
+    out: &mut Vec<u8>,
+    kind: Kind,
+    flags: u8,
+    seq: u64,
+    ts: i64,
+    subject: &[u8],
+    headers: &[u8],
+    payload: &[u8],
+) -> u32 {
+    let len = encoded_len(subject.len(), headers.len(), payload.len());
+    assert!(
+        len <= HARD_MAX_RECORD && subject.len() <= u16::MAX as usize,
+        "record bounds are checked before encoding"
+    );
+    let start = out.len();
+    out.reserve(len);
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.push(kind as u8);
+    out.push(flags);
+    out.extend_from_slice(&(subject.len() as u16).to_le_bytes());
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&ts.to_le_bytes());
+    out.extend_from_slice(&(headers.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(subject);
+    out.extend_from_slice(headers);
+    out.extend_from_slice(payload);
+    let crc = crc32fast::hash(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    debug_assert_eq!(out.len() - start, len);
+    crc
+}
+
+/// Result of decoding at one position.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded<'a> {
+    /// A whole, valid record.
+    Record(Record<'a>),
+    /// The buffer holds only part of a record of this total length (read more, or: torn tail).
+    Short(usize),
+    /// A zero length: the end of the written data.
+    End,
+    /// Not a valid record. `framed` is `Some(len)` when the length field is plausible and the
+    /// fixed fields are consistent, so the next record may start at `len` (e.g. an interrupted
+    /// in-place erase: only the crc is wrong).
+    Bad {
+        /// Why.
+        reason: &'static str,
+        /// The length to skip, if the framing looks intact.
+        framed: Option<usize>,
+    },
+}
+
+fn u16_at(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
+}
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"))
+}
+
+/// Decodes the record at the start of `buf`, checking every field and the crc.
+pub fn decode(buf: &[u8]) -> Decoded<'_> {
+    if buf.len() < 4 {
+        if buf.iter().all(|&b| b == 0) {
+            return Decoded::End;
+        }
+        return Decoded::Short(REC_OVERHEAD);
+    }
+    let len = u32_at(buf, 0) as usize;
+    if len == 0 {
+        return Decoded::End;
+    }
+    if !(REC_OVERHEAD..=HARD_MAX_RECORD).contains(&len) {
+        return Decoded::Bad {
+            reason: "record length out of range",
+            framed: None,
+        };
+    }
+    if buf.len() < len {
+        return Decoded::Short(len);
+    }
+    let b = &buf[..len];
+    let subj_len = u16_at(b, 6) as usize;
+    let hdr_len = u32_at(b, 24) as usize;
+    let pay_len = u32_at(b, 28) as usize;
+    let kind = Kind::from_u8(b[4]);
+    let consistent = subj_len
+        .checked_add(hdr_len)
+        .and_then(|x| x.checked_add(pay_len))
+        .and_then(|x| x.checked_add(REC_OVERHEAD))
+        == Some(len);
+    if !consistent {
+        return Decoded::Bad {
+            reason: "record lengths disagree",
+            framed: None,
+        };
+    }
+    let Some(kind) = kind else {
+        return Decoded::Bad {
+            reason: "unknown record kind",
+            framed: None,
+        };
+    };
+    let stored = u32_at(b, len - 4);
+    if crc32fast::hash(&b[..len - 4]) != stored {
+        return Decoded::Bad {
+            reason: "checksum mismatch",
+            framed: Some(len),
+        };
+    }
+    let flags = b[5];
+    if flags & !FLAG_ERASED != 0 {
+        return Decoded::Bad {
+            reason: "unknown flag bits",
+            framed: Some(len),
+        };
+    }
+    if kind != Kind::Msg && (len != REC_OVERHEAD || flags != 0) {
+        return Decoded::Bad {
+            reason: "marker record with a body",
+            framed: Some(len),
+        };
+    }
+    let subject = match std::str::from_utf8(&b[32..32 + subj_len]) {
+        Ok(s) => s,
+        Err(_) if flags & FLAG_ERASED != 0 => "",
+        Err(_) => {
+            return Decoded::Bad {
+                reason: "subject is not UTF-8",
+                framed: Some(len),
+            }
+        }
+    };
+    Decoded::Record(Record {
+        kind,
+        flags,
+        seq: u64_at(b, 8),
+        ts: u64_at(b, 16) as i64,
+        subject,
+        headers: &b[32 + subj_len..32 + subj_len + hdr_len],
+        payload: &b[32 + subj_len + hdr_len..len - 4],
+        len,
+        crc: stored,
+    })
+}
+
+/// The block header for block `index`.
+pub fn block_header(index: u64) -> [u8; BLOCK_HEADER_LEN as usize] {
+    let mut h = [0u8; BLOCK_HEADER_LEN as usize];
+    h[0..4].copy_from_slice(&BLOCK_MAGIC);
+    h[4..6].copy_from_slice(&BLOCK_VERSION.to_le_bytes());
+    h[8..16].copy_from_slice(&index.to_le_bytes());
+    h
+}
+
+/// What a block's first bytes say.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Header {
+    /// A valid header for the expected index.
+    Valid,
+    /// Empty or all zeros: a block whose header never became durable.
+    Blank,
+}
+
+/// Checks a block header read from `file`. A wrong magic, version or index is `Corrupt`.
+pub fn check_block_header(file: &str, bytes: &[u8], index: u64) -> Result<Header> {
+    if bytes.iter().all(|&b| b == 0) {
+        return Ok(Header::Blank);
+    }
+    if bytes.len() < BLOCK_HEADER_LEN as usize {
+        return Err(Error::corrupt(file, 0, "block header cut short"));
+    }
+    if bytes[0..4] != BLOCK_MAGIC {
+        return Err(Error::corrupt(file, 0, "not a seqstore block (bad magic)"));
+    }
+    let version = u16_at(bytes, 4);
+    if version != BLOCK_VERSION {
+        return Err(Error::corrupt(
+            file,
+            4,
+            format!("block format version {version}, this build reads {BLOCK_VERSION}"),
+        ));
+    }
+    let stored = u64_at(bytes, 8);
+    if stored != index {
+        return Err(Error::corrupt(
+            file,
+            8,
+            format!("header says block {stored}, file name says {index}"),
+        ));
+    }
+    Ok(Header::Valid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(kind: Kind, seq: u64, subj: &str, hdr: &[u8], pay: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        encode(&mut v, kind, 0, seq, 77, subj.as_bytes(), hdr, pay);
+        v
+    }
+
+    #[test]
+    fn round_trip() {
+        let v = one(Kind::Msg, 5, "a.b", b"h", b"payload");
+        assert_eq!(v.len(), encoded_len(3, 1, 7));
+        match decode(&v) {
+            Decoded::Record(r) => {
+                assert_eq!(
+                    (r.kind, r.seq, r.ts, r.subject, r.headers, r.payload),
+                    (Kind::Msg, 5, 77, "a.b", &b"h"[..], &b"payload"[..])
+                );
+                assert_eq!(r.len, v.len());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_caught() {
+        let v = one(Kind::Msg, 9, "x.y", b"", b"0123456789");
+        for bit in 0..v.len() * 8 {
+            let mut w = v.clone();
+            w[bit / 8] ^= 1 << (bit % 8);
+            assert!(
+                !matches!(decode(&w), Decoded::Record(_)),
+                "bit {bit} flip not detected"
+            );
+        }
+    }
+
+    #[test]
+    fn short_end_and_bad_lengths() {
+        let v = one(Kind::Tombstone, 3, "", b"", b"");
+        assert_eq!(v.len(), REC_OVERHEAD);
+        assert_eq!(decode(&v[..10]), Decoded::Short(REC_OVERHEAD));
+        assert_eq!(decode(&[0u8; 64]), Decoded::End);
+        assert_eq!(decode(&[]), Decoded::End);
+        let mut huge = v.clone();
+        huge[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(decode(&huge), Decoded::Bad { framed: None, .. }));
+        let mut crc = v.clone();
+        let n = crc.len();
+        crc[n - 1] ^= 0xff;
+        assert!(matches!(
+            decode(&crc),
+            Decoded::Bad {
+                framed: Some(36),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn headers() {
+        let h = block_header(7);
+        assert_eq!(check_block_header("f", &h, 7).unwrap(), Header::Valid);
+        assert!(check_block_header("f", &h, 8).is_err());
+        assert_eq!(check_block_header("f", &[0; 16], 7).unwrap(), Header::Blank);
+        assert_eq!(check_block_header("f", &[], 7).unwrap(), Header::Blank);
+        assert!(check_block_header("f", b"garbage garbage!", 7).is_err());
+    }
+}

@@ -1,0 +1,2277 @@
+//! The stream store. See ARCHITECTURE.md for the data flow, the write path with every fsync,
+//! and the byte layouts.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io;
+
+#[cfg(feature = "ablation")]
+use crate::ablation::Ablation;
+use crate::clock::Clock;
+use crate::config::{Config, Discard, RecoveryMode, SyncPolicy};
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile, OpenOptions};
+use crate::index::{BlockSummary, Snapshot, SubjectSummary};
+use crate::record::{
+    self, check_block_header, decode, encode, encoded_len, Decoded, Header, Kind, BLOCK_HEADER_LEN,
+    FLAG_ERASED, HARD_MAX_RECORD, REC_OVERHEAD,
+};
+use crate::subject;
+
+/// The directory holding the live message blocks.
+pub const MSGS_DIR: &str = "msgs";
+/// Where a purge builds the new block set before the swap.
+pub const PURGE_NEW: &str = "purge.new";
+/// Where the old block set goes during the swap, until it is removed.
+pub const PURGE_OLD: &str = "purge.old";
+/// The state snapshot.
+pub const INDEX_FILE: &str = "index.db";
+/// The snapshot being written.
+pub const INDEX_TMP: &str = "index.db.tmp";
+
+const READ_CHUNK: usize = 1 << 20;
+
+/// A message read back from the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredMsg {
+    /// Its sequence.
+    pub seq: u64,
+    /// Its timestamp (ns since the epoch, from the store's clock).
+    pub ts: i64,
+    /// Its subject.
+    pub subject: String,
+    /// Its opaque header bytes.
+    pub headers: Vec<u8>,
+    /// Its payload.
+    pub payload: Vec<u8>,
+}
+
+/// The stream's counters, as NATS reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamState {
+    /// Messages stored.
+    pub msgs: u64,
+    /// Bytes stored (encoded record sizes).
+    pub bytes: u64,
+    /// Lowest stored sequence, or `last_seq + 1` when empty.
+    pub first_seq: u64,
+    /// Timestamp of the first stored message (0 when empty).
+    pub first_ts: i64,
+    /// Highest sequence ever assigned (survives deletes and purges).
+    pub last_seq: u64,
+    /// Timestamp of the last sequence's record.
+    pub last_ts: i64,
+    /// Sequences between first and last that are deleted.
+    pub num_deleted: u64,
+    /// Distinct subjects with at least one stored message.
+    pub num_subjects: u64,
+}
+
+/// A range of sequences, inclusive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SeqRange {
+    /// First sequence.
+    pub first: u64,
+    /// Last sequence.
+    pub last: u64,
+}
+
+/// A cut made by recovery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cut {
+    /// The block file.
+    pub file: String,
+    /// Where it was cut.
+    pub offset: u64,
+    /// Bytes dropped.
+    pub dropped: u64,
+    /// Why.
+    pub reason: String,
+}
+
+/// What `open` found and did. Nothing recovery changes is hidden: every cut, every lost
+/// sequence and every ignored file is listed here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// State came from `index.db` (no block was scanned).
+    pub used_index: bool,
+    /// Why `index.db` was not used, if it existed.
+    pub index_rejected: Option<String>,
+    /// An interrupted purge was completed (its new block was durable).
+    pub purge_completed: bool,
+    /// An interrupted purge was rolled back (its new block was not durable).
+    pub purge_rolled_back: bool,
+    /// Blocks cut at their first bad record.
+    pub cuts: Vec<Cut>,
+    /// Single damaged records skipped inside a block (file, offset, reason).
+    pub skipped: Vec<(String, u64, String)>,
+    /// Sequences that had records and are gone (damage, not deletes).
+    pub lost: Vec<SeqRange>,
+    /// Block files removed because no byte of them was durable.
+    pub removed_blank: Vec<String>,
+    /// Files and directories in the store that recovery does not know and left alone.
+    pub ignored: Vec<String>,
+    /// Records ignored because their sequence went backwards.
+    pub out_of_order: Vec<(String, u64)>,
+    /// Records made void by a truncate that were removed from disk by recovery.
+    pub truncate_cleanup: bool,
+}
+
+impl RecoveryReport {
+    /// Whether recovery had to drop anything that had been written.
+    pub fn lost_data(&self) -> bool {
+        !self.cuts.is_empty() || !self.skipped.is_empty() || !self.lost.is_empty()
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    seq: u64,
+    ts: i64,
+    off: u32,
+    len: u32,
+    subj: u32,
+    deleted: bool,
+}
+
+struct Block<H> {
+    index: u64,
+    path: String,
+    file: H,
+    /// Bytes in the file (the write buffer holds more, for the newest block).
+    len: u64,
+    /// Sequences of the first and last message records in the block (0 if none).
+    msg_first: u64,
+    msg_last: u64,
+    /// Highest message sequence in this or any earlier block: non-decreasing, so a lookup
+    /// by sequence is a binary search over blocks.
+    hi: u64,
+    /// Highest sequence of any record in the block.
+    max_seq: u64,
+    live: u64,
+    live_bytes: u64,
+    last_crc: u32,
+    /// `None` until the block is read (blocks known from `index.db` are read on first use).
+    entries: Option<Vec<Entry>>,
+    /// Deleted sequences of an unread block (from `index.db`), sorted.
+    dmap: Vec<u64>,
+    /// Has writes that are not fsynced.
+    dirty: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct SubjInfo {
+    msgs: u64,
+    /// First and last live sequence; 0 means "not known, search".
+    first: u64,
+    last: u64,
+}
+
+/// A message-stream store on a filesystem `F`.
+pub struct Store<F: Fs> {
+    fs: F,
+    cfg: Config,
+    clock: Box<dyn Clock>,
+    blocks: Vec<Block<F::File>>,
+    /// Pending bytes of the newest block, to be written at `blocks.last().len`.
+    wbuf: Vec<u8>,
+    first_seq: u64,
+    first_ts: i64,
+    last_seq: u64,
+    last_ts: i64,
+    floor: u64,
+    msgs: u64,
+    bytes: u64,
+    subj_names: Vec<String>,
+    subj_ids: HashMap<String, u32>,
+    subj: Vec<SubjInfo>,
+    num_subjects: u64,
+    poisoned: bool,
+    closed: bool,
+    last_sync_ns: i64,
+    /// `msgs/` has entries (new blocks, removals) that are not yet durable.
+    msgs_dir_dirty: bool,
+    report: RecoveryReport,
+}
+
+/// A clock for [`Store::open`]: store-core reads no clock, so without one each call returns
+/// one nanosecond more than the last. Use [`Store::open_with_clock`] for wall time.
+struct LogicalClock(std::sync::atomic::AtomicI64);
+
+impl Clock for LogicalClock {
+    fn now_ns(&self) -> i64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+    }
+}
+
+fn block_path(dir: &str, index: u64) -> String {
+    format!("{dir}/{index}.blk")
+}
+
+fn parse_block_name(name: &str) -> Option<u64> {
+    let n = name.strip_suffix(".blk")?;
+    if n.is_empty() || n.len() > 19 || !n.bytes().all(|b| b.is_ascii_digit()) || n.starts_with('0')
+    {
+        return None;
+    }
+    n.parse().ok().filter(|&i| i > 0)
+}
+
+fn ioe<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
+    r.map_err(|e| Error::io(op, path, e))
+}
+
+/// What scanning a block found at its end.
+enum ScanEnd {
+    Clean,
+    /// Stopped at `offset`: everything from there is unusable.
+    Stop {
+        offset: u64,
+        reason: String,
+    },
+}
+
+/// Reads a block's records in order from `start` to `len`, in chunks (never more than one
+/// record plus one chunk in memory). A record that fails its checks but is framed by a
+/// plausible next record is passed to `skipped` and stepped over; any other damage ends the
+/// scan.
+fn scan_block<H: FsFile>(
+    file: &H,
+    path: &str,
+    start: u64,
+    len: u64,
+    mut visit: impl FnMut(u64, &record::Record<'_>) -> Result<()>,
+    mut skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
+) -> Result<ScanEnd> {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut buf_off = start; // file offset of buf[0]
+    let mut pos = start;
+    let fill = |buf: &mut Vec<u8>, buf_off: &mut u64, pos: u64, want: usize| -> Result<()> {
+        // drop consumed bytes, then read until `want` bytes from pos are buffered (or EOF)
+        let consumed = (pos - *buf_off) as usize;
+        buf.drain(..consumed);
+        *buf_off = pos;
+        let have_to = (pos + buf.len() as u64).min(len);
+        let target = (pos + want.max(READ_CHUNK) as u64).min(len);
+        if target > have_to {
+            let old = buf.len();
+            buf.resize(old + (target - have_to) as usize, 0);
+            ioe(file.read_exact_at(&mut buf[old..], have_to), "read", path)?;
+        }
+        Ok(())
+    };
+    while pos < len {
+        let avail = (buf_off + buf.len() as u64).saturating_sub(pos) as usize;
+        if avail < REC_OVERHEAD.min((len - pos) as usize) || avail == 0 {
+            fill(&mut buf, &mut buf_off, pos, REC_OVERHEAD)?;
+        }
+        let at = (pos - buf_off) as usize;
+        let avail = buf.len() - at;
+        match decode(&buf[at..]) {
+            Decoded::Record(r) => {
+                visit(pos, &r)?;
+                pos += r.len as u64;
+            }
+            Decoded::Short(n) => {
+                if pos + n as u64 > len {
+                    return Ok(ScanEnd::Stop {
+                        offset: pos,
+                        reason: "record cut short (torn tail)".into(),
+                    });
+                }
+                if avail >= n {
+                    // decode only says Short when fewer than n bytes are given: never loop
+                    return Ok(ScanEnd::Stop {
+                        offset: pos,
+                        reason: "undecodable record".into(),
+                    });
+                }
+                fill(&mut buf, &mut buf_off, pos, n)?;
+            }
+            Decoded::End => {
+                // zeros: the end of written data, if nothing but zeros follows
+                let mut p = pos;
+                let mut chunk = vec![0u8; 64 << 10];
+                while p < len {
+                    let n = ((len - p) as usize).min(chunk.len());
+                    ioe(file.read_exact_at(&mut chunk[..n], p), "read", path)?;
+                    if chunk[..n].iter().any(|&b| b != 0) {
+                        return Ok(ScanEnd::Stop {
+                            offset: pos,
+                            reason: "zero length followed by data".into(),
+                        });
+                    }
+                    p += n as u64;
+                }
+                return Ok(ScanEnd::Stop {
+                    offset: pos,
+                    reason: "zeros at the end (unwritten space)".into(),
+                });
+            }
+            Decoded::Bad { reason, framed } => {
+                let next_ok = match framed {
+                    Some(l) if pos + l as u64 == len => true,
+                    Some(l) if pos + l as u64 + 4 <= len => {
+                        let mut h = [0u8; REC_OVERHEAD];
+                        let n = ((len - pos - l as u64) as usize).min(REC_OVERHEAD);
+                        ioe(
+                            file.read_exact_at(&mut h[..n], pos + l as u64),
+                            "read",
+                            path,
+                        )?;
+                        plausible_header(&h[..n])
+                    }
+                    _ => false,
+                };
+                match framed {
+                    Some(l) if next_ok => {
+                        let seq = (buf.len() >= at + 16).then(|| {
+                            u64::from_le_bytes(buf[at + 8..at + 16].try_into().expect("8"))
+                        });
+                        skipped(pos, reason, seq)?;
+                        pos += l as u64;
+                    }
+                    _ => {
+                        return Ok(ScanEnd::Stop {
+                            offset: pos,
+                            reason: reason.to_string(),
+                        })
+                    }
+                }
+            }
+        }
+    }
+    Ok(ScanEnd::Clean)
+}
+
+/// Whether bytes look like the start of a record (or the zero end marker): used only to
+/// decide that a bad record is framed by a good one.
+fn plausible_header(h: &[u8]) -> bool {
+    if h.len() < 4 {
+        return false;
+    }
+    let len = u32::from_le_bytes(h[0..4].try_into().expect("4")) as usize;
+    if len == 0 {
+        return h.iter().all(|&b| b == 0);
+    }
+    if h.len() < 32 || !(REC_OVERHEAD..=HARD_MAX_RECORD).contains(&len) || !(1..=4).contains(&h[4])
+    {
+        return false;
+    }
+    let s = u16::from_le_bytes([h[6], h[7]]) as usize;
+    let hd = u32::from_le_bytes(h[24..28].try_into().expect("4")) as usize;
+    let p = u32::from_le_bytes(h[28..32].try_into().expect("4")) as usize;
+    s + hd + p + REC_OVERHEAD == len
+}
+
+/// Per-rebuild bookkeeping.
+#[derive(Default)]
+struct Rebuild {
+    floor: u64,
+    max_seq: u64,
+    max_ts: i64,
+    prev_msg: u64,
+    gaps: Vec<SeqRange>,
+    tomb_orphans: BTreeSet<u64>,
+    /// A truncate record voided records that are still on disk: (block position, offset of
+    /// the first void record), and the position of the block holding the truncate record.
+    void_from: Option<(usize, u64)>,
+    truncate_block: usize,
+}
+
+impl<F: Fs> Store<F> {
+    /// Opens (or creates) the store at the root of `fs`, stamping messages with a logical clock
+    /// (store-core reads no clock). Most users want [`Store::open_with_clock`].
+    pub fn open(fs: F, cfg: Config) -> Result<Self> {
+        Self::open_with_clock(fs, cfg, Box::new(LogicalClock(0.into())))
+    }
+
+    /// Opens (or creates) the store at the root of `fs`, taking time from `clock`.
+    ///
+    /// Recovery, in order: finish or roll back an interrupted purge (from the directories it
+    /// finds); load `index.db` if it matches the blocks exactly, else rebuild from the blocks
+    /// (cutting torn tails, reporting lost sequences); fsync both directories so that nothing
+    /// acknowledged later can depend on a name that is not durable; re-enforce limits.
+    pub fn open_with_clock(fs: F, cfg: Config, clock: Box<dyn Clock>) -> Result<Self> {
+        cfg.validate().map_err(Error::InvalidConfig)?;
+        let now = clock.now_ns();
+        let mut s = Store {
+            fs,
+            cfg,
+            clock,
+            blocks: Vec::new(),
+            wbuf: Vec::new(),
+            first_seq: 1,
+            first_ts: 0,
+            last_seq: 0,
+            last_ts: 0,
+            floor: 0,
+            msgs: 0,
+            bytes: 0,
+            subj_names: Vec::new(),
+            subj_ids: HashMap::new(),
+            subj: Vec::new(),
+            num_subjects: 0,
+            poisoned: false,
+            closed: false,
+            last_sync_ns: now,
+            msgs_dir_dirty: false,
+            report: RecoveryReport::default(),
+        };
+        s.recover_purge()?;
+        s.load()?;
+        // Make the structure we found durable before anything new is acknowledged on top of
+        // it: the names may have been created by a process that never synced them.
+        s.sync_dir(MSGS_DIR)?;
+        s.sync_dir("")?;
+        s.msgs_dir_dirty = false;
+        if let Some(last) = s.blocks.len().checked_sub(1) {
+            s.ensure_loaded(last)?;
+        }
+        s.enforce_limits_all()?;
+        s.maybe_sync()?;
+        Ok(s)
+    }
+
+    /// What recovery found and did at open.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn root_names(&self) -> Result<BTreeMap<String, bool>> {
+        Ok(ioe(self.fs.read_dir(""), "read_dir", "")?
+            .into_iter()
+            .map(|e| (e.name, e.is_dir))
+            .collect())
+    }
+
+    /// Whether `purge.new` holds a block whose records all check out and include a floor
+    /// record: the purge's commit point.
+    fn purge_block_valid(&self) -> Result<bool> {
+        let entries = match self.fs.read_dir(PURGE_NEW) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(Error::io("read_dir", PURGE_NEW, e)),
+        };
+        for e in entries {
+            let Some(index) = parse_block_name(&e.name) else {
+                continue;
+            };
+            let path = block_path(PURGE_NEW, index);
+            let f = ioe(self.fs.open(&path, OpenOptions::read_only()), "open", &path)?;
+            let len = ioe(f.len(), "len", &path)?;
+            let mut h = [0u8; BLOCK_HEADER_LEN as usize];
+            let n = (len as usize).min(h.len());
+            ioe(f.read_exact_at(&mut h[..n], 0), "read", &path)?;
+            if check_block_header(&path, &h[..n], index).ok() != Some(Header::Valid) {
+                continue;
+            }
+            let mut has_floor = false;
+            let end = scan_block(
+                &f,
+                &path,
+                BLOCK_HEADER_LEN,
+                len,
+                |_, r| {
+                    has_floor |= r.kind == Kind::Floor;
+                    Ok(())
+                },
+                |_, _, _| Ok(()),
+            )?;
+            if has_floor && matches!(end, ScanEnd::Clean) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Finishes or undoes a purge that a crash interrupted (see ARCHITECTURE.md, "Purge").
+    fn recover_purge(&mut self) -> Result<()> {
+        let names = self.root_names()?;
+        let has = |n: &str| names.get(n).copied() == Some(true);
+        let (msgs, new, old) = (has(MSGS_DIR), has(PURGE_NEW), has(PURGE_OLD));
+        if !(new || old) {
+            if !msgs {
+                ioe(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
+                self.sync_dir("")?;
+            }
+            return Ok(());
+        }
+        if new && self.purge_block_valid()? {
+            // Committed: the new block with the last sequence is durable. Finish the swap.
+            if msgs {
+                if old {
+                    ioe(
+                        self.fs.remove_dir_all(PURGE_OLD),
+                        "remove_dir_all",
+                        PURGE_OLD,
+                    )?;
+                }
+                ioe(self.fs.rename(MSGS_DIR, PURGE_OLD), "rename", MSGS_DIR)?;
+            }
+            ioe(self.fs.rename(PURGE_NEW, MSGS_DIR), "rename", PURGE_NEW)?;
+            self.sync_dir("")?;
+            if msgs || old {
+                ioe(
+                    self.fs.remove_dir_all(PURGE_OLD),
+                    "remove_dir_all",
+                    PURGE_OLD,
+                )?;
+            }
+            self.report.purge_completed = true;
+        } else {
+            // Not committed (or only leftovers of a finished purge): keep the old blocks.
+            if new {
+                ioe(
+                    self.fs.remove_dir_all(PURGE_NEW),
+                    "remove_dir_all",
+                    PURGE_NEW,
+                )?;
+                self.report.purge_rolled_back = true;
+            }
+            if old {
+                if msgs {
+                    ioe(
+                        self.fs.remove_dir_all(PURGE_OLD),
+                        "remove_dir_all",
+                        PURGE_OLD,
+                    )?;
+                } else {
+                    ioe(self.fs.rename(PURGE_OLD, MSGS_DIR), "rename", PURGE_OLD)?;
+                    self.report.purge_rolled_back = true;
+                }
+            } else if !msgs {
+                ioe(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
+            }
+            self.sync_dir("")?;
+        }
+        Ok(())
+    }
+
+    /// Lists `msgs/`: block indexes in order; anything else is reported and left alone.
+    fn list_blocks(&mut self) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for e in ioe(self.fs.read_dir(MSGS_DIR), "read_dir", MSGS_DIR)? {
+            match parse_block_name(&e.name) {
+                Some(i) if !e.is_dir => out.push(i),
+                _ => self.report.ignored.push(format!("{MSGS_DIR}/{}", e.name)),
+            }
+        }
+        for (name, _) in self.root_names()? {
+            if ![MSGS_DIR, INDEX_FILE, INDEX_TMP].contains(&name.as_str()) {
+                self.report.ignored.push(name);
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    fn load(&mut self) -> Result<()> {
+        let indexes = self.list_blocks()?;
+        match self.try_index(&indexes) {
+            Ok(true) => {
+                self.report.used_index = true;
+                return Ok(());
+            }
+            Ok(false) => {}
+            Err(e) => self.report.index_rejected = Some(e.to_string()),
+        }
+        self.blocks.clear();
+        let mut tries = 0;
+        loop {
+            let indexes = if tries == 0 {
+                indexes.clone()
+            } else {
+                self.list_blocks_quiet()?
+            };
+            match self.rebuild(&indexes)? {
+                None => return Ok(()),
+                Some((bpos, off, tpos)) => {
+                    // A truncate voided records that are still on disk: remove them (the
+                    // truncate record itself is durable, we just read it), then rebuild.
+                    if tries > 0 {
+                        let b = &self.blocks[bpos];
+                        return Err(Error::corrupt(
+                            b.path.clone(),
+                            off,
+                            "void records survive truncate cleanup",
+                        ));
+                    }
+                    self.truncate_cleanup(bpos, off, tpos)?;
+                    self.report.truncate_cleanup = true;
+                    tries += 1;
+                }
+            }
+        }
+    }
+
+    fn list_blocks_quiet(&mut self) -> Result<Vec<u64>> {
+        let ignored = self.report.ignored.len();
+        let v = self.list_blocks()?;
+        self.report.ignored.truncate(ignored);
+        Ok(v)
+    }
+
+    /// Cuts block `bpos` at `off` and removes the blocks between it and the block holding
+    /// the truncate record.
+    fn truncate_cleanup(&mut self, bpos: usize, off: u64, tpos: usize) -> Result<()> {
+        for pos in (bpos + 1..tpos).rev() {
+            let path = self.blocks[pos].path.clone();
+            ioe(self.fs.remove_file(&path), "remove_file", &path)?;
+        }
+        let b = &self.blocks[bpos];
+        if bpos != tpos {
+            ioe(b.file.set_len(off), "set_len", &b.path)?;
+            self.sync_file(bpos)?;
+        }
+        self.sync_dir(MSGS_DIR)?;
+        self.blocks.clear();
+        Ok(())
+    }
+
+    /// Loads state from `index.db` if it matches the blocks exactly. `Ok(false)`: no index.
+    fn try_index(&mut self, indexes: &[u64]) -> Result<bool> {
+        let f = match self.fs.open(INDEX_FILE, OpenOptions::read_only()) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(Error::io("open", INDEX_FILE, e)),
+        };
+        let len = ioe(f.len(), "len", INDEX_FILE)?;
+        if len > 1 << 30 {
+            return Err(Error::corrupt(INDEX_FILE, 0, "index larger than 1 GiB"));
+        }
+        let mut b = vec![0u8; len as usize];
+        ioe(f.read_exact_at(&mut b, 0), "read", INDEX_FILE)?;
+        let snap = Snapshot::decode(INDEX_FILE, &b)?;
+        let listed: Vec<u64> = snap.blocks.iter().map(|b| b.index).collect();
+        if listed != indexes {
+            return Err(Error::corrupt(INDEX_FILE, 0, "stale: block files differ"));
+        }
+        // check every block's length and last record crc, and the totals
+        let (mut live, mut bytes) = (0u64, 0u64);
+        let mut blocks = Vec::with_capacity(snap.blocks.len());
+        let mut hi = 0;
+        for bs in &snap.blocks {
+            let path = block_path(MSGS_DIR, bs.index);
+            let file = ioe(
+                self.fs
+                    .open(&path, OpenOptions::new().read(true).write(true)),
+                "open",
+                &path,
+            )?;
+            let flen = ioe(file.len(), "len", &path)?;
+            if flen != bs.len || flen < BLOCK_HEADER_LEN {
+                return Err(Error::corrupt(path, flen, "stale: block length differs"));
+            }
+            if flen > BLOCK_HEADER_LEN {
+                let mut c = [0u8; 4];
+                ioe(file.read_exact_at(&mut c, flen - 4), "read", &path)?;
+                if u32::from_le_bytes(c) != bs.last_crc {
+                    return Err(Error::corrupt(path, flen - 4, "stale: last record differs"));
+                }
+            }
+            if bs.msg_first > bs.msg_last || bs.live > bs.msg_last.saturating_sub(bs.msg_first) + 1
+            {
+                return Err(Error::corrupt(INDEX_FILE, 0, "block summary inconsistent"));
+            }
+            live += bs.live;
+            bytes += bs.live_bytes;
+            hi = hi.max(bs.msg_last);
+            blocks.push(Block {
+                index: bs.index,
+                path,
+                file,
+                len: flen,
+                msg_first: bs.msg_first,
+                msg_last: bs.msg_last,
+                hi,
+                max_seq: bs.max_seq,
+                live: bs.live,
+                live_bytes: bs.live_bytes,
+                last_crc: bs.last_crc,
+                entries: None,
+                dmap: bs.deleted.clone(),
+                dirty: false,
+            });
+        }
+        let subj_msgs: u64 = snap.subjects.iter().map(|s| s.msgs).sum();
+        if live != snap.msgs || bytes != snap.bytes || subj_msgs != snap.msgs {
+            return Err(Error::corrupt(INDEX_FILE, 0, "totals inconsistent"));
+        }
+        if snap.last_seq < hi || snap.floor > snap.last_seq {
+            return Err(Error::corrupt(INDEX_FILE, 0, "sequences inconsistent"));
+        }
+        self.blocks = blocks;
+        self.first_seq = snap.first_seq;
+        self.first_ts = snap.first_ts;
+        self.last_seq = snap.last_seq;
+        self.last_ts = snap.last_ts;
+        self.floor = snap.floor;
+        self.msgs = snap.msgs;
+        self.bytes = snap.bytes;
+        for s in &snap.subjects {
+            let id = self.intern(&s.name);
+            self.subj[id as usize] = SubjInfo {
+                msgs: s.msgs,
+                first: s.first,
+                last: s.last,
+            };
+            if s.msgs > 0 {
+                self.num_subjects += 1;
+            }
+        }
+        Ok(true)
+    }
+
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.subj_ids.get(name) {
+            return id;
+        }
+        let id = self.subj_names.len() as u32;
+        self.subj_names.push(name.to_string());
+        self.subj_ids.insert(name.to_string(), id);
+        self.subj.push(SubjInfo::default());
+        id
+    }
+
+    /// Rebuilds the whole state from the blocks. Returns where a truncate left void records
+    /// on disk (they are cleaned up by the caller), else `None`.
+    fn rebuild(&mut self, indexes: &[u64]) -> Result<Option<(usize, u64, usize)>> {
+        let strict = self.cfg.recovery == RecoveryMode::Strict;
+        let mut rb = Rebuild::default();
+        self.blocks.clear();
+        self.subj_names.clear();
+        self.subj_ids.clear();
+        self.subj.clear();
+        self.num_subjects = 0;
+        let n = indexes.len();
+        for (i, &index) in indexes.iter().enumerate() {
+            let path = block_path(MSGS_DIR, index);
+            let file = ioe(
+                self.fs
+                    .open(&path, OpenOptions::new().read(true).write(true)),
+                "open",
+                &path,
+            )?;
+            let mut flen = ioe(file.len(), "len", &path)?;
+            let mut h = [0u8; BLOCK_HEADER_LEN as usize];
+            let hn = (flen as usize).min(h.len());
+            ioe(file.read_exact_at(&mut h[..hn], 0), "read", &path)?;
+            if check_block_header(&path, &h[..hn], index)? == Header::Blank {
+                // The header never became durable, so nothing after it counts either.
+                let nonzero = flen > BLOCK_HEADER_LEN && !all_zero(&file, &path, flen)?;
+                if nonzero {
+                    if strict {
+                        return Err(Error::corrupt(path, 0, "data after a blank header"));
+                    }
+                    self.report.cuts.push(Cut {
+                        file: path.clone(),
+                        offset: 0,
+                        dropped: flen,
+                        reason: "block header missing".into(),
+                    });
+                }
+                ioe(self.fs.remove_file(&path), "remove_file", &path)?;
+                self.report.removed_blank.push(path);
+                continue;
+            }
+            let pos = self.blocks.len();
+            let mut entries: Vec<Entry> = Vec::new();
+            let (mut block_max, mut last_crc) = (0u64, 0u32);
+            let mut skipped_here = Vec::new();
+            let end = {
+                let Store {
+                    blocks,
+                    subj_names,
+                    subj_ids,
+                    subj,
+                    report,
+                    ..
+                } = &mut *self;
+                scan_block(
+                    &file,
+                    &path,
+                    BLOCK_HEADER_LEN,
+                    flen,
+                    |off, r| {
+                        last_crc = r.crc;
+                        match r.kind {
+                            Kind::Msg => {
+                                if r.seq <= rb.max_seq {
+                                    report.out_of_order.push((path.clone(), off));
+                                    return Ok(());
+                                }
+                                if rb.prev_msg > 0 && r.seq > rb.prev_msg + 1 {
+                                    rb.gaps.push(SeqRange {
+                                        first: rb.prev_msg + 1,
+                                        last: r.seq - 1,
+                                    });
+                                }
+                                rb.prev_msg = r.seq;
+                                rb.max_seq = r.seq;
+                                rb.max_ts = r.ts;
+                                let sid = intern_in(subj_names, subj_ids, subj, r.subject);
+                                entries.push(Entry {
+                                    seq: r.seq,
+                                    ts: r.ts,
+                                    off: off as u32,
+                                    len: r.len as u32,
+                                    subj: sid,
+                                    deleted: r.flags & FLAG_ERASED != 0,
+                                });
+                            }
+                            Kind::Tombstone => {
+                                let found = match entries.binary_search_by_key(&r.seq, |e| e.seq) {
+                                    Ok(i) => {
+                                        entries[i].deleted = true;
+                                        true
+                                    }
+                                    Err(_) => mark_in(blocks, r.seq),
+                                };
+                                if !found {
+                                    rb.tomb_orphans.insert(r.seq);
+                                }
+                                if r.seq > rb.max_seq {
+                                    rb.max_seq = r.seq;
+                                    rb.max_ts = r.ts;
+                                }
+                            }
+                            Kind::Floor => {
+                                rb.floor = rb.floor.max(r.seq);
+                                if r.seq > rb.max_seq {
+                                    rb.max_seq = r.seq;
+                                    rb.max_ts = r.ts;
+                                }
+                            }
+                            Kind::Truncate => {
+                                let s = r.seq;
+                                if entries.last().is_some_and(|e| e.seq > s) {
+                                    return Err(Error::corrupt(
+                                        path.clone(),
+                                        off,
+                                        "truncate record after the records it voids",
+                                    ));
+                                }
+                                if rb.void_from.is_none() {
+                                    rb.void_from = first_void(blocks, s);
+                                    rb.truncate_block = pos;
+                                }
+                                rb.max_seq = s;
+                                rb.max_ts = r.ts;
+                                rb.prev_msg = rb.prev_msg.min(s);
+                                rb.gaps.retain(|g| g.first <= s);
+                                if let Some(g) = rb.gaps.last_mut() {
+                                    g.last = g.last.min(s);
+                                }
+                                rb.tomb_orphans.retain(|&t| t <= s);
+                            }
+                        }
+                        block_max = block_max.max(r.seq);
+                        Ok(())
+                    },
+                    |off, reason, seq| {
+                        skipped_here.push((off, reason.to_string(), seq));
+                        Ok(())
+                    },
+                )?
+            };
+            for (off, reason, _seq) in skipped_here {
+                if strict {
+                    return Err(Error::corrupt(path, off, reason));
+                }
+                self.report.skipped.push((path.clone(), off, reason));
+            }
+            if let ScanEnd::Stop { offset, reason } = end {
+                let zeros = reason.starts_with("zeros");
+                if strict && !zeros && i + 1 != n {
+                    return Err(Error::corrupt(path, offset, reason));
+                }
+                ioe(file.set_len(offset), "set_len", &path)?;
+                if let Err(e) = file.sync_data() {
+                    self.poisoned = true;
+                    return Err(Error::io("sync_data", path, e));
+                }
+                if !zeros {
+                    self.report.cuts.push(Cut {
+                        file: path.clone(),
+                        offset,
+                        dropped: flen - offset,
+                        reason,
+                    });
+                }
+                flen = offset;
+            }
+            let hi = self.blocks.last().map_or(0, |b| b.hi);
+            self.blocks.push(Block {
+                index,
+                path,
+                file,
+                len: flen,
+                msg_first: entries.first().map_or(0, |e| e.seq),
+                msg_last: entries.last().map_or(0, |e| e.seq),
+                hi: hi.max(entries.last().map_or(0, |e| e.seq)),
+                max_seq: block_max,
+                live: 0,
+                live_bytes: 0,
+                last_crc,
+                entries: Some(entries),
+                dmap: Vec::new(),
+                dirty: false,
+            });
+        }
+        if let Some((bpos, off)) = rb.void_from {
+            return Ok(Some((bpos, off, rb.truncate_block)));
+        }
+        // Apply the floor, then count what is live.
+        self.floor = rb.floor;
+        self.last_seq = rb.max_seq;
+        self.last_ts = rb.max_ts;
+        self.msgs = 0;
+        self.bytes = 0;
+        for b in &mut self.blocks {
+            let entries = b.entries.as_mut().expect("rebuild loads every block");
+            for e in entries.iter_mut() {
+                if e.seq <= rb.floor {
+                    e.deleted = true;
+                }
+                if !e.deleted {
+                    b.live += 1;
+                    b.live_bytes += e.len as u64;
+                    let s = &mut self.subj[e.subj as usize];
+                    if s.msgs == 0 {
+                        s.first = e.seq;
+                        self.num_subjects += 1;
+                    }
+                    s.msgs += 1;
+                    s.last = e.seq;
+                }
+            }
+            self.msgs += b.live;
+            self.bytes += b.live_bytes;
+        }
+        self.set_first_from(0)?;
+        // Lost: gaps between message records not explained by the floor or a tombstone.
+        for g in rb.gaps {
+            let mut cur: Option<SeqRange> = None;
+            for s in g.first.max(rb.floor + 1)..=g.last {
+                if rb.tomb_orphans.contains(&s) {
+                    if let Some(r) = cur.take() {
+                        self.report.lost.push(r);
+                    }
+                    continue;
+                }
+                match &mut cur {
+                    Some(r) => r.last = s,
+                    None => cur = Some(SeqRange { first: s, last: s }),
+                }
+            }
+            if let Some(r) = cur {
+                self.report.lost.push(r);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reads an unread block (known from `index.db`) and builds its entries.
+    fn ensure_loaded(&mut self, pos: usize) -> Result<()> {
+        if self.blocks[pos].entries.is_some() {
+            return Ok(());
+        }
+        let floor = self.floor;
+        let Store {
+            blocks,
+            subj_names,
+            subj_ids,
+            subj,
+            ..
+        } = &mut *self;
+        let b = &blocks[pos];
+        let mut entries = Vec::with_capacity((b.live as usize).saturating_add(b.dmap.len()));
+        let mut bad: Option<(u64, String)> = None;
+        let end = scan_block(
+            &b.file,
+            &b.path,
+            BLOCK_HEADER_LEN,
+            b.len,
+            |off, r| {
+                if r.kind == Kind::Msg {
+                    let deleted = r.flags & FLAG_ERASED != 0
+                        || r.seq <= floor
+                        || b.dmap.binary_search(&r.seq).is_ok();
+                    entries.push(Entry {
+                        seq: r.seq,
+                        ts: r.ts,
+                        off: off as u32,
+                        len: r.len as u32,
+                        subj: intern_in(subj_names, subj_ids, subj, r.subject),
+                        deleted,
+                    });
+                }
+                Ok(())
+            },
+            |off, reason, _| {
+                bad.get_or_insert((off, reason.to_string()));
+                Ok(())
+            },
+        )?;
+        if let ScanEnd::Stop { offset, reason } = end {
+            bad.get_or_insert((offset, reason));
+        }
+        if let Some((off, reason)) = bad {
+            return Err(Error::corrupt(b.path.clone(), off, reason));
+        }
+        let live = entries.iter().filter(|e| !e.deleted).count() as u64;
+        if live != b.live
+            || entries.first().map_or(0, |e| e.seq) != b.msg_first
+            || entries.last().map_or(0, |e| e.seq) != b.msg_last
+        {
+            return Err(Error::corrupt(
+                b.path.clone(),
+                0,
+                "block contents disagree with index.db",
+            ));
+        }
+        let b = &mut blocks[pos];
+        b.entries = Some(entries);
+        b.dmap = Vec::new();
+        Ok(())
+    }
+
+    /// Sets `first_seq`/`first_ts` to the first live message at or after `from`.
+    fn set_first_from(&mut self, from: u64) -> Result<()> {
+        if self.msgs == 0 {
+            self.first_seq = self.last_seq + 1;
+            self.first_ts = 0;
+            return Ok(());
+        }
+        let mut pos = self.blocks.partition_point(|b| b.hi < from);
+        while pos < self.blocks.len() {
+            if self.blocks[pos].live > 0 {
+                self.ensure_loaded(pos)?;
+                let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+                if let Some(e) = entries.iter().find(|e| !e.deleted && e.seq >= from) {
+                    self.first_seq = e.seq;
+                    self.first_ts = e.ts;
+                    return Ok(());
+                }
+            }
+            pos += 1;
+        }
+        Err(Error::corrupt(
+            MSGS_DIR,
+            0,
+            "message count says more messages than the blocks hold",
+        ))
+    }
+
+    // ---------------------------------------------------------------- write path internals
+
+    fn check_writable(&self) -> Result<()> {
+        if self.closed {
+            return Err(Error::Closed);
+        }
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        Ok(())
+    }
+
+    fn now(&self) -> i64 {
+        self.clock.now_ns()
+    }
+
+    #[cfg(feature = "ablation")]
+    fn ablation(&self) -> Ablation {
+        self.cfg.ablation
+    }
+
+    #[cfg(not(feature = "ablation"))]
+    fn ablation(&self) -> AblationOff {
+        AblationOff
+    }
+
+    /// Fsyncs a block's data. A failure poisons the store (fsyncgate: the kernel may have
+    /// dropped the pages, and a retry would report success without writing them).
+    #[track_caller]
+    fn sync_file(&mut self, pos: usize) -> Result<()> {
+        let b = &mut self.blocks[pos];
+        match b.file.sync_data() {
+            Ok(()) => {
+                b.dirty = false;
+                Ok(())
+            }
+            Err(e) => {
+                self.poisoned = true;
+                Err(Error::io("sync_data", b.path.clone(), e))
+            }
+        }
+    }
+
+    /// Fsyncs a directory so its entries (creations, renames, removals) are durable.
+    #[track_caller]
+    fn sync_dir(&mut self, path: &str) -> Result<()> {
+        if self.ablation().skips_dir_sync() {
+            return Ok(());
+        }
+        match self.fs.sync_dir(path) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.poisoned = true;
+                Err(Error::io("sync_dir", path, e))
+            }
+        }
+    }
+
+    /// Writes the buffered bytes of the newest block to its file.
+    #[track_caller]
+    fn flush(&mut self) -> Result<()> {
+        if self.wbuf.is_empty() {
+            return Ok(());
+        }
+        let b = self.blocks.last_mut().expect("a buffer implies a block");
+        match b.file.write_all_at(&self.wbuf, b.len) {
+            Ok(()) => {
+                b.len += self.wbuf.len() as u64;
+                self.wbuf.clear();
+                Ok(())
+            }
+            Err(e) => {
+                // The file's tail is now unknown: stop writing until reopened.
+                self.poisoned = true;
+                Err(Error::io("write", b.path.clone(), e))
+            }
+        }
+    }
+
+    /// Flushes and fsyncs every block with unsynced writes, then `msgs/` if its entries changed.
+    #[track_caller]
+    fn sync_inner(&mut self) -> Result<()> {
+        self.flush()?;
+        for pos in 0..self.blocks.len() {
+            if self.blocks[pos].dirty {
+                self.sync_file(pos)?;
+            }
+        }
+        if self.msgs_dir_dirty {
+            self.sync_dir(MSGS_DIR)?;
+            self.msgs_dir_dirty = false;
+        }
+        self.last_sync_ns = self.now();
+        Ok(())
+    }
+
+    /// Syncs if the policy asks for it now.
+    #[track_caller]
+    fn maybe_sync(&mut self) -> Result<()> {
+        match self.cfg.sync {
+            SyncPolicy::Always => self.sync_inner(),
+            SyncPolicy::Interval(d) => {
+                let due = self.now().saturating_sub(self.last_sync_ns) as u128 >= d.as_nanos();
+                if due {
+                    self.sync_inner()
+                } else {
+                    Ok(())
+                }
+            }
+            SyncPolicy::Never => Ok(()),
+        }
+    }
+
+    /// Starts block `last index + 1`. Its header goes into the write buffer with the first
+    /// record; its name is made durable by the next sync (`msgs_dir_dirty`).
+    fn roll(&mut self) -> Result<()> {
+        self.flush()?;
+        let index = self.blocks.last().map_or(1, |b| b.index + 1);
+        let path = block_path(MSGS_DIR, index);
+        let file = ioe(
+            self.fs.open(
+                &path,
+                OpenOptions::new().read(true).write(true).create_new(true),
+            ),
+            "create",
+            &path,
+        )?;
+        self.wbuf.extend_from_slice(&record::block_header(index));
+        let hi = self.blocks.last().map_or(0, |b| b.hi);
+        self.blocks.push(Block {
+            index,
+            path,
+            file,
+            len: 0,
+            msg_first: 0,
+            msg_last: 0,
+            hi,
+            max_seq: 0,
+            live: 0,
+            live_bytes: 0,
+            last_crc: 0,
+            entries: Some(Vec::new()),
+            dmap: Vec::new(),
+            dirty: true,
+        });
+        self.msgs_dir_dirty = true;
+        Ok(())
+    }
+
+    /// Encodes one record into the newest block (rolling over if it is full). Returns the
+    /// block position, offset and length.
+    #[allow(clippy::too_many_arguments)]
+    fn write_record(
+        &mut self,
+        kind: Kind,
+        seq: u64,
+        ts: i64,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+    ) -> Result<(usize, u64, u32)> {
+        let len = encoded_len(subject.len(), headers.len(), payload.len()) as u64;
+        let roll = match self.blocks.last() {
+            None => true,
+            Some(b) => {
+                let end = b.len + self.wbuf.len() as u64;
+                end > BLOCK_HEADER_LEN && end + len > self.cfg.block_size
+            }
+        };
+        if roll {
+            self.roll()?;
+        }
+        let pos = self.blocks.len() - 1;
+        let off = self.blocks[pos].len + self.wbuf.len() as u64;
+        let crc = encode(
+            &mut self.wbuf,
+            kind,
+            0,
+            seq,
+            ts,
+            subject.as_bytes(),
+            headers,
+            payload,
+        );
+        let b = &mut self.blocks[pos];
+        b.last_crc = crc;
+        b.max_seq = b.max_seq.max(seq);
+        b.dirty = true;
+        if self.wbuf.len() >= self.cfg.write_buffer {
+            self.flush()?;
+        }
+        Ok((pos, off, len as u32))
+    }
+
+    fn marker(&mut self, kind: Kind, seq: u64, ts: i64) -> Result<()> {
+        self.write_record(kind, seq, ts, "", &[], &[]).map(|_| ())
+    }
+
+    /// Marks entry `i` of block `pos` deleted and updates every counter. `first_seq` is fixed
+    /// by the caller (`set_first_from`) once a batch is done.
+    fn mark_deleted(&mut self, pos: usize, i: usize) {
+        let b = &mut self.blocks[pos];
+        let e = &mut b.entries.as_mut().expect("loaded")[i];
+        debug_assert!(!e.deleted);
+        e.deleted = true;
+        let (seq, len, sid) = (e.seq, e.len as u64, e.subj);
+        b.live -= 1;
+        b.live_bytes -= len;
+        self.msgs -= 1;
+        self.bytes -= len;
+        let s = &mut self.subj[sid as usize];
+        s.msgs -= 1;
+        if s.msgs == 0 {
+            s.first = 0;
+            s.last = 0;
+            self.num_subjects -= 1;
+        } else {
+            if s.first == seq {
+                s.first = 0;
+            }
+            if s.last == seq {
+                s.last = 0;
+            }
+        }
+    }
+
+    /// Finds the live message `seq`: (block position, entry index).
+    fn find(&mut self, seq: u64) -> Result<Option<(usize, usize)>> {
+        if seq == 0 || seq < self.first_seq || seq > self.last_seq {
+            return Ok(None);
+        }
+        let pos = self.blocks.partition_point(|b| b.hi < seq);
+        if pos >= self.blocks.len() || self.blocks[pos].msg_first > seq {
+            return Ok(None);
+        }
+        self.ensure_loaded(pos)?;
+        let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+        Ok(match entries.binary_search_by_key(&seq, |e| e.seq) {
+            Ok(i) if !entries[i].deleted => Some((pos, i)),
+            _ => None,
+        })
+    }
+
+    /// Reads and checks the record of entry `i` in block `pos` (checked after the read: crc,
+    /// kind and sequence).
+    fn read_entry(&self, pos: usize, i: usize) -> Result<StoredMsg> {
+        let b = &self.blocks[pos];
+        let e = b.entries.as_ref().expect("loaded")[i];
+        let mut buf = vec![0u8; e.len as usize];
+        let off = e.off as u64;
+        if off >= b.len {
+            let at = (off - b.len) as usize;
+            buf.copy_from_slice(&self.wbuf[at..at + e.len as usize]);
+        } else {
+            ioe(b.file.read_exact_at(&mut buf, off), "read", &b.path)?;
+        }
+        match decode(&buf) {
+            Decoded::Record(r) if r.kind == Kind::Msg && r.seq == e.seq => Ok(StoredMsg {
+                seq: r.seq,
+                ts: r.ts,
+                subject: r.subject.to_string(),
+                headers: r.headers.to_vec(),
+                payload: r.payload.to_vec(),
+            }),
+            Decoded::Record(_) => Err(Error::corrupt(b.path.clone(), off, "wrong record here")),
+            Decoded::Bad { reason, .. } => Err(Error::corrupt(b.path.clone(), off, reason)),
+            _ => Err(Error::corrupt(b.path.clone(), off, "record cut short")),
+        }
+    }
+
+    /// Removes leading blocks with no live message (never the newest). The sync first makes
+    /// the tombstones and floors that emptied them durable: a removed block must never be the
+    /// only record of the last sequence.
+    fn drop_empty_front_blocks(&mut self) -> Result<()> {
+        let mut synced = false;
+        while self.blocks.len() > 1 && self.blocks[0].live == 0 {
+            if !synced {
+                self.sync_inner()?;
+                synced = true;
+            }
+            let path = self.blocks[0].path.clone();
+            if let Err(e) = self.fs.remove_file(&path) {
+                self.poisoned = true;
+                return Err(Error::io("remove_file", path, e));
+            }
+            self.blocks.remove(0);
+            self.msgs_dir_dirty = true;
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- limits
+
+    fn subject_first(&mut self, sid: u32) -> Result<Option<u64>> {
+        let s = self.subj[sid as usize];
+        if s.msgs == 0 {
+            return Ok(None);
+        }
+        if s.first != 0 {
+            return Ok(Some(s.first));
+        }
+        let start = self.blocks.partition_point(|b| b.hi < self.first_seq);
+        for pos in start..self.blocks.len() {
+            if self.blocks[pos].live == 0 {
+                continue;
+            }
+            self.ensure_loaded(pos)?;
+            let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+            if let Some(e) = entries.iter().find(|e| !e.deleted && e.subj == sid) {
+                self.subj[sid as usize].first = e.seq;
+                return Ok(Some(e.seq));
+            }
+        }
+        Err(Error::corrupt(
+            MSGS_DIR,
+            0,
+            "subject count without messages",
+        ))
+    }
+
+    fn subject_last(&mut self, sid: u32) -> Result<Option<u64>> {
+        let s = self.subj[sid as usize];
+        if s.msgs == 0 {
+            return Ok(None);
+        }
+        if s.last != 0 {
+            return Ok(Some(s.last));
+        }
+        for pos in (0..self.blocks.len()).rev() {
+            if self.blocks[pos].live == 0 {
+                continue;
+            }
+            self.ensure_loaded(pos)?;
+            let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+            if let Some(e) = entries.iter().rev().find(|e| !e.deleted && e.subj == sid) {
+                self.subj[sid as usize].last = e.seq;
+                return Ok(Some(e.seq));
+            }
+        }
+        Err(Error::corrupt(
+            MSGS_DIR,
+            0,
+            "subject count without messages",
+        ))
+    }
+
+    /// Deletes every live message with a sequence `<= f` (in memory; the caller writes the
+    /// floor record). Returns how many.
+    fn apply_floor(&mut self, f: u64) -> Result<u64> {
+        let mut n = 0;
+        for pos in 0..self.blocks.len() {
+            let b = &self.blocks[pos];
+            if b.msg_first > f || b.msg_first == 0 {
+                if b.msg_first > f {
+                    break;
+                }
+                continue;
+            }
+            if b.live == 0 {
+                continue;
+            }
+            self.ensure_loaded(pos)?;
+            let idx: Vec<usize> = self.blocks[pos]
+                .entries
+                .as_ref()
+                .expect("loaded")
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| !e.deleted && e.seq <= f)
+                .map(|(i, _)| i)
+                .collect();
+            for i in idx {
+                self.mark_deleted(pos, i);
+                n += 1;
+            }
+        }
+        self.floor = self.floor.max(f);
+        Ok(n)
+    }
+
+    /// Removes what the limits no longer allow. `sid`: only that subject's per-subject limit
+    /// (after an append); `None`: every subject (on open).
+    fn enforce_limits(&mut self, sid: Option<u32>) -> Result<()> {
+        let l = self.cfg.limits;
+        if l.max_msgs_per_subject > 0 {
+            let sids: Vec<u32> = match sid {
+                Some(s) => vec![s],
+                None => (0..self.subj.len() as u32).collect(),
+            };
+            for s in sids {
+                while self.subj[s as usize].msgs > l.max_msgs_per_subject {
+                    let Some(seq) = self.subject_first(s)? else {
+                        break;
+                    };
+                    let (pos, i) = self.find(seq)?.ok_or(Error::corrupt(
+                        MSGS_DIR,
+                        0,
+                        "subject's first message missing",
+                    ))?;
+                    let ts = self.now();
+                    self.marker(Kind::Tombstone, seq, ts)?;
+                    self.mark_deleted(pos, i);
+                    if seq == self.first_seq {
+                        self.set_first_from(seq + 1)?;
+                    }
+                }
+            }
+        }
+        let mut new_floor = 0;
+        let over = |s: &Self| {
+            (l.max_msgs > 0 && s.msgs > l.max_msgs) || (l.max_bytes > 0 && s.bytes > l.max_bytes)
+        };
+        while self.msgs > 0 && over(self) {
+            new_floor = self.first_seq;
+            self.apply_floor(new_floor)?;
+            self.set_first_from(new_floor + 1)?;
+        }
+        if let Some(age) = l.max_age {
+            let cutoff = self
+                .now()
+                .saturating_sub(age.as_nanos().min(i64::MAX as u128) as i64);
+            while self.msgs > 0 && self.first_ts < cutoff {
+                new_floor = self.first_seq;
+                self.apply_floor(new_floor)?;
+                self.set_first_from(new_floor + 1)?;
+            }
+        }
+        if new_floor > 0 {
+            let ts = self.now();
+            self.marker(Kind::Floor, new_floor, ts)?;
+            self.drop_empty_front_blocks()?;
+        }
+        Ok(())
+    }
+
+    fn enforce_limits_all(&mut self) -> Result<()> {
+        if self.cfg.limits != crate::config::Limits::default() {
+            self.enforce_limits(None)?;
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- public API
+
+    /// Appends a message; returns its sequence (`last_seq + 1`). Under `Always` the message
+    /// is durable when this returns.
+    pub fn append(&mut self, subject: &str, headers: &[u8], payload: &[u8]) -> Result<u64> {
+        self.check_writable()?;
+        subject::validate_subject(subject)?;
+        if payload.len() > self.cfg.max_payload as usize {
+            return Err(Error::TooLarge {
+                what: "payload",
+                len: payload.len() as u64,
+                max: self.cfg.max_payload as u64,
+            });
+        }
+        if headers.len() > self.cfg.max_headers as usize {
+            return Err(Error::TooLarge {
+                what: "headers",
+                len: headers.len() as u64,
+                max: self.cfg.max_headers as u64,
+            });
+        }
+        let len = encoded_len(subject.len(), headers.len(), payload.len()) as u64;
+        let l = self.cfg.limits;
+        if l.discard == Discard::New {
+            if l.max_msgs > 0 && self.msgs >= l.max_msgs {
+                return Err(Error::LimitExceeded { limit: "max_msgs" });
+            }
+            if l.max_bytes > 0 && self.bytes + len > l.max_bytes {
+                return Err(Error::LimitExceeded { limit: "max_bytes" });
+            }
+        }
+        if self.last_seq == u64::MAX >> 1 {
+            return Err(Error::LimitExceeded {
+                limit: "sequence space",
+            });
+        }
+        let seq = self.last_seq + 1;
+        let ts = self.now().max(self.last_ts);
+        let (pos, off, len) = self.write_record(Kind::Msg, seq, ts, subject, headers, payload)?;
+        if self.cfg.sync == SyncPolicy::Always {
+            // acknowledged only once durable
+            self.sync_inner()?;
+        }
+        let sid = self.intern(subject);
+        let b = &mut self.blocks[pos];
+        b.entries
+            .as_mut()
+            .expect("the newest block is loaded")
+            .push(Entry {
+                seq,
+                ts,
+                off: off as u32,
+                len,
+                subj: sid,
+                deleted: false,
+            });
+        if b.msg_first == 0 {
+            b.msg_first = seq;
+        }
+        b.msg_last = seq;
+        b.hi = seq;
+        b.live += 1;
+        b.live_bytes += len as u64;
+        self.msgs += 1;
+        self.bytes += len as u64;
+        self.last_seq = seq;
+        self.last_ts = ts;
+        if self.msgs == 1 {
+            self.first_seq = seq;
+            self.first_ts = ts;
+        }
+        let s = &mut self.subj[sid as usize];
+        if s.msgs == 0 {
+            self.num_subjects += 1;
+            s.first = seq;
+        }
+        s.msgs += 1;
+        s.last = seq;
+        if l != crate::config::Limits::default() {
+            self.enforce_limits(Some(sid))?;
+        }
+        self.maybe_sync()?;
+        Ok(seq)
+    }
+
+    /// The message with sequence `seq`.
+    pub fn get(&mut self, seq: u64) -> Result<StoredMsg> {
+        self.check_open()?;
+        match self.find(seq)? {
+            Some((pos, i)) => self.read_entry(pos, i),
+            None => Err(Error::NotFound { seq }),
+        }
+    }
+
+    /// The newest message stored under `subject` (a literal subject, no wildcards).
+    pub fn last_for_subject(&mut self, subject: &str) -> Result<Option<StoredMsg>> {
+        self.check_open()?;
+        subject::validate_subject(subject)?;
+        let Some(&sid) = self.subj_ids.get(subject) else {
+            return Ok(None);
+        };
+        match self.subject_last(sid)? {
+            Some(seq) => self.get(seq).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The first message at or after `from_seq` whose subject matches `filter` (`*` matches
+    /// one token, `>` the rest).
+    pub fn next_matching(&mut self, filter: &str, from_seq: u64) -> Result<Option<StoredMsg>> {
+        self.check_open()?;
+        subject::validate_filter(filter)?;
+        let from = from_seq.max(self.first_seq).max(1);
+        let literal = subject::is_literal(filter).then(|| self.subj_ids.get(filter).copied());
+        if literal == Some(None) {
+            return Ok(None);
+        }
+        // 0 unknown, 1 matches, 2 does not
+        let mut cache: Vec<u8> = Vec::new();
+        let mut pos = self.blocks.partition_point(|b| b.hi < from);
+        while pos < self.blocks.len() {
+            if self.blocks[pos].live > 0 {
+                self.ensure_loaded(pos)?;
+                let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+                let start = entries.partition_point(|e| e.seq < from);
+                for (i, e) in entries.iter().enumerate().skip(start) {
+                    if e.deleted {
+                        continue;
+                    }
+                    let hit = match literal {
+                        Some(Some(sid)) => e.subj == sid,
+                        _ => {
+                            let k = e.subj as usize;
+                            if cache.len() <= k {
+                                cache.resize(self.subj_names.len(), 0);
+                            }
+                            if cache[k] == 0 {
+                                cache[k] = if subject::matches(filter, &self.subj_names[k]) {
+                                    1
+                                } else {
+                                    2
+                                };
+                            }
+                            cache[k] == 1
+                        }
+                    };
+                    if hit {
+                        return self.read_entry(pos, i).map(Some);
+                    }
+                }
+            }
+            pos += 1;
+        }
+        Ok(None)
+    }
+
+    /// Message counts per subject for the subjects matching `filter`.
+    pub fn subjects_state(&self, filter: &str) -> Result<BTreeMap<String, u64>> {
+        self.check_open()?;
+        subject::validate_filter(filter)?;
+        Ok(self
+            .subj
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| s.msgs > 0 && subject::matches(filter, &self.subj_names[*i]))
+            .map(|(i, s)| (self.subj_names[i].clone(), s.msgs))
+            .collect())
+    }
+
+    /// The stream's counters.
+    pub fn state(&self) -> StreamState {
+        StreamState {
+            msgs: self.msgs,
+            bytes: self.bytes,
+            first_seq: self.first_seq,
+            first_ts: self.first_ts,
+            last_seq: self.last_seq,
+            last_ts: self.last_ts,
+            num_deleted: if self.msgs == 0 {
+                0
+            } else {
+                (self.last_seq - self.first_seq + 1) - self.msgs
+            },
+            num_subjects: self.num_subjects,
+        }
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Deletes message `seq` by writing a tombstone (durable per the sync policy).
+    pub fn delete(&mut self, seq: u64) -> Result<()> {
+        self.check_writable()?;
+        let (pos, i) = self.find(seq)?.ok_or(Error::NotFound { seq })?;
+        let ts = self.now();
+        self.marker(Kind::Tombstone, seq, ts)?;
+        self.maybe_sync()?;
+        self.mark_deleted(pos, i);
+        if seq == self.first_seq {
+            self.set_first_from(seq + 1)?;
+        }
+        self.drop_empty_front_blocks()
+    }
+
+    /// Deletes message `seq` and overwrites its subject, headers and payload on disk with
+    /// zeros. The tombstone is made durable before the overwrite, so an interrupted overwrite
+    /// recovers as an erased message, never as a lost one.
+    pub fn erase(&mut self, seq: u64) -> Result<()> {
+        self.check_writable()?;
+        let (pos, i) = self.find(seq)?.ok_or(Error::NotFound { seq })?;
+        let e = self.blocks[pos].entries.as_ref().expect("loaded")[i];
+        let old = self.read_entry(pos, i)?;
+        let mut erased = Vec::with_capacity(e.len as usize);
+        let crc = encode(
+            &mut erased,
+            Kind::Msg,
+            FLAG_ERASED,
+            seq,
+            old.ts,
+            &vec![0u8; old.subject.len()],
+            &vec![0u8; old.headers.len()],
+            &vec![0u8; old.payload.len()],
+        );
+        // check before the write: same frame, so every other record stays where it is
+        assert_eq!(
+            erased.len(),
+            e.len as usize,
+            "erase keeps the record's length"
+        );
+        let ts = self.now();
+        self.marker(Kind::Tombstone, seq, ts)?;
+        self.sync_inner()?;
+        let b = &mut self.blocks[pos];
+        if let Err(err) = b.file.write_all_at(&erased, e.off as u64) {
+            self.poisoned = true;
+            return Err(Error::io("write", b.path.clone(), err));
+        }
+        if e.off as u64 + e.len as u64 == b.len {
+            b.last_crc = crc;
+        }
+        b.dirty = true;
+        self.mark_deleted(pos, i);
+        if seq == self.first_seq {
+            self.set_first_from(seq + 1)?;
+        }
+        self.maybe_sync()?;
+        self.drop_empty_front_blocks()
+    }
+
+    /// Removes every message. Crash-atomic, and the sequence is kept in every sync policy:
+    /// once this returns, any crash recovers `first = L + 1, last = L` (L the last sequence
+    /// before the purge); a crash during it recovers the old state or the purged one.
+    ///
+    /// Write path (ARCHITECTURE.md, "Purge"): a new block holding one floor record for L is
+    /// written into `purge.new/` and fsynced; `purge.new/` and the root are fsynced (the
+    /// commit point); `msgs -> purge.old`, `purge.new -> msgs`, root fsynced; then
+    /// `purge.old/` is removed. Returns the number of messages removed.
+    pub fn purge(&mut self) -> Result<u64> {
+        self.check_writable()?;
+        let purged = self.msgs;
+        let (l, ts) = (self.last_seq, self.last_ts);
+        // 0. leftovers of an earlier purge go first, durably, so the directories this purge
+        //    creates can only mean this purge.
+        let names = self.root_names()?;
+        let mut cleared = false;
+        for d in [PURGE_NEW, PURGE_OLD] {
+            if names.contains_key(d) {
+                ioe(self.fs.remove_dir_all(d), "remove_dir_all", d)?;
+                cleared = true;
+            }
+        }
+        if cleared {
+            self.sync_dir("")?;
+        }
+        // 1. the new block: header + floor(L)
+        ioe(self.fs.create_dir(PURGE_NEW), "create_dir", PURGE_NEW)?;
+        let index = self.blocks.last().map_or(1, |b| b.index + 1);
+        let new_path = block_path(PURGE_NEW, index);
+        let file = ioe(
+            self.fs.open(
+                &new_path,
+                OpenOptions::new().read(true).write(true).create_new(true),
+            ),
+            "create",
+            &new_path,
+        )?;
+        let mut buf = record::block_header(index).to_vec();
+        let crc = encode(&mut buf, Kind::Floor, 0, l, ts, b"", b"", b"");
+        if let Err(e) = file.write_all_at(&buf, 0) {
+            self.poisoned = true;
+            return Err(Error::io("write", new_path, e));
+        }
+        // 2. fsync the tombstone: without it a crash after the swap finds an empty block and
+        //    the stream comes back as 0,0 (the NATS bug).
+        let tombstone_synced = !self.ablation().skips_tombstone_sync();
+        if tombstone_synced {
+            if let Err(e) = file.sync_data() {
+                self.poisoned = true;
+                return Err(Error::io("sync_data", new_path, e));
+            }
+        }
+        // 3. make the new names durable: the block in purge.new, purge.new in the root.
+        //    After this the purge is committed (recovery completes it).
+        self.sync_dir(PURGE_NEW)?;
+        self.sync_dir("")?;
+        // 4. the swap, then its durability
+        for (from, to) in [(MSGS_DIR, PURGE_OLD), (PURGE_NEW, MSGS_DIR)] {
+            if let Err(e) = self.fs.rename(from, to) {
+                self.poisoned = true;
+                return Err(Error::io("rename", from, e));
+            }
+        }
+        self.sync_dir("")?;
+        // 5. memory: one block, nothing live, floor L
+        self.wbuf.clear();
+        self.blocks = vec![Block {
+            index,
+            path: block_path(MSGS_DIR, index),
+            file,
+            len: buf.len() as u64,
+            msg_first: 0,
+            msg_last: 0,
+            hi: 0,
+            max_seq: l,
+            live: 0,
+            live_bytes: 0,
+            last_crc: crc,
+            entries: Some(Vec::new()),
+            dmap: Vec::new(),
+            dirty: !tombstone_synced,
+        }];
+        self.msgs = 0;
+        self.bytes = 0;
+        self.floor = l;
+        self.first_seq = l + 1;
+        self.first_ts = 0;
+        self.num_subjects = 0;
+        for s in &mut self.subj {
+            *s = SubjInfo::default();
+        }
+        self.msgs_dir_dirty = false;
+        // 6. the old blocks go only now that the purge is durable. A failure here leaves
+        //    purge.old behind, which the next open or purge removes: nothing is lost.
+        let _ = self.fs.remove_dir_all(PURGE_OLD);
+        Ok(purged)
+    }
+
+    /// Removes the messages matching `filter` with a sequence below `up_to_seq` (0: no
+    /// bound), keeping the newest `keep` of each subject. Tombstones, fsynced before return.
+    pub fn purge_ex(&mut self, filter: &str, up_to_seq: u64, keep: u64) -> Result<u64> {
+        self.check_writable()?;
+        let filter = if filter.is_empty() { ">" } else { filter };
+        subject::validate_filter(filter)?;
+        if filter == ">" && up_to_seq == 0 && keep == 0 {
+            return self.purge();
+        }
+        let mut cands: Vec<(usize, usize, u32)> = Vec::new();
+        let mut cache: Vec<u8> = vec![0; self.subj_names.len()];
+        for pos in 0..self.blocks.len() {
+            if self.blocks[pos].live == 0 {
+                continue;
+            }
+            if up_to_seq > 0 && self.blocks[pos].msg_first >= up_to_seq {
+                break;
+            }
+            self.ensure_loaded(pos)?;
+            cache.resize(self.subj_names.len(), 0);
+            for (i, e) in self.blocks[pos]
+                .entries
+                .as_ref()
+                .expect("loaded")
+                .iter()
+                .enumerate()
+            {
+                if e.deleted || (up_to_seq > 0 && e.seq >= up_to_seq) {
+                    continue;
+                }
+                let k = e.subj as usize;
+                if cache[k] == 0 {
+                    cache[k] = if subject::matches(filter, &self.subj_names[k]) {
+                        1
+                    } else {
+                        2
+                    };
+                }
+                if cache[k] == 1 {
+                    cands.push((pos, i, e.subj));
+                }
+            }
+        }
+        if keep > 0 {
+            let mut per: HashMap<u32, u64> = HashMap::new();
+            for c in &cands {
+                *per.entry(c.2).or_default() += 1;
+            }
+            let mut seen: HashMap<u32, u64> = HashMap::new();
+            cands.retain(|c| {
+                let n = seen.entry(c.2).or_default();
+                *n += 1;
+                *n + keep <= per[&c.2]
+            });
+        }
+        if cands.is_empty() {
+            return Ok(0);
+        }
+        let ts = self.now();
+        for &(pos, i, _) in &cands {
+            let seq = self.blocks[pos].entries.as_ref().expect("loaded")[i].seq;
+            self.marker(Kind::Tombstone, seq, ts)?;
+            self.mark_deleted(pos, i);
+        }
+        self.sync_inner()?;
+        let first = self.first_seq;
+        self.set_first_from(first)?;
+        self.drop_empty_front_blocks()?;
+        Ok(cands.len() as u64)
+    }
+
+    /// Removes every message with a sequence below `seq`; `first_seq` becomes at least `seq`
+    /// (and `last_seq` too, `seq - 1`, if it was lower). One floor record, fsynced before
+    /// return. Returns the number of messages removed.
+    pub fn compact(&mut self, seq: u64) -> Result<u64> {
+        self.check_writable()?;
+        if seq == 0 {
+            return Err(Error::InvalidArgument("compact(0)".into()));
+        }
+        let f = seq - 1;
+        if f < self.first_seq && f <= self.last_seq {
+            return Ok(0);
+        }
+        let raises_last = f > self.last_seq;
+        let ts = if raises_last {
+            self.now().max(self.last_ts)
+        } else {
+            self.last_ts
+        };
+        self.marker(Kind::Floor, f, ts)?;
+        self.sync_inner()?;
+        let n = self.apply_floor(f)?;
+        if raises_last {
+            self.last_seq = f;
+            self.last_ts = ts;
+        }
+        self.set_first_from(f + 1)?;
+        self.drop_empty_front_blocks()?;
+        Ok(n)
+    }
+
+    /// Removes every message with a sequence above `seq`; `last_seq` becomes `seq` (this is
+    /// the one operation that lowers it, on purpose). Refused below `first_seq - 1`.
+    ///
+    /// Crash-atomic: a new block with the tombstones that must outlive the cut and one
+    /// truncate record is fsynced first (the commit point); only then are the later blocks
+    /// removed and the cut block shortened. Recovery finishes an interrupted cleanup.
+    pub fn truncate(&mut self, seq: u64) -> Result<u64> {
+        self.check_writable()?;
+        if seq >= self.last_seq {
+            return Ok(0);
+        }
+        if seq < self.floor || seq + 1 < self.first_seq && self.msgs > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "truncate({seq}) below the first sequence {}: use purge or compact",
+                self.first_seq
+            )));
+        }
+        self.flush()?;
+        // where the first message record above seq is
+        let cut_pos = self.blocks.partition_point(|b| b.hi <= seq);
+        let mut cut_off = None;
+        if cut_pos < self.blocks.len() {
+            self.ensure_loaded(cut_pos)?;
+            let entries = self.blocks[cut_pos].entries.as_ref().expect("loaded");
+            cut_off = entries.iter().find(|e| e.seq > seq).map(|e| e.off as u64);
+        }
+        // markers at or after the cut that must survive it
+        let mut keep_tombs = Vec::new();
+        let mut keep_floor = 0u64;
+        if let Some(off) = cut_off {
+            for pos in cut_pos..self.blocks.len() {
+                let b = &self.blocks[pos];
+                let start = if pos == cut_pos {
+                    off
+                } else {
+                    BLOCK_HEADER_LEN
+                };
+                let end = scan_block(
+                    &b.file,
+                    &b.path,
+                    start,
+                    b.len,
+                    |_, r| {
+                        match r.kind {
+                            Kind::Tombstone if r.seq <= seq => keep_tombs.push(r.seq),
+                            Kind::Floor => keep_floor = keep_floor.max(r.seq),
+                            _ => {}
+                        }
+                        Ok(())
+                    },
+                    |off, reason, _| Err(Error::corrupt(b.path.clone(), off, reason)),
+                )?;
+                if let ScanEnd::Stop { offset, reason } = end {
+                    if !reason.starts_with("zeros") {
+                        return Err(Error::corrupt(b.path.clone(), offset, reason));
+                    }
+                }
+            }
+        }
+        let ts = match self.find(seq)? {
+            Some((p, i)) => self.blocks[p].entries.as_ref().expect("loaded")[i].ts,
+            None => self.now(),
+        };
+        // commit: new block with the preserved markers and the truncate record, fsynced
+        // together with its directory entry
+        self.roll()?;
+        for t in keep_tombs {
+            self.marker(Kind::Tombstone, t, ts)?;
+        }
+        if keep_floor > 0 {
+            self.marker(Kind::Floor, keep_floor, ts)?;
+        }
+        self.marker(Kind::Truncate, seq, ts)?;
+        self.sync_inner()?;
+        // memory: everything above seq goes
+        let mut n = 0;
+        for pos in cut_pos..self.blocks.len() {
+            if self.blocks[pos].live == 0 {
+                continue;
+            }
+            self.ensure_loaded(pos)?;
+            let idx: Vec<usize> = self.blocks[pos]
+                .entries
+                .as_ref()
+                .expect("loaded")
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| !e.deleted && e.seq > seq)
+                .map(|(i, _)| i)
+                .collect();
+            for i in idx {
+                self.mark_deleted(pos, i);
+                n += 1;
+            }
+        }
+        // disk: remove the blocks between the cut and the new block, then shorten the cut one
+        if let Some(off) = cut_off {
+            let new_pos = self.blocks.len() - 1;
+            for pos in (cut_pos + 1..new_pos).rev() {
+                let path = self.blocks[pos].path.clone();
+                if let Err(e) = self.fs.remove_file(&path) {
+                    self.poisoned = true;
+                    return Err(Error::io("remove_file", path, e));
+                }
+                self.blocks.remove(pos);
+            }
+            let b = &mut self.blocks[cut_pos];
+            if let Err(e) = b.file.set_len(off) {
+                self.poisoned = true;
+                return Err(Error::io("set_len", b.path.clone(), e));
+            }
+            b.len = off;
+            let entries = b.entries.as_mut().expect("loaded");
+            entries.retain(|e| e.seq <= seq);
+            b.msg_first = entries.first().map_or(0, |e| e.seq);
+            b.msg_last = entries.last().map_or(0, |e| e.seq);
+            b.max_seq = b.max_seq.min(seq);
+            b.dirty = true;
+            let mut hi = 0;
+            for b in &mut self.blocks {
+                hi = hi.max(b.msg_last);
+                b.hi = hi;
+            }
+            self.msgs_dir_dirty = true;
+            self.sync_inner()?;
+            // the cut block's last crc is no longer known without a read: re-read it
+            let b = &mut self.blocks[cut_pos];
+            if b.len > BLOCK_HEADER_LEN {
+                let mut c = [0u8; 4];
+                ioe(b.file.read_exact_at(&mut c, b.len - 4), "read", &b.path)?;
+                b.last_crc = u32::from_le_bytes(c);
+            }
+        }
+        self.last_seq = seq;
+        self.last_ts = ts;
+        for s in &mut self.subj {
+            if s.last > seq {
+                s.last = 0;
+            }
+        }
+        let first = self.first_seq.min(seq + 1);
+        self.set_first_from(first)?;
+        Ok(n)
+    }
+
+    /// Makes everything written so far durable (files, then directories).
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_writable()?;
+        self.sync_inner()
+    }
+
+    /// Runs time-driven work: the `max_age` limit and the `Interval` sync. Call it from a
+    /// timer; store-core has no threads.
+    pub fn tick(&mut self) -> Result<()> {
+        self.check_writable()?;
+        if self.cfg.limits.max_age.is_some() {
+            self.enforce_limits(None)?;
+        }
+        self.maybe_sync()
+    }
+
+    /// Writes `index.db` (temp file, fsync, rename, root fsync) so the next open need not
+    /// read the blocks.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.check_writable()?;
+        self.sync_inner()?;
+        let snap = self.snapshot();
+        let bytes = snap.encode();
+        let f = ioe(
+            self.fs.open(
+                INDEX_TMP,
+                OpenOptions::new().write(true).create(true).truncate(true),
+            ),
+            "create",
+            INDEX_TMP,
+        )?;
+        ioe(f.write_all_at(&bytes, 0), "write", INDEX_TMP)?;
+        ioe(f.sync_data(), "sync_data", INDEX_TMP)?;
+        drop(f);
+        ioe(self.fs.rename(INDEX_TMP, INDEX_FILE), "rename", INDEX_TMP)?;
+        self.sync_dir("")
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            first_seq: self.first_seq,
+            first_ts: self.first_ts,
+            last_seq: self.last_seq,
+            last_ts: self.last_ts,
+            floor: self.floor,
+            msgs: self.msgs,
+            bytes: self.bytes,
+            blocks: self
+                .blocks
+                .iter()
+                .map(|b| BlockSummary {
+                    index: b.index,
+                    len: b.len,
+                    msg_first: b.msg_first,
+                    msg_last: b.msg_last,
+                    max_seq: b.max_seq,
+                    live: b.live,
+                    live_bytes: b.live_bytes,
+                    last_crc: b.last_crc,
+                    deleted: match &b.entries {
+                        Some(e) => e.iter().filter(|e| e.deleted).map(|e| e.seq).collect(),
+                        None => b.dmap.clone(),
+                    },
+                })
+                .collect(),
+            subjects: self
+                .subj
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.msgs > 0)
+                .map(|(i, s)| SubjectSummary {
+                    name: self.subj_names[i].clone(),
+                    msgs: s.msgs,
+                    first: s.first,
+                    last: s.last,
+                })
+                .collect(),
+        }
+    }
+
+    /// Syncs, writes `index.db`, and closes. Dropping a store without `close` writes out its
+    /// buffer (no fsync).
+    pub fn close(mut self) -> Result<()> {
+        let r = self.checkpoint();
+        self.closed = true;
+        r
+    }
+
+    /// Whether an earlier I/O failure poisoned the store.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+}
+
+impl<F: Fs> Drop for Store<F> {
+    fn drop(&mut self) {
+        if !self.closed && !self.poisoned {
+            let _ = self.flush();
+        }
+    }
+}
+
+#[cfg(not(feature = "ablation"))]
+#[derive(Clone, Copy)]
+struct AblationOff;
+
+#[cfg(not(feature = "ablation"))]
+impl AblationOff {
+    fn skips_dir_sync(self) -> bool {
+        false
+    }
+    fn skips_tombstone_sync(self) -> bool {
+        false
+    }
+}
+
+fn intern_in(
+    names: &mut Vec<String>,
+    ids: &mut HashMap<String, u32>,
+    subj: &mut Vec<SubjInfo>,
+    name: &str,
+) -> u32 {
+    if let Some(&id) = ids.get(name) {
+        return id;
+    }
+    let id = names.len() as u32;
+    names.push(name.to_string());
+    ids.insert(name.to_string(), id);
+    subj.push(SubjInfo::default());
+    id
+}
+
+/// Marks message `seq` deleted in fully loaded blocks (rebuild). Whether it was found.
+fn mark_in<H>(blocks: &mut [Block<H>], seq: u64) -> bool {
+    let pos = blocks.partition_point(|b| b.hi < seq);
+    if let Some(b) = blocks.get_mut(pos) {
+        if let Some(entries) = b.entries.as_mut() {
+            if let Ok(i) = entries.binary_search_by_key(&seq, |e| e.seq) {
+                entries[i].deleted = true;
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// The first message record above `s` in fully loaded blocks: (block position, offset).
+fn first_void<H>(blocks: &[Block<H>], s: u64) -> Option<(usize, u64)> {
+    let pos = blocks.partition_point(|b| b.hi <= s);
+    let b = blocks.get(pos)?;
+    let e = b.entries.as_ref()?.iter().find(|e| e.seq > s)?;
+    Some((pos, e.off as u64))
+}
+
+fn all_zero<H: FsFile>(file: &H, path: &str, len: u64) -> Result<bool> {
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut p = 0;
+    while p < len {
+        let n = ((len - p) as usize).min(chunk.len());
+        ioe(file.read_exact_at(&mut chunk[..n], p), "read", path)?;
+        if chunk[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        p += n as u64;
+    }
+    Ok(true)
+}
