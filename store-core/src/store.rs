@@ -52,7 +52,8 @@ pub struct StreamState {
     pub msgs: u64,
     /// Bytes stored (encoded record sizes).
     pub bytes: u64,
-    /// Lowest stored sequence, or `last_seq + 1` when empty.
+    /// Lowest stored sequence, or `last_seq + 1` when empty (0 for a stream that never had a
+    /// sequence, as NATS reports it).
     pub first_seq: u64,
     /// Timestamp of the first stored message (0 when empty).
     pub first_ts: i64,
@@ -1684,7 +1685,12 @@ impl<F: Fs> Store<F> {
         StreamState {
             msgs: self.msgs,
             bytes: self.bytes,
-            first_seq: self.first_seq,
+            // NATS reports a stream that never had a sequence as first=0, last=0
+            first_seq: if self.last_seq == 0 {
+                0
+            } else {
+                self.first_seq
+            },
             first_ts: self.first_ts,
             last_seq: self.last_seq,
             last_ts: self.last_ts,
@@ -1974,7 +1980,9 @@ impl<F: Fs> Store<F> {
         if seq >= self.last_seq {
             return Ok(0);
         }
-        if seq < self.floor || seq + 1 < self.first_seq && self.msgs > 0 {
+        // Below first - 1 there is nothing left to remove, and lowering `last` there would
+        // hand out sequences again that were already used and removed.
+        if seq + 1 < self.first_seq {
             return Err(Error::InvalidArgument(format!(
                 "truncate({seq}) below the first sequence {}: use purge or compact",
                 self.first_seq
