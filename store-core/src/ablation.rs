@@ -19,6 +19,9 @@ pub enum Ablation {
     NoTombstoneSync,
     /// Files are fsynced but no directory ever is (what nats-server PR #7675 proposed).
     NoDirSync,
+    /// Exactly one named fsync call site is skipped (a name from
+    /// [`crate::store::SYNC_SITES`]), to show what that one fsync protects.
+    Skip(&'static str),
 }
 
 impl Ablation {
@@ -28,37 +31,53 @@ impl Ablation {
         Ablation::NoTombstoneSync,
         Ablation::NoDirSync,
     ];
-    /// The switch's name as the CLI and reports spell it.
-    pub fn name(self) -> &'static str {
+    /// The switch's name as the CLI and reports spell it (`skip:<site>` for one site).
+    pub fn name(self) -> String {
         match self {
-            Ablation::Full => "full",
-            Ablation::NoTombstoneSync => "no-tombstone-sync",
-            Ablation::NoDirSync => "no-dir-sync",
+            Ablation::Full => "full".into(),
+            Ablation::NoTombstoneSync => "no-tombstone-sync".into(),
+            Ablation::NoDirSync => "no-dir-sync".into(),
+            Ablation::Skip(s) => format!("skip:{s}"),
         }
     }
 }
 
 impl fmt::Display for Ablation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(&self.name())
     }
 }
 
 impl FromStr for Ablation {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(site) = s.strip_prefix("skip:") {
+            return crate::store::SYNC_SITES
+                .iter()
+                .find(|n| **n == site)
+                .map(|n| Ablation::Skip(n))
+                .ok_or_else(|| format!("unknown fsync site {site:?}"));
+        }
         Ablation::ALL
             .into_iter()
             .find(|a| a.name() == s)
-            .ok_or_else(|| format!("unknown ablation {s:?} (full, no-tombstone-sync, no-dir-sync)"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown ablation {s:?} (full, no-tombstone-sync, no-dir-sync, skip:<site>)"
+                )
+            })
     }
 }
 
 impl Ablation {
-    pub(crate) fn skips_dir_sync(self) -> bool {
-        self == Ablation::NoDirSync
-    }
-    pub(crate) fn skips_tombstone_sync(self) -> bool {
-        self == Ablation::NoTombstoneSync
+    /// Whether this switch removes the fsync at `site` (a name from
+    /// [`crate::store::SYNC_SITES`]); `is_dir` says whether it is a directory fsync.
+    pub fn skips(self, site: &str, is_dir: bool) -> bool {
+        match self {
+            Ablation::Full => false,
+            Ablation::NoTombstoneSync => site == "purge.tombstone",
+            Ablation::NoDirSync => is_dir,
+            Ablation::Skip(s) => s == site,
+        }
     }
 }

@@ -43,4 +43,4 @@ pub use clock::{Clock, ManualClock};
 pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use error::{Error, Result};
 pub use fs::{DirEntry, Fs, FsFile, OpenOptions};
-pub use store::{RecoveryReport, SeqRange, Store, StoredMsg, StreamState};
+pub use store::{RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SYNC_SITES};

@@ -4,8 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 
-#[cfg(feature = "ablation")]
-use crate::ablation::Ablation;
 use crate::clock::Clock;
 use crate::config::{Config, Discard, RecoveryMode, SyncPolicy};
 use crate::error::{Error, Result};
@@ -29,6 +27,67 @@ pub const INDEX_FILE: &str = "index.db";
 pub const INDEX_TMP: &str = "index.db.tmp";
 
 const READ_CHUNK: usize = 1 << 20;
+
+/// A named fsync call site: the data half (block files) and the directory half (`msgs/`).
+/// Every fsync the store does has a name, so the crash matrix can remove each one alone and
+/// show what it protects (ablation feature), and reports can name it.
+#[derive(Clone, Copy, Debug)]
+struct Site {
+    data: &'static str,
+    dir: &'static str,
+}
+
+const S_APPEND: Site = Site {
+    data: "append.data",
+    dir: "append.dir",
+};
+const S_POLICY: Site = Site {
+    data: "policy.data",
+    dir: "policy.dir",
+};
+const S_SYNC: Site = Site {
+    data: "sync.data",
+    dir: "sync.dir",
+};
+const S_DROP: Site = Site {
+    data: "drop-blocks.data",
+    dir: "drop-blocks.dir",
+};
+const S_PURGE_EX: Site = Site {
+    data: "purge-ex.data",
+    dir: "purge-ex.dir",
+};
+const S_COMPACT: Site = Site {
+    data: "compact.data",
+    dir: "compact.dir",
+};
+const S_TRUNCATE_COMMIT: Site = Site {
+    data: "truncate.commit-data",
+    dir: "truncate.commit-dir",
+};
+
+/// Every named fsync call site of the store, in write-path order (see ARCHITECTURE.md).
+pub const SYNC_SITES: &[&str] = &[
+    "open.msgs-dir",
+    "open.root-dir",
+    "append.data",
+    "append.dir",
+    "policy.data",
+    "policy.dir",
+    "sync.data",
+    "sync.dir",
+    "drop-blocks.data",
+    "drop-blocks.dir",
+    "purge.tombstone",
+    "purge.new-dir",
+    "purge.swap-dir",
+    "purge-ex.data",
+    "purge-ex.dir",
+    "compact.data",
+    "compact.dir",
+    "truncate.commit-data",
+    "truncate.commit-dir",
+];
 
 /// A message read back from the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -422,8 +481,8 @@ impl<F: Fs> Store<F> {
         s.load()?;
         // Make the structure we found durable before anything new is acknowledged on top of
         // it: the names may have been created by a process that never synced them.
-        s.sync_dir(MSGS_DIR)?;
-        s.sync_dir("")?;
+        s.sync_dir(MSGS_DIR, "open.msgs-dir")?;
+        s.sync_dir("", "open.root-dir")?;
         s.msgs_dir_dirty = false;
         if let Some(last) = s.blocks.len().checked_sub(1) {
             s.ensure_loaded(last)?;
@@ -497,8 +556,8 @@ impl<F: Fs> Store<F> {
         let (msgs, new, old) = (has(MSGS_DIR), has(PURGE_NEW), has(PURGE_OLD));
         if !(new || old) {
             if !msgs {
+                // made durable by open's root fsync ("open.root-dir")
                 ioe(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
-                self.sync_dir("")?;
             }
             return Ok(());
         }
@@ -515,7 +574,6 @@ impl<F: Fs> Store<F> {
                 ioe(self.fs.rename(MSGS_DIR, PURGE_OLD), "rename", MSGS_DIR)?;
             }
             ioe(self.fs.rename(PURGE_NEW, MSGS_DIR), "rename", PURGE_NEW)?;
-            self.sync_dir("")?;
             if msgs || old {
                 ioe(
                     self.fs.remove_dir_all(PURGE_OLD),
@@ -548,7 +606,6 @@ impl<F: Fs> Store<F> {
             } else if !msgs {
                 ioe(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
             }
-            self.sync_dir("")?;
         }
         Ok(())
     }
@@ -627,9 +684,7 @@ impl<F: Fs> Store<F> {
         let b = &self.blocks[bpos];
         if bpos != tpos {
             ioe(b.file.set_len(off), "set_len", &b.path)?;
-            self.sync_file(bpos)?;
         }
-        self.sync_dir(MSGS_DIR)?;
         self.blocks.clear();
         Ok(())
     }
@@ -892,10 +947,6 @@ impl<F: Fs> Store<F> {
                     return Err(Error::corrupt(path, offset, reason));
                 }
                 ioe(file.set_len(offset), "set_len", &path)?;
-                if let Err(e) = file.sync_data() {
-                    self.poisoned = true;
-                    return Err(Error::io("sync_data", path, e));
-                }
                 if !zeros {
                     self.report.cuts.push(Cut {
                         file: path.clone(),
@@ -1085,20 +1136,26 @@ impl<F: Fs> Store<F> {
         self.clock.now_ns()
     }
 
+    /// Whether the fsync at `site` is ablated (only ever true with the `ablation` feature and
+    /// a config that asks for it).
     #[cfg(feature = "ablation")]
-    fn ablation(&self) -> Ablation {
-        self.cfg.ablation
+    fn skip(&self, site: &'static str, is_dir: bool) -> bool {
+        debug_assert!(SYNC_SITES.contains(&site), "unnamed fsync site {site}");
+        self.cfg.ablation.skips(site, is_dir)
     }
 
     #[cfg(not(feature = "ablation"))]
-    fn ablation(&self) -> AblationOff {
-        AblationOff
+    fn skip(&self, _site: &'static str, _is_dir: bool) -> bool {
+        false
     }
 
     /// Fsyncs a block's data. A failure poisons the store (fsyncgate: the kernel may have
     /// dropped the pages, and a retry would report success without writing them).
     #[track_caller]
-    fn sync_file(&mut self, pos: usize) -> Result<()> {
+    fn sync_file(&mut self, pos: usize, site: &'static str) -> Result<()> {
+        if self.skip(site, false) {
+            return Ok(());
+        }
         let b = &mut self.blocks[pos];
         match b.file.sync_data() {
             Ok(()) => {
@@ -1114,8 +1171,8 @@ impl<F: Fs> Store<F> {
 
     /// Fsyncs a directory so its entries (creations, renames, removals) are durable.
     #[track_caller]
-    fn sync_dir(&mut self, path: &str) -> Result<()> {
-        if self.ablation().skips_dir_sync() {
+    fn sync_dir(&mut self, path: &str, site: &'static str) -> Result<()> {
+        if self.skip(site, true) {
             return Ok(());
         }
         match self.fs.sync_dir(path) {
@@ -1150,15 +1207,15 @@ impl<F: Fs> Store<F> {
 
     /// Flushes and fsyncs every block with unsynced writes, then `msgs/` if its entries changed.
     #[track_caller]
-    fn sync_inner(&mut self) -> Result<()> {
+    fn sync_inner(&mut self, site: Site) -> Result<()> {
         self.flush()?;
         for pos in 0..self.blocks.len() {
             if self.blocks[pos].dirty {
-                self.sync_file(pos)?;
+                self.sync_file(pos, site.data)?;
             }
         }
         if self.msgs_dir_dirty {
-            self.sync_dir(MSGS_DIR)?;
+            self.sync_dir(MSGS_DIR, site.dir)?;
             self.msgs_dir_dirty = false;
         }
         self.last_sync_ns = self.now();
@@ -1169,11 +1226,11 @@ impl<F: Fs> Store<F> {
     #[track_caller]
     fn maybe_sync(&mut self) -> Result<()> {
         match self.cfg.sync {
-            SyncPolicy::Always => self.sync_inner(),
+            SyncPolicy::Always => self.sync_inner(S_POLICY),
             SyncPolicy::Interval(d) => {
                 let due = self.now().saturating_sub(self.last_sync_ns) as u128 >= d.as_nanos();
                 if due {
-                    self.sync_inner()
+                    self.sync_inner(S_POLICY)
                 } else {
                     Ok(())
                 }
@@ -1346,7 +1403,7 @@ impl<F: Fs> Store<F> {
         let mut synced = false;
         while self.blocks.len() > 1 && self.blocks[0].live == 0 {
             if !synced {
-                self.sync_inner()?;
+                self.sync_inner(S_DROP)?;
                 synced = true;
             }
             let path = self.blocks[0].path.clone();
@@ -1552,7 +1609,7 @@ impl<F: Fs> Store<F> {
         let (pos, off, len) = self.write_record(Kind::Msg, seq, ts, subject, headers, payload)?;
         if self.cfg.sync == SyncPolicy::Always {
             // acknowledged only once durable
-            self.sync_inner()?;
+            self.sync_inner(S_APPEND)?;
         }
         let sid = self.intern(subject);
         let b = &mut self.blocks[pos];
@@ -1592,7 +1649,12 @@ impl<F: Fs> Store<F> {
         if l != crate::config::Limits::default() {
             self.enforce_limits(Some(sid))?;
         }
-        self.maybe_sync()?;
+        if self.cfg.sync == SyncPolicy::Always {
+            // whatever the limits wrote; the same named site, so that removing it removes it
+            self.sync_inner(S_APPEND)?;
+        } else {
+            self.maybe_sync()?;
+        }
         Ok(seq)
     }
 
@@ -1752,7 +1814,11 @@ impl<F: Fs> Store<F> {
         );
         let ts = self.now();
         self.marker(Kind::Tombstone, seq, ts)?;
-        self.sync_inner()?;
+        // The tombstone is written first, but no fsync orders it before the overwrite: an
+        // interrupted overwrite leaves a record that fails its crc with intact framing, which
+        // recovery skips (and reports as lost unless the tombstone made it). The message was
+        // being deleted; nothing acknowledged depends on it.
+        self.flush()?;
         let b = &mut self.blocks[pos];
         if let Err(err) = b.file.write_all_at(&erased, e.off as u64) {
             self.poisoned = true;
@@ -1782,18 +1848,14 @@ impl<F: Fs> Store<F> {
         self.check_writable()?;
         let purged = self.msgs;
         let (l, ts) = (self.last_seq, self.last_ts);
-        // 0. leftovers of an earlier purge go first, durably, so the directories this purge
-        //    creates can only mean this purge.
+        // 0. leftovers of an earlier purge go first. Their removal needs no fsync of its own:
+        //    if it is lost, recovery finds purge.old beside msgs (or an uncommitted purge.new)
+        //    and removes it again; the root fsync of step 4 makes it durable anyway.
         let names = self.root_names()?;
-        let mut cleared = false;
         for d in [PURGE_NEW, PURGE_OLD] {
             if names.contains_key(d) {
                 ioe(self.fs.remove_dir_all(d), "remove_dir_all", d)?;
-                cleared = true;
             }
-        }
-        if cleared {
-            self.sync_dir("")?;
         }
         // 1. the new block: header + floor(L)
         ioe(self.fs.create_dir(PURGE_NEW), "create_dir", PURGE_NEW)?;
@@ -1815,25 +1877,27 @@ impl<F: Fs> Store<F> {
         }
         // 2. fsync the tombstone: without it a crash after the swap finds an empty block and
         //    the stream comes back as 0,0 (the NATS bug).
-        let tombstone_synced = !self.ablation().skips_tombstone_sync();
+        let tombstone_synced = !self.skip("purge.tombstone", false);
         if tombstone_synced {
             if let Err(e) = file.sync_data() {
                 self.poisoned = true;
                 return Err(Error::io("sync_data", new_path, e));
             }
         }
-        // 3. make the new names durable: the block in purge.new, purge.new in the root.
-        //    After this the purge is committed (recovery completes it).
-        self.sync_dir(PURGE_NEW)?;
-        self.sync_dir("")?;
-        // 4. the swap, then its durability
+        // 3. make the block's name in purge.new durable: from now on, wherever purge.new is
+        //    found (as purge.new, or already renamed to msgs), it holds the floor record.
+        self.sync_dir(PURGE_NEW, "purge.new-dir")?;
+        // 4. the swap, then one root fsync that makes purge.new, both renames (and the removal
+        //    of leftovers) durable together. A crash before it leaves some subset of them, and
+        //    recovery completes the purge if purge.new is there with its floor block, else
+        //    rolls it back (ARCHITECTURE.md lists every case).
         for (from, to) in [(MSGS_DIR, PURGE_OLD), (PURGE_NEW, MSGS_DIR)] {
             if let Err(e) = self.fs.rename(from, to) {
                 self.poisoned = true;
                 return Err(Error::io("rename", from, e));
             }
         }
-        self.sync_dir("")?;
+        self.sync_dir("", "purge.swap-dir")?;
         // 5. memory: one block, nothing live, floor L
         self.wbuf.clear();
         self.blocks = vec![Block {
@@ -1932,7 +1996,7 @@ impl<F: Fs> Store<F> {
             self.marker(Kind::Tombstone, seq, ts)?;
             self.mark_deleted(pos, i);
         }
-        self.sync_inner()?;
+        self.sync_inner(S_PURGE_EX)?;
         let first = self.first_seq;
         self.set_first_from(first)?;
         self.drop_empty_front_blocks()?;
@@ -1958,7 +2022,7 @@ impl<F: Fs> Store<F> {
             self.last_ts
         };
         self.marker(Kind::Floor, f, ts)?;
-        self.sync_inner()?;
+        self.sync_inner(S_COMPACT)?;
         let n = self.apply_floor(f)?;
         if raises_last {
             self.last_seq = f;
@@ -2044,7 +2108,7 @@ impl<F: Fs> Store<F> {
             self.marker(Kind::Floor, keep_floor, ts)?;
         }
         self.marker(Kind::Truncate, seq, ts)?;
-        self.sync_inner()?;
+        self.sync_inner(S_TRUNCATE_COMMIT)?;
         // memory: everything above seq goes
         let mut n = 0;
         for pos in cut_pos..self.blocks.len() {
@@ -2094,8 +2158,9 @@ impl<F: Fs> Store<F> {
                 hi = hi.max(b.msg_last);
                 b.hi = hi;
             }
+            // No fsync: the truncate record already voids what the cut removes, and recovery
+            // redoes an unfinished cut. The next sync makes it durable.
             self.msgs_dir_dirty = true;
-            self.sync_inner()?;
             // the cut block's last crc is no longer known without a read: re-read it
             let b = &mut self.blocks[cut_pos];
             if b.len > BLOCK_HEADER_LEN {
@@ -2119,7 +2184,7 @@ impl<F: Fs> Store<F> {
     /// Makes everything written so far durable (files, then directories).
     pub fn sync(&mut self) -> Result<()> {
         self.check_writable()?;
-        self.sync_inner()
+        self.sync_inner(S_SYNC)
     }
 
     /// Runs time-driven work: the `max_age` limit and the `Interval` sync. Call it from a
@@ -2136,7 +2201,7 @@ impl<F: Fs> Store<F> {
     /// read the blocks.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.check_writable()?;
-        self.sync_inner()?;
+        self.sync_inner(S_SYNC)?;
         let snap = self.snapshot();
         let bytes = snap.encode();
         let f = ioe(
@@ -2148,10 +2213,8 @@ impl<F: Fs> Store<F> {
             INDEX_TMP,
         )?;
         ioe(f.write_all_at(&bytes, 0), "write", INDEX_TMP)?;
-        ioe(f.sync_data(), "sync_data", INDEX_TMP)?;
         drop(f);
-        ioe(self.fs.rename(INDEX_TMP, INDEX_FILE), "rename", INDEX_TMP)?;
-        self.sync_dir("")
+        ioe(self.fs.rename(INDEX_TMP, INDEX_FILE), "rename", INDEX_TMP)
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -2215,20 +2278,6 @@ impl<F: Fs> Drop for Store<F> {
         if !self.closed && !self.poisoned {
             let _ = self.flush();
         }
-    }
-}
-
-#[cfg(not(feature = "ablation"))]
-#[derive(Clone, Copy)]
-struct AblationOff;
-
-#[cfg(not(feature = "ablation"))]
-impl AblationOff {
-    fn skips_dir_sync(self) -> bool {
-        false
-    }
-    fn skips_tombstone_sync(self) -> bool {
-        false
     }
 }
 
