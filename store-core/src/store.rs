@@ -1840,10 +1840,12 @@ impl<F: Fs> Store<F> {
     /// once this returns, any crash recovers `first = L + 1, last = L` (L the last sequence
     /// before the purge); a crash during it recovers the old state or the purged one.
     ///
-    /// Write path (ARCHITECTURE.md, "Purge"): a new block holding one floor record for L is
-    /// written into `purge.new/` and fsynced; `purge.new/` and the root are fsynced (the
-    /// commit point); `msgs -> purge.old`, `purge.new -> msgs`, root fsynced; then
-    /// `purge.old/` is removed. Returns the number of messages removed.
+    /// Write path (ARCHITECTURE.md, "Purge"), three fsyncs whatever the stream's size: a new
+    /// block holding one floor record for L is written into `purge.new/` and fsynced;
+    /// `purge.new/` is fsynced; `msgs -> purge.old`, `purge.new -> msgs`, and one root fsync
+    /// makes it all durable; then `purge.old/` is removed. Recovery completes the purge if it
+    /// finds `purge.new/` with its floor block, else rolls it back. Returns the number of
+    /// messages removed.
     pub fn purge(&mut self) -> Result<u64> {
         self.check_writable()?;
         let purged = self.msgs;
@@ -2197,8 +2199,9 @@ impl<F: Fs> Store<F> {
         self.maybe_sync()
     }
 
-    /// Writes `index.db` (temp file, fsync, rename, root fsync) so the next open need not
-    /// read the blocks.
+    /// Syncs, then writes `index.db` (temp file, rename) so the next open need not read the
+    /// blocks. No fsync of its own: the index is an accelerator; one lost or torn in a crash
+    /// fails validation and open rebuilds from the blocks.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.check_writable()?;
         self.sync_inner(S_SYNC)?;
@@ -2259,7 +2262,7 @@ impl<F: Fs> Store<F> {
         }
     }
 
-    /// Syncs, writes `index.db`, and closes. Dropping a store without `close` writes out its
+    /// Syncs, writes `index.db` (see [`Store::checkpoint`]), and closes. Dropping a store without `close` writes out its
     /// buffer (no fsync).
     pub fn close(mut self) -> Result<()> {
         let r = self.checkpoint();
