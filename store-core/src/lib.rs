@@ -36,6 +36,7 @@ pub mod store;
 pub mod subject;
 #[cfg(test)]
 mod tests;
+pub mod verify;
 
 #[cfg(feature = "ablation")]
 pub use ablation::Ablation;
@@ -44,3 +45,4 @@ pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use error::{Error, Result};
 pub use fs::{DirEntry, Fs, FsFile, OpenOptions};
 pub use store::{RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SYNC_SITES};
+pub use verify::{verify, IndexStatus, Problem, VerifyReport};

@@ -263,11 +263,11 @@ impl Clock for LogicalClock {
     }
 }
 
-fn block_path(dir: &str, index: u64) -> String {
+pub(crate) fn block_path(dir: &str, index: u64) -> String {
     format!("{dir}/{index}.blk")
 }
 
-fn parse_block_name(name: &str) -> Option<u64> {
+pub(crate) fn parse_block_name(name: &str) -> Option<u64> {
     let n = name.strip_suffix(".blk")?;
     if n.is_empty() || n.len() > 19 || !n.bytes().all(|b| b.is_ascii_digit()) || n.starts_with('0')
     {
@@ -281,7 +281,7 @@ fn ioe<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
 }
 
 /// What scanning a block found at its end.
-enum ScanEnd {
+pub(crate) enum ScanEnd {
     Clean,
     /// Stopped at `offset`: everything from there is unusable.
     Stop {
@@ -294,7 +294,7 @@ enum ScanEnd {
 /// record plus one chunk in memory). A record that fails its checks but is framed by a
 /// plausible next record is passed to `skipped` and stepped over; any other damage ends the
 /// scan.
-fn scan_block<H: FsFile>(
+pub(crate) fn scan_block<H: FsFile>(
     file: &H,
     path: &str,
     start: u64,
@@ -691,57 +691,18 @@ impl<F: Fs> Store<F> {
 
     /// Loads state from `index.db` if it matches the blocks exactly. `Ok(false)`: no index.
     fn try_index(&mut self, indexes: &[u64]) -> Result<bool> {
-        let f = match self.fs.open(INDEX_FILE, OpenOptions::read_only()) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(Error::io("open", INDEX_FILE, e)),
+        let Some((snap, files)) = load_index(&self.fs, indexes, true)? else {
+            return Ok(false);
         };
-        let len = ioe(f.len(), "len", INDEX_FILE)?;
-        if len > 1 << 30 {
-            return Err(Error::corrupt(INDEX_FILE, 0, "index larger than 1 GiB"));
-        }
-        let mut b = vec![0u8; len as usize];
-        ioe(f.read_exact_at(&mut b, 0), "read", INDEX_FILE)?;
-        let snap = Snapshot::decode(INDEX_FILE, &b)?;
-        let listed: Vec<u64> = snap.blocks.iter().map(|b| b.index).collect();
-        if listed != indexes {
-            return Err(Error::corrupt(INDEX_FILE, 0, "stale: block files differ"));
-        }
-        // check every block's length and last record crc, and the totals
-        let (mut live, mut bytes) = (0u64, 0u64);
-        let mut blocks = Vec::with_capacity(snap.blocks.len());
         let mut hi = 0;
-        for bs in &snap.blocks {
-            let path = block_path(MSGS_DIR, bs.index);
-            let file = ioe(
-                self.fs
-                    .open(&path, OpenOptions::new().read(true).write(true)),
-                "open",
-                &path,
-            )?;
-            let flen = ioe(file.len(), "len", &path)?;
-            if flen != bs.len || flen < BLOCK_HEADER_LEN {
-                return Err(Error::corrupt(path, flen, "stale: block length differs"));
-            }
-            if flen > BLOCK_HEADER_LEN {
-                let mut c = [0u8; 4];
-                ioe(file.read_exact_at(&mut c, flen - 4), "read", &path)?;
-                if u32::from_le_bytes(c) != bs.last_crc {
-                    return Err(Error::corrupt(path, flen - 4, "stale: last record differs"));
-                }
-            }
-            if bs.msg_first > bs.msg_last || bs.live > bs.msg_last.saturating_sub(bs.msg_first) + 1
-            {
-                return Err(Error::corrupt(INDEX_FILE, 0, "block summary inconsistent"));
-            }
-            live += bs.live;
-            bytes += bs.live_bytes;
+        let mut blocks = Vec::with_capacity(snap.blocks.len());
+        for (bs, file) in snap.blocks.iter().zip(files) {
             hi = hi.max(bs.msg_last);
             blocks.push(Block {
                 index: bs.index,
-                path,
+                path: block_path(MSGS_DIR, bs.index),
                 file,
-                len: flen,
+                len: bs.len,
                 msg_first: bs.msg_first,
                 msg_last: bs.msg_last,
                 hi,
@@ -753,13 +714,6 @@ impl<F: Fs> Store<F> {
                 dmap: bs.deleted.clone(),
                 dirty: false,
             });
-        }
-        let subj_msgs: u64 = snap.subjects.iter().map(|s| s.msgs).sum();
-        if live != snap.msgs || bytes != snap.bytes || subj_msgs != snap.msgs {
-            return Err(Error::corrupt(INDEX_FILE, 0, "totals inconsistent"));
-        }
-        if snap.last_seq < hi || snap.floor > snap.last_seq {
-            return Err(Error::corrupt(INDEX_FILE, 0, "sequences inconsistent"));
         }
         self.blocks = blocks;
         self.first_seq = snap.first_seq;
@@ -1007,24 +961,7 @@ impl<F: Fs> Store<F> {
         }
         self.set_first_from(0)?;
         // Lost: gaps between message records not explained by the floor or a tombstone.
-        for g in rb.gaps {
-            let mut cur: Option<SeqRange> = None;
-            for s in g.first.max(rb.floor + 1)..=g.last {
-                if rb.tomb_orphans.contains(&s) {
-                    if let Some(r) = cur.take() {
-                        self.report.lost.push(r);
-                    }
-                    continue;
-                }
-                match &mut cur {
-                    Some(r) => r.last = s,
-                    None => cur = Some(SeqRange { first: s, last: s }),
-                }
-            }
-            if let Some(r) = cur {
-                self.report.lost.push(r);
-            }
-        }
+        self.report.lost = lost_ranges(rb.gaps, rb.floor, &rb.tomb_orphans);
         Ok(None)
     }
 
@@ -2282,6 +2219,94 @@ impl<F: Fs> Drop for Store<F> {
             let _ = self.flush();
         }
     }
+}
+
+/// Reads `index.db` and checks it against the blocks on disk: the same block files, each of
+/// the recorded length and ending in the recorded crc, and consistent totals. `Ok(None)`: no
+/// index. An `Err` says why it cannot be used. Returns the snapshot and each block opened
+/// (read-write if `write`).
+pub(crate) fn load_index<F: Fs>(
+    fs: &F,
+    indexes: &[u64],
+    write: bool,
+) -> Result<Option<(Snapshot, Vec<F::File>)>> {
+    let f = match fs.open(INDEX_FILE, OpenOptions::read_only()) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open", INDEX_FILE, e)),
+    };
+    let len = ioe(f.len(), "len", INDEX_FILE)?;
+    if len > 1 << 30 {
+        return Err(Error::corrupt(INDEX_FILE, 0, "index larger than 1 GiB"));
+    }
+    let mut b = vec![0u8; len as usize];
+    ioe(f.read_exact_at(&mut b, 0), "read", INDEX_FILE)?;
+    let snap = Snapshot::decode(INDEX_FILE, &b)?;
+    let listed: Vec<u64> = snap.blocks.iter().map(|b| b.index).collect();
+    if listed != indexes {
+        return Err(Error::corrupt(INDEX_FILE, 0, "stale: block files differ"));
+    }
+    let (mut live, mut bytes, mut hi) = (0u64, 0u64, 0u64);
+    let mut files = Vec::with_capacity(snap.blocks.len());
+    for bs in &snap.blocks {
+        let path = block_path(MSGS_DIR, bs.index);
+        let file = ioe(
+            fs.open(&path, OpenOptions::new().read(true).write(write)),
+            "open",
+            &path,
+        )?;
+        let flen = ioe(file.len(), "len", &path)?;
+        if flen != bs.len || flen < BLOCK_HEADER_LEN {
+            return Err(Error::corrupt(path, flen, "stale: block length differs"));
+        }
+        if flen > BLOCK_HEADER_LEN {
+            let mut c = [0u8; 4];
+            ioe(file.read_exact_at(&mut c, flen - 4), "read", &path)?;
+            if u32::from_le_bytes(c) != bs.last_crc {
+                return Err(Error::corrupt(path, flen - 4, "stale: last record differs"));
+            }
+        }
+        if bs.msg_first > bs.msg_last || bs.live > bs.msg_last.saturating_sub(bs.msg_first) + 1 {
+            return Err(Error::corrupt(INDEX_FILE, 0, "block summary inconsistent"));
+        }
+        live += bs.live;
+        bytes += bs.live_bytes;
+        hi = hi.max(bs.msg_last);
+        files.push(file);
+    }
+    let subj_msgs: u64 = snap.subjects.iter().map(|s| s.msgs).sum();
+    if live != snap.msgs || bytes != snap.bytes || subj_msgs != snap.msgs {
+        return Err(Error::corrupt(INDEX_FILE, 0, "totals inconsistent"));
+    }
+    if snap.last_seq < hi || snap.floor > snap.last_seq {
+        return Err(Error::corrupt(INDEX_FILE, 0, "sequences inconsistent"));
+    }
+    Ok(Some((snap, files)))
+}
+
+/// The sequences in `gaps` (between message records) that neither the floor nor a tombstone
+/// accounts for: they had records, and the records are gone.
+pub(crate) fn lost_ranges(
+    gaps: Vec<SeqRange>,
+    floor: u64,
+    explained: &BTreeSet<u64>,
+) -> Vec<SeqRange> {
+    let mut out = Vec::new();
+    for g in gaps {
+        let mut cur: Option<SeqRange> = None;
+        for s in g.first.max(floor + 1)..=g.last {
+            if explained.contains(&s) {
+                out.extend(cur.take());
+                continue;
+            }
+            match &mut cur {
+                Some(c) => c.last = s,
+                None => cur = Some(SeqRange { first: s, last: s }),
+            }
+        }
+        out.extend(cur);
+    }
+    out
 }
 
 fn intern_in(

@@ -315,15 +315,25 @@ fn torn_tail_and_corruption_are_reported() {
     let full = bytes.len();
     bytes.truncate(full - 5);
     fs.set_bytes(&b, bytes);
+    assert!(!verify(&fs).unwrap().is_clean(), "a torn tail is damage");
     let s = open(&fs, Config::default());
     assert_eq!(s.state().last_seq, 9);
     assert_eq!(s.recovery_report().cuts.len(), 1);
+    let v = verify(&fs).unwrap();
+    assert!(v.is_clean(), "{v:?}");
+    assert_eq!((v.blocks, v.messages, v.last_seq), (1, 9, 9));
     drop(s);
     // a flipped byte in the middle of record 3: skipped, seq 3 reported lost
     let mut bytes = fs.bytes(&b);
     let rec = 16 + 2 * (36 + 1 + 2);
     bytes[rec + 33] ^= 0xff;
     fs.set_bytes(&b, bytes.clone());
+    // verify reads without repairing: it names the file and offset, and the lost sequence
+    let v = verify(&fs).unwrap();
+    assert!(!v.is_clean());
+    assert_eq!((v.problems[0].file.as_str(), v.problems[0].offset), (b.as_str(), rec as u64));
+    assert_eq!(v.lost, vec![SeqRange { first: 3, last: 3 }]);
+    assert_eq!(fs.bytes(&b), bytes, "verify changed nothing");
     let strict = Config {
         recovery: RecoveryMode::Strict,
         ..Config::default()

@@ -1,0 +1,211 @@
+//! A read-only check of a store directory: every block, every record, every checksum, the
+//! index, and the sequences that are gone. Nothing is written (unlike `Store::open`, which
+//! repairs what it finds).
+
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile, OpenOptions};
+use crate::record::{check_block_header, Header, Kind, BLOCK_HEADER_LEN};
+use crate::store::{
+    block_path, load_index, lost_ranges, parse_block_name, scan_block, ScanEnd, SeqRange,
+    INDEX_FILE, INDEX_TMP, MSGS_DIR, PURGE_NEW, PURGE_OLD,
+};
+use std::collections::BTreeSet;
+use std::io;
+
+/// One thing wrong, where it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The file, relative to the store root.
+    pub file: String,
+    /// Byte offset.
+    pub offset: u64,
+    /// What is wrong.
+    pub what: String,
+}
+
+/// What `index.db` is worth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexStatus {
+    /// There is none (open rebuilds from the blocks).
+    Missing,
+    /// It matches the blocks (open would use it).
+    Usable,
+    /// It does not, and why (open would rebuild).
+    Rejected(String),
+}
+
+/// The result of [`verify`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Block files checked.
+    pub blocks: usize,
+    /// Records read and checked.
+    pub records: u64,
+    /// Message records among them (live or deleted).
+    pub messages: u64,
+    /// The highest sequence any valid record names.
+    pub last_seq: u64,
+    /// Damage: bad records, torn tails, bad headers.
+    pub problems: Vec<Problem>,
+    /// Sequences between message records that no record accounts for.
+    pub lost: Vec<SeqRange>,
+    /// A purge was interrupted (open would complete or roll it back).
+    pub interrupted_purge: Option<String>,
+    /// The index.
+    pub index: IndexStatus,
+    /// Files and directories the store does not know.
+    pub stray: Vec<String>,
+}
+
+impl VerifyReport {
+    /// No damage and no lost sequence. (A stale index, a stray file or an interrupted purge
+    /// are not damage: open handles them.)
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty() && self.lost.is_empty()
+    }
+}
+
+fn names<F: Fs>(fs: &F, dir: &str) -> Result<Vec<crate::fs::DirEntry>> {
+    fs.read_dir(dir).map_err(|e| Error::io("read_dir", dir, e))
+}
+
+/// Checks the store at the root of `fs` without changing anything.
+pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
+    let mut r = VerifyReport {
+        blocks: 0,
+        records: 0,
+        messages: 0,
+        last_seq: 0,
+        problems: Vec::new(),
+        lost: Vec::new(),
+        interrupted_purge: None,
+        index: IndexStatus::Missing,
+        stray: Vec::new(),
+    };
+    let root = names(fs, "")?;
+    if !root.iter().any(|e| e.name == MSGS_DIR && e.is_dir) {
+        return Err(Error::io(
+            "read_dir",
+            MSGS_DIR,
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "not a seqstore directory (no msgs/)",
+            ),
+        ));
+    }
+    for e in &root {
+        match e.name.as_str() {
+            MSGS_DIR | INDEX_FILE | INDEX_TMP => {}
+            PURGE_NEW | PURGE_OLD => {
+                r.interrupted_purge = Some(format!("{}/ present", e.name));
+            }
+            other => r.stray.push(other.to_string()),
+        }
+    }
+    let mut indexes = Vec::new();
+    for e in names(fs, MSGS_DIR)? {
+        match parse_block_name(&e.name) {
+            Some(i) if !e.is_dir => indexes.push(i),
+            _ => r.stray.push(format!("{MSGS_DIR}/{}", e.name)),
+        }
+    }
+    indexes.sort_unstable();
+    r.index = match load_index(fs, &indexes, false) {
+        Ok(None) => IndexStatus::Missing,
+        Ok(Some(_)) => IndexStatus::Usable,
+        Err(e) => IndexStatus::Rejected(e.to_string()),
+    };
+    let (mut floor, mut prev_msg) = (0u64, 0u64);
+    let mut gaps: Vec<SeqRange> = Vec::new();
+    let mut tombs = BTreeSet::new();
+    for index in indexes {
+        r.blocks += 1;
+        let path = block_path(MSGS_DIR, index);
+        let file = fs
+            .open(&path, OpenOptions::read_only())
+            .map_err(|e| Error::io("open", &path, e))?;
+        let len = file.len().map_err(|e| Error::io("len", &path, e))?;
+        let mut h = [0u8; BLOCK_HEADER_LEN as usize];
+        let n = (len as usize).min(h.len());
+        file.read_exact_at(&mut h[..n], 0)
+            .map_err(|e| Error::io("read", &path, e))?;
+        match check_block_header(&path, &h[..n], index) {
+            Ok(Header::Valid) => {}
+            Ok(Header::Blank) => {
+                r.problems.push(Problem {
+                    file: path,
+                    offset: 0,
+                    what: "blank block (no header)".into(),
+                });
+                continue;
+            }
+            Err(e) => {
+                r.problems.push(Problem {
+                    file: path,
+                    offset: 0,
+                    what: e.to_string(),
+                });
+                continue;
+            }
+        }
+        let mut skipped = Vec::new();
+        let end = scan_block(
+            &file,
+            &path,
+            BLOCK_HEADER_LEN,
+            len,
+            |_, rec| {
+                r.records += 1;
+                match rec.kind {
+                    Kind::Msg => {
+                        r.messages += 1;
+                        if prev_msg > 0 && rec.seq > prev_msg + 1 {
+                            gaps.push(SeqRange {
+                                first: prev_msg + 1,
+                                last: rec.seq - 1,
+                            });
+                        }
+                        prev_msg = rec.seq;
+                    }
+                    Kind::Tombstone => {
+                        tombs.insert(rec.seq);
+                    }
+                    Kind::Floor => floor = floor.max(rec.seq),
+                    Kind::Truncate => {
+                        prev_msg = prev_msg.min(rec.seq);
+                        gaps.retain(|g| g.first <= rec.seq);
+                    }
+                }
+                r.last_seq = if rec.kind == Kind::Truncate {
+                    rec.seq
+                } else {
+                    r.last_seq.max(rec.seq)
+                };
+                Ok(())
+            },
+            |off, reason, seq| {
+                skipped.push(Problem {
+                    file: path.clone(),
+                    offset: off,
+                    what: match seq {
+                        Some(s) => format!("{reason} (record of seq {s}, skipped)"),
+                        None => format!("{reason} (record skipped)"),
+                    },
+                });
+                Ok(())
+            },
+        )?;
+        r.problems.extend(skipped);
+        if let ScanEnd::Stop { offset, reason } = end {
+            if !reason.starts_with("zeros") {
+                r.problems.push(Problem {
+                    file: path,
+                    offset,
+                    what: format!("{reason}; {} bytes after it unreadable", len - offset),
+                });
+            }
+        }
+    }
+    r.lost = lost_ranges(gaps, floor, &tombs);
+    Ok(r)
+}
