@@ -1,0 +1,155 @@
+//! File contents as copy-on-write pages.
+//!
+//! The explorer snapshots the whole filesystem after every operation and builds thousands of
+//! crash images from each snapshot, so cloning contents must be O(1) and a write must copy only
+//! the pages it touches: a file is an `Arc` of a vector of `Arc` pages (`None` = a page of zeros,
+//! which also makes extending a file cheap).
+
+use crate::rng::Hasher;
+use std::sync::{Arc, OnceLock};
+
+pub(crate) const PAGE: usize = 4096;
+const PAGE_U64: u64 = PAGE as u64;
+
+#[derive(Clone)]
+pub(crate) struct Page(pub(crate) [u8; PAGE]);
+
+/// Invariant: every byte at or past `len` inside an allocated page is zero, so that extending the
+/// file (by `set_len` or a write past the end) reveals zeros without touching those pages.
+#[derive(Clone, Default)]
+pub(crate) struct Data {
+    len: u64,
+    pages: Arc<Vec<Option<Arc<Page>>>>,
+}
+
+fn split(pos: u64) -> (usize, usize) {
+    ((pos / PAGE_U64) as usize, (pos % PAGE_U64) as usize)
+}
+
+impl Data {
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Copies bytes at `off` into `buf`; returns how many (0 at or past the end).
+    pub(crate) fn read(&self, off: u64, buf: &mut [u8]) -> usize {
+        if off >= self.len {
+            return 0;
+        }
+        let n = (buf.len() as u64).min(self.len - off) as usize;
+        let mut done = 0;
+        while done < n {
+            let (pi, po) = split(off + done as u64);
+            let take = (PAGE - po).min(n - done);
+            match self.pages.get(pi).and_then(Option::as_ref) {
+                Some(p) => buf[done..done + take].copy_from_slice(&p.0[po..po + take]),
+                None => buf[done..done + take].fill(0),
+            }
+            done += take;
+        }
+        n
+    }
+
+    /// Writes `src` at `off`, extending (zero-filled) as needed. The caller bounds `off + len`.
+    pub(crate) fn write(&mut self, off: u64, src: &[u8]) {
+        if src.is_empty() {
+            return;
+        }
+        let end = off + src.len() as u64;
+        let need = end.div_ceil(PAGE_U64) as usize;
+        let pages = Arc::make_mut(&mut self.pages);
+        if pages.len() < need {
+            pages.resize(need, None);
+        }
+        let mut done = 0;
+        while done < src.len() {
+            let (pi, po) = split(off + done as u64);
+            let take = (PAGE - po).min(src.len() - done);
+            let page = pages[pi].get_or_insert_with(|| Arc::new(Page([0; PAGE])));
+            Arc::make_mut(page).0[po..po + take].copy_from_slice(&src[done..done + take]);
+            done += take;
+        }
+        self.len = self.len.max(end);
+    }
+
+    /// Truncates or extends with zeros.
+    pub(crate) fn set_len(&mut self, len: u64) {
+        if len < self.len {
+            let pages = Arc::make_mut(&mut self.pages);
+            pages.truncate(len.div_ceil(PAGE_U64) as usize);
+            let (_, po) = split(len);
+            if po != 0 {
+                if let Some(Some(p)) = pages.last_mut() {
+                    // keep the invariant: the cut-off tail must read as zeros if re-extended
+                    Arc::make_mut(p).0[po..].fill(0);
+                }
+            }
+        }
+        self.len = len;
+    }
+
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len as usize];
+        self.read(0, &mut v);
+        v
+    }
+
+    /// Feeds the contents into `h` canonically: equal contents give equal hashes whatever the
+    /// page layout (an absent page and an allocated page of zeros hash alike).
+    pub(crate) fn hash_into(&self, h: &mut Hasher) {
+        static ZERO: OnceLock<u64> = OnceLock::new();
+        let zero = *ZERO.get_or_init(|| page_digest(&[0; PAGE]));
+        h.u64(self.len);
+        for i in 0..self.len.div_ceil(PAGE_U64) as usize {
+            h.u64(match self.pages.get(i).and_then(Option::as_ref) {
+                Some(p) => page_digest(&p.0),
+                None => zero,
+            });
+        }
+    }
+}
+
+fn page_digest(b: &[u8; PAGE]) -> u64 {
+    let mut h = Hasher::new();
+    h.bytes(b);
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_read_truncate_extend() {
+        let mut d = Data::default();
+        d.write(4090, b"0123456789");
+        assert_eq!(d.len(), 4100);
+        let mut b = [9u8; 12];
+        assert_eq!(d.read(4089, &mut b), 11);
+        assert_eq!(&b[..11], b"\x000123456789");
+        let snap = d.clone();
+        d.set_len(4093);
+        d.set_len(5000);
+        let v = d.to_vec();
+        assert_eq!(&v[4090..4093], b"012");
+        assert!(v[4093..].iter().all(|&x| x == 0));
+        // the snapshot is untouched by the copy-on-write changes
+        assert_eq!(&snap.to_vec()[4090..], b"0123456789");
+    }
+
+    #[test]
+    fn hash_is_canonical() {
+        let mut a = Data::default();
+        a.set_len(10_000);
+        let mut b = Data::default();
+        b.write(0, &[0u8; 10_000]);
+        let h = |d: &Data| {
+            let mut h = Hasher::new();
+            d.hash_into(&mut h);
+            h.finish()
+        };
+        assert_eq!(h(&a), h(&b));
+        b.write(5, b"x");
+        assert_ne!(h(&a), h(&b));
+    }
+}
