@@ -1,0 +1,634 @@
+//! `seqstore`: the purge demo (the main job), the crash matrix, and store operations on a real
+//! directory.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use crash_matrix::{CellResult, CellSpec, Expected, Native};
+use fault_fs::Model;
+use host_fs::{HostFs, SystemClock};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use store_core::{Ablation, Config, Store, StoredMsg, SyncPolicy};
+
+#[derive(Parser)]
+#[command(
+    name = "seqstore",
+    version,
+    about = "A message-stream store that never loses its sequence"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SyncArg {
+    Always,
+    Interval,
+    Never,
+}
+
+#[derive(clap::Args)]
+struct DirArg {
+    /// The store directory.
+    #[arg(long, short)]
+    dir: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// The NATS purge bug, replayed: the seed scenario crashed at every operation boundary,
+    /// for every fsync ablation and crash model.
+    Demo {
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Seed of the random crash images.
+        #[arg(long, default_value_t = 0x5eed)]
+        seed: u64,
+    },
+    /// Run the crash matrix (every workload × sync policy × model) on the real store.
+    Crashcheck {
+        /// One workload, or all.
+        #[arg(long, default_value = "all")]
+        workload: String,
+        /// One model (posix or ordered), or both.
+        #[arg(long)]
+        model: Option<String>,
+        /// Seed of the random crash images.
+        #[arg(long, default_value_t = 0x5eed)]
+        seed: u64,
+        /// Run with an fsync removed (full, no-tombstone-sync, no-dir-sync, skip:<site>).
+        #[arg(long, default_value = "full")]
+        ablation: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Append a message (payload from --data or standard input); prints its sequence.
+    Append {
+        #[command(flatten)]
+        dir: DirArg,
+        /// The subject (tokens separated by '.').
+        #[arg(long)]
+        subject: String,
+        /// The payload; read from standard input when absent.
+        #[arg(long)]
+        data: Option<String>,
+        /// Opaque header bytes.
+        #[arg(long, default_value = "")]
+        headers: String,
+        /// Durability of the append.
+        #[arg(long, value_enum, default_value = "always")]
+        sync: SyncArg,
+    },
+    /// Print the message with sequence SEQ.
+    Get {
+        #[command(flatten)]
+        dir: DirArg,
+        seq: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the newest message of a subject.
+    Last {
+        #[command(flatten)]
+        dir: DirArg,
+        #[arg(long)]
+        subject: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the first message at or after --from matching a filter (`*`, `>` wildcards).
+    Next {
+        #[command(flatten)]
+        dir: DirArg,
+        #[arg(long, default_value = ">")]
+        filter: String,
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a message (a tombstone); --erase also overwrites its bytes on disk.
+    Delete {
+        #[command(flatten)]
+        dir: DirArg,
+        seq: u64,
+        #[arg(long)]
+        erase: bool,
+    },
+    /// Purge the stream (or, with --filter/--keep/--up-to, some of it). The sequence survives.
+    Purge {
+        #[command(flatten)]
+        dir: DirArg,
+        #[arg(long)]
+        filter: Option<String>,
+        #[arg(long, default_value_t = 0)]
+        keep: u64,
+        #[arg(long, default_value_t = 0)]
+        up_to: u64,
+    },
+    /// Remove every message below SEQ.
+    Compact {
+        #[command(flatten)]
+        dir: DirArg,
+        seq: u64,
+    },
+    /// Remove every message above SEQ (lowers the last sequence).
+    Truncate {
+        #[command(flatten)]
+        dir: DirArg,
+        seq: u64,
+    },
+    /// Print the stream state.
+    State {
+        #[command(flatten)]
+        dir: DirArg,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print every message.
+    Dump {
+        #[command(flatten)]
+        dir: DirArg,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-read every record and checksum without changing anything; non-zero exit on damage.
+    Verify {
+        #[command(flatten)]
+        dir: DirArg,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("seqstore: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cmd: Cmd) -> Result<ExitCode> {
+    match cmd {
+        Cmd::Demo { json, seed } => demo(json, seed),
+        Cmd::Crashcheck {
+            workload,
+            model,
+            seed,
+            ablation,
+            json,
+        } => crashcheck(&workload, model.as_deref(), seed, &ablation, json),
+        Cmd::Verify { dir, json } => verify(&dir.dir, json),
+        other => store_op(other),
+    }
+}
+
+// ------------------------------------------------------------------ demo and crashcheck
+
+fn bar(len: u64) -> ProgressBar {
+    let b = ProgressBar::new(len);
+    b.set_style(
+        ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} {msg}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    b.enable_steady_tick(Duration::from_millis(120));
+    b
+}
+
+/// Runs cells with a progress bar (the explorer reports crash points as it goes).
+fn run_cells(cells: &[CellSpec], label: &str) -> Vec<CellResult> {
+    let pb = bar(cells.len() as u64);
+    let mut out = Vec::new();
+    for spec in cells {
+        let name = format!(
+            "{label} {} {} {} {}",
+            spec.workload.name, spec.policy, spec.ablation, spec.model
+        );
+        pb.set_message(name.clone());
+        let pb2 = pb.clone();
+        let progress: crash_matrix::Progress = Arc::new(move |p: &fault_fs::Progress| {
+            pb2.set_message(format!(
+                "{name}: crash point {}/{}, {} images",
+                p.crash_points_done, p.crash_points, p.images
+            ));
+        });
+        out.push(crash_matrix::run_cell(&Native, spec, Some(progress)));
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    out
+}
+
+fn example_json(r: &CellResult) -> Value {
+    match &r.example {
+        None => Value::Null,
+        Some(e) => json!({
+            "recovered_first": e.recovered_first,
+            "recovered_last": e.recovered_last,
+            "expected_last": e.expected_last,
+            "op": e.op,
+            "call_site": e.call_site,
+        }),
+    }
+}
+
+fn demo(as_json: bool, seed: u64) -> Result<ExitCode> {
+    let cells = crash_matrix::demo_cells(seed);
+    let results = run_cells(&cells, "demo");
+    let all_as_expected = results
+        .iter()
+        .all(|r| Expected::of(r.spec.ablation, r.spec.model).met_by(&r.report));
+    if as_json {
+        let rows: Vec<Value> = results
+            .iter()
+            .map(|r| {
+                json!({
+                    "variant": r.spec.ablation.name(),
+                    "backend": r.backend,
+                    "model": r.spec.model.to_string(),
+                    "crash_points": r.report.crash_points,
+                    "images": r.report.images,
+                    "violations": r.report.violation_count,
+                    "example": example_json(r),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({"scenario": "purge", "seed": seed, "as_expected": all_as_expected, "rows": rows})
+        );
+    } else {
+        println!(
+            "seqstore demo: the NATS purge bug, on a filesystem that forgets what was not fsynced"
+        );
+        println!(
+            "scenario: append {} messages (sync: always), purge; power cut at every operation boundary,",
+            crash_matrix::SEED_K
+        );
+        println!("every crash image the model allows is recovered and checked (seed {seed})\n");
+        println!(
+            "{:<18} {:<7} {:<8} {:>12} {:>7} {:>10}  first violation",
+            "variant", "backend", "model", "crash points", "images", "violations"
+        );
+        for r in &results {
+            let first = match &r.example {
+                None => "-".to_string(),
+                Some(e) => format!(
+                    "recovered ({},{}) but last {} was durable; lost: {} at {}",
+                    e.recovered_first, e.recovered_last, e.expected_last, e.op, e.call_site
+                ),
+            };
+            println!(
+                "{:<18} {:<7} {:<8} {:>12} {:>7} {:>10}  {first}",
+                r.spec.ablation.name(),
+                r.backend,
+                r.spec.model.to_string(),
+                r.report.crash_points,
+                r.report.images,
+                r.report.violation_count
+            );
+        }
+        println!();
+        println!(
+            "full: the real store; no-tombstone-sync: the purge's tombstone block is not fsynced"
+        );
+        println!("(NATS's default); no-dir-sync: no directory is fsynced (nats-server PR #7675).");
+        println!("posix: unsynced data and unsynced names are lost; ordered: only unsynced data (LazyFS/ext4).");
+        println!(
+            "expected: full clean, no-tombstone-sync back at (0,0) under both, no-dir-sync broken under posix only: {}",
+            if all_as_expected { "as measured" } else { "NOT MET" }
+        );
+    }
+    Ok(if all_as_expected {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn crashcheck(
+    workload: &str,
+    model: Option<&str>,
+    seed: u64,
+    ablation: &str,
+    as_json: bool,
+) -> Result<ExitCode> {
+    let model: Option<Model> = model
+        .map(|m| m.parse().map_err(|e| anyhow::anyhow!("{e:?}")))
+        .transpose()?;
+    let ablation: Ablation = ablation.parse().map_err(anyhow::Error::msg)?;
+    let wl = (workload != "all").then_some(workload);
+    if let Some(w) = wl {
+        if !crash_matrix::workloads().iter().any(|x| x.name == w) {
+            let names: Vec<_> = crash_matrix::workloads().iter().map(|w| w.name).collect();
+            bail!("unknown workload {w:?}; known: {}", names.join(", "));
+        }
+    }
+    let mut cells = crash_matrix::matrix_cells(wl, model, seed);
+    for c in &mut cells {
+        c.ablation = ablation;
+    }
+    let start = std::time::Instant::now();
+    let results = run_cells(&cells, "crashcheck");
+    let secs = start.elapsed().as_secs_f64();
+    let images: usize = results.iter().map(|r| r.report.images).sum();
+    let violations: usize = results.iter().map(|r| r.report.violation_count).sum();
+    let errors: Vec<&CellResult> = results
+        .iter()
+        .filter(|r| r.report.workload_error.is_some())
+        .collect();
+    if as_json {
+        let rows: Vec<Value> = results
+            .iter()
+            .map(|r| {
+                json!({
+                    "name": r.spec.workload.name,
+                    "policy": r.spec.policy,
+                    "model": r.spec.model.to_string(),
+                    "crash_points": r.report.crash_points,
+                    "images": r.report.images,
+                    "violations": r.report.violation_count,
+                    "workload_error": r.report.workload_error,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({"images": images, "violations": violations, "images_per_s": images as f64 / secs.max(1e-9),
+                   "seed": seed, "ablation": ablation.name(), "workloads": rows})
+        );
+    } else {
+        for r in &results {
+            println!("{r}");
+            for v in r.report.violations.iter().take(3) {
+                println!("    {}", v.to_string().replace('\n', "\n    "));
+            }
+        }
+        println!(
+            "\n{} cells, {images} crash images checked in {secs:.1}s ({:.0}/s), {violations} violations (seed {seed}, {ablation})",
+            results.len(),
+            images as f64 / secs.max(1e-9)
+        );
+    }
+    Ok(if violations == 0 && errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+// ------------------------------------------------------------------ store operations
+
+/// Opens the store in `dir`. `create`: make the directory (or an empty one) a store; a
+/// non-empty directory that is not a store is refused either way.
+fn open_store(dir: &Path, cfg: Config, create: bool) -> Result<Store<HostFs>> {
+    let looks_like_store = dir.join("msgs").is_dir();
+    if !looks_like_store {
+        match std::fs::read_dir(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if !create {
+                    bail!(
+                        "no store at {}: the directory does not exist",
+                        dir.display()
+                    );
+                }
+            }
+            Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+            Ok(mut it) => {
+                if it.next().is_some() {
+                    bail!(
+                        "{} is not a seqstore directory (no msgs/) and is not empty: refusing to use it",
+                        dir.display()
+                    );
+                }
+                if !create {
+                    bail!("no store at {}: the directory is empty", dir.display());
+                }
+            }
+        }
+    }
+    let fs = if create {
+        HostFs::create(dir)
+    } else {
+        HostFs::open(dir)
+    }
+    .with_context(|| format!("opening {}", dir.display()))?;
+    let store = Store::open_with_clock(fs, cfg, Box::new(SystemClock))
+        .with_context(|| format!("recovering the store in {}", dir.display()))?;
+    let rep = store.recovery_report();
+    if rep.lost_data() {
+        eprintln!("seqstore: recovery repaired damage: {rep:?}");
+    }
+    Ok(store)
+}
+
+fn msg_json(m: &StoredMsg) -> Value {
+    let text = |b: &[u8]| match std::str::from_utf8(b) {
+        Ok(s) => json!(s),
+        Err(_) => json!({ "hex": b.iter().map(|x| format!("{x:02x}")).collect::<String>() }),
+    };
+    json!({"seq": m.seq, "ts": m.ts, "subject": m.subject, "headers": text(&m.headers), "payload": text(&m.payload)})
+}
+
+fn print_msg(m: &StoredMsg, as_json: bool) {
+    if as_json {
+        println!("{}", msg_json(m));
+    } else {
+        println!(
+            "{}\t{}\t{}\t{}",
+            m.seq,
+            m.ts,
+            m.subject,
+            String::from_utf8_lossy(&m.payload)
+        );
+    }
+}
+
+fn store_op(cmd: Cmd) -> Result<ExitCode> {
+    let cfg = Config::default();
+    match cmd {
+        Cmd::Append {
+            dir,
+            subject,
+            data,
+            headers,
+            sync,
+        } => {
+            let payload = match data {
+                Some(d) => d.into_bytes(),
+                None => {
+                    let mut v = Vec::new();
+                    std::io::stdin().read_to_end(&mut v)?;
+                    v
+                }
+            };
+            let cfg = Config {
+                sync: match sync {
+                    SyncArg::Always => SyncPolicy::Always,
+                    SyncArg::Interval => SyncPolicy::Interval(Duration::from_secs(1)),
+                    SyncArg::Never => SyncPolicy::Never,
+                },
+                ..cfg
+            };
+            let mut s = open_store(&dir.dir, cfg, true)?;
+            let seq = s.append(&subject, headers.as_bytes(), &payload)?;
+            s.close()?;
+            println!("{seq}");
+        }
+        Cmd::Get { dir, seq, json } => {
+            let mut s = open_store(&dir.dir, cfg, false)?;
+            print_msg(&s.get(seq)?, json);
+            s.close()?;
+        }
+        Cmd::Last { dir, subject, json } => {
+            let mut s = open_store(&dir.dir, cfg, false)?;
+            match s.last_for_subject(&subject)? {
+                Some(m) => print_msg(&m, json),
+                None => bail!("no message with subject {subject:?}"),
+            }
+            s.close()?;
+        }
+        Cmd::Next {
+            dir,
+            filter,
+            from,
+            json,
+        } => {
+            let mut s = open_store(&dir.dir, cfg, false)?;
+            match s.next_matching(&filter, from)? {
+                Some(m) => print_msg(&m, json),
+                None => bail!("no message matching {filter:?} at or after {from}"),
+            }
+            s.close()?;
+        }
+        Cmd::Delete { dir, seq, erase } => {
+            let mut s = open_store(&dir.dir, cfg, false)?;
+            if erase {
+                s.erase(seq)?;
+            } else {
+                s.delete(seq)?;
+            }
+            s.close()?;
+        }
+        Cmd::Purge {
+            dir,
+            filter,
+            keep,
+            up_to,
+        } => {
+            let mut s = open_store(&dir.dir, cfg, false)?;
+            let n = match filter {
+                None if keep == 0 && up_to == 0 => s.purge()?,
+                f => s.purge_ex(f.as_deref().unwrap_or(">"), up_to, keep)?,
+            };
+            let st = s.state();
+            s.close()?;
+            println!(
+                "purged {n} messages; first {} last {}",
+                st.first_seq, st.last_seq
+            );
+        }
+        Cmd::Compact { dir, seq } => {
+            let mut s = open_store(&dir.dir, cfg, false)?;
+            let n = s.compact(seq)?;
+            s.close()?;
+            println!("removed {n} messages");
+        }
+        Cmd::Truncate { dir, seq } => {
+            let mut s = open_store(&dir.dir, cfg, false)?;
+            let n = s.truncate(seq)?;
+            s.close()?;
+            println!("removed {n} messages");
+        }
+        Cmd::State { dir, json } => {
+            let s = open_store(&dir.dir, cfg, false)?;
+            let st = s.state();
+            if json {
+                println!(
+                    "{}",
+                    json!({"msgs": st.msgs, "bytes": st.bytes, "first_seq": st.first_seq,
+                           "first_ts": st.first_ts, "last_seq": st.last_seq, "last_ts": st.last_ts,
+                           "num_deleted": st.num_deleted, "num_subjects": st.num_subjects})
+                );
+            } else {
+                println!("messages   {}\nbytes      {}\nfirst seq  {}\nlast seq   {}\ndeleted    {}\nsubjects   {}",
+                    st.msgs, st.bytes, st.first_seq, st.last_seq, st.num_deleted, st.num_subjects);
+            }
+            s.close()?;
+        }
+        Cmd::Dump { dir, json } => {
+            let mut s = open_store(&dir.dir, cfg, false)?;
+            let mut from = 0;
+            while let Some(m) = s.next_matching(">", from)? {
+                print_msg(&m, json);
+                from = m.seq + 1;
+            }
+            s.close()?;
+        }
+        Cmd::Demo { .. } | Cmd::Crashcheck { .. } | Cmd::Verify { .. } => {
+            unreachable!("handled by run")
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(dir: &Path, as_json: bool) -> Result<ExitCode> {
+    let fs = HostFs::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    let r = store_core::verify(&fs).with_context(|| format!("verifying {}", dir.display()))?;
+    if as_json {
+        let problems: Vec<Value> = r
+            .problems
+            .iter()
+            .map(|p| json!({"file": p.file, "offset": p.offset, "what": p.what}))
+            .collect();
+        let lost: Vec<Value> = r
+            .lost
+            .iter()
+            .map(|l| json!({"first": l.first, "last": l.last}))
+            .collect();
+        println!(
+            "{}",
+            json!({"ok": r.is_clean(), "blocks": r.blocks, "records": r.records,
+                   "messages": r.messages, "last_seq": r.last_seq, "problems": problems,
+                   "lost": lost, "interrupted_purge": r.interrupted_purge,
+                   "index": format!("{:?}", r.index), "stray": r.stray})
+        );
+    } else {
+        println!(
+            "{} blocks, {} records ({} messages), last sequence {}",
+            r.blocks, r.records, r.messages, r.last_seq
+        );
+        println!("index.db: {:?}", r.index);
+        if let Some(p) = &r.interrupted_purge {
+            println!("interrupted purge: {p} (the next open completes or rolls it back)");
+        }
+        for s in &r.stray {
+            println!("stray: {s} (ignored by the store)");
+        }
+        for p in &r.problems {
+            println!("DAMAGE {} at offset {}: {}", p.file, p.offset, p.what);
+        }
+        for l in &r.lost {
+            println!("LOST sequences {}..={}", l.first, l.last);
+        }
+        println!("{}", if r.is_clean() { "ok" } else { "damaged" });
+    }
+    Ok(if r.is_clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

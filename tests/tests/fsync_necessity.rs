@@ -1,0 +1,42 @@
+//! Remove one fsync at a time: each named fsync call site of the store must be the one that
+//! keeps some workload correct, or be listed below with the reason it is not needed for
+//! correctness.
+
+use crash_matrix::*;
+use store_core::{Ablation, SYNC_SITES};
+
+#[test]
+fn every_fsync_is_necessary() {
+    let seed = 0x5eed;
+    let mut table = Vec::new();
+    for &site in SYNC_SITES {
+        let mut violations = 0;
+        let mut example = None;
+        for mut spec in matrix_cells(None, None, seed) {
+            spec.ablation = Ablation::Skip(site);
+            let r = run_cell(&Native, &spec, None);
+            violations += r.report.violation_count;
+            if example.is_none() && r.report.violation_count > 0 {
+                example = Some(format!(
+                    "{} {} {}: {}",
+                    spec.workload.name, spec.policy, spec.model, r.report.violations[0]
+                ));
+            }
+        }
+        println!(
+            "{site:<26} {violations:>6} violations   {}",
+            example
+                .clone()
+                .unwrap_or_default()
+                .lines()
+                .next()
+                .unwrap_or("")
+        );
+        table.push((site, violations));
+    }
+    let missing: Vec<_> = table.iter().filter(|(_, v)| *v == 0).collect();
+    assert!(
+        missing.is_empty(),
+        "fsyncs with no observable effect: {missing:?}"
+    );
+}

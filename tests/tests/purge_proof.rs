@@ -1,0 +1,51 @@
+//! The headline: the purge keeps the sequence at every crash point, and each fsync is shown
+//! necessary by removing it (the expected ablation table of the purge-proof issue).
+
+use crash_matrix::*;
+
+fn seed() -> u64 {
+    std::env::var("SEQSTORE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed)
+}
+
+#[test]
+fn seed_scenario_ablation_table() {
+    let seed = seed();
+    for spec in demo_cells(seed) {
+        let r = run_cell(&Native, &spec, None);
+        let tag = format!(
+            "{} {} (seed {seed}; replay with SEQSTORE_SEED={seed})",
+            spec.ablation, spec.model
+        );
+        assert!(
+            r.report.workload_error.is_none(),
+            "{tag}: {:?}",
+            r.report.workload_error
+        );
+        // every operation boundary of the purge is a crash point, each with at least one image
+        assert!(
+            r.report.crash_points > 20,
+            "{tag}: too few crash points\n{}",
+            r.report
+        );
+        assert!(
+            r.report.images >= r.report.crash_points,
+            "{tag}: {}",
+            r.report
+        );
+        let want = Expected::of(spec.ablation, spec.model);
+        assert!(want.met_by(&r.report), "{tag}: expected {want:?}\n{}", r.report);
+        if want == Expected::ZeroZero {
+            let ex = r.example.as_ref().expect("an example of the violation");
+            assert_eq!(ex.expected_last, SEED_K, "{tag}");
+            assert!(ex.call_site.starts_with("store-core/src/store.rs:"), "{tag}: {ex:?}");
+            assert!(ex.op.starts_with("write_all_at purge.new/"), "{tag}: {ex:?}");
+        }
+        println!("{r}");
+        if let Some(e) = &r.example {
+            println!("    example: {e:?}");
+        }
+    }
+}
