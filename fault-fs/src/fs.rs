@@ -438,7 +438,10 @@ impl FaultFs {
     /// A canonical text dump of the live tree: one line per entry, `path/` for directories,
     /// `path = "escaped contents"` for files. Equal trees give equal dumps.
     pub fn dump(&self) -> String {
-        self.dump_lines(true).iter().map(|l| format!("{l}\n")).collect()
+        self.dump_lines(true)
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect()
     }
 
     /// A 64-bit canonical hash of the live tree (what image deduplication compares).

@@ -36,12 +36,22 @@ fn seed_scenario_ablation_table() {
             r.report
         );
         let want = Expected::of(spec.ablation, spec.model);
-        assert!(want.met_by(&r.report), "{tag}: expected {want:?}\n{}", r.report);
+        assert!(
+            want.met_by(&r.report),
+            "{tag}: expected {want:?}\n{}",
+            r.report
+        );
         if want == Expected::ZeroZero {
             let ex = r.example.as_ref().expect("an example of the violation");
             assert_eq!(ex.expected_last, SEED_K, "{tag}");
-            assert!(ex.call_site.starts_with("store-core/src/store.rs:"), "{tag}: {ex:?}");
-            assert!(ex.op.starts_with("write_all_at purge.new/"), "{tag}: {ex:?}");
+            assert!(
+                ex.call_site.starts_with("store-core/src/store.rs:"),
+                "{tag}: {ex:?}"
+            );
+            assert!(
+                ex.op.starts_with("write_all_at purge.new/"),
+                "{tag}: {ex:?}"
+            );
         }
         println!("{r}");
         if let Some(e) = &r.example {
