@@ -32,6 +32,7 @@ pub mod index;
 #[cfg(test)]
 mod memfs;
 pub mod record;
+mod shared;
 pub mod store;
 pub mod subject;
 #[cfg(test)]
@@ -44,5 +45,6 @@ pub use clock::{Clock, ManualClock};
 pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use error::{Error, Result};
 pub use fs::{DirEntry, Fs, FsFile, OpenOptions};
+pub use shared::SharedStore;
 pub use store::{RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SYNC_SITES};
 pub use verify::{verify, IndexStatus, Problem, VerifyReport};

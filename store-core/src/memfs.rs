@@ -4,6 +4,7 @@
 use crate::fs::{split_path, DirEntry, Fs, FsFile, OpenOptions};
 use std::collections::BTreeMap;
 use std::io::{self, ErrorKind};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 type Data = Arc<Mutex<Vec<u8>>>;
@@ -17,9 +18,12 @@ enum Node {
 #[derive(Clone, Default)]
 pub struct MemFs {
     nodes: Arc<Mutex<BTreeMap<String, Node>>>,
+    syncs: Arc<AtomicU64>,
+    /// Microseconds each file fsync takes (to see group commit work).
+    sync_us: u64,
 }
 
-pub struct MemFile(Data);
+pub struct MemFile(Data, Arc<AtomicU64>, u64);
 
 fn err(k: ErrorKind) -> io::Error {
     io::Error::new(k, format!("{k:?}"))
@@ -58,6 +62,17 @@ impl MemFs {
             _ => panic!("no file {path}"),
         }
     }
+    /// A filesystem whose file fsyncs take `us` microseconds.
+    pub fn with_sync_delay(us: u64) -> Self {
+        MemFs {
+            sync_us: us,
+            ..Self::default()
+        }
+    }
+    /// File fsyncs so far.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::SeqCst)
+    }
     pub fn paths(&self) -> Vec<String> {
         self.nodes.lock().unwrap().keys().cloned().collect()
     }
@@ -91,6 +106,8 @@ impl FsFile for MemFile {
         Ok(())
     }
     fn sync_data(&self) -> io::Result<()> {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_micros(self.2));
         Ok(())
     }
     fn sync_all(&self) -> io::Result<()> {
@@ -112,13 +129,13 @@ impl Fs for MemFs {
                 if o.truncate {
                     d.lock().unwrap().clear();
                 }
-                Ok(MemFile(d.clone()))
+                Ok(MemFile(d.clone(), self.syncs.clone(), self.sync_us))
             }
             None if o.create || o.create_new => {
                 Self::check_parent(&n, &p)?;
                 let d: Data = Default::default();
                 n.insert(p, Node::File(d.clone()));
-                Ok(MemFile(d))
+                Ok(MemFile(d, self.syncs.clone(), self.sync_us))
             }
             None => Err(err(ErrorKind::NotFound)),
         }

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
+use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::config::{Config, Discard, RecoveryMode, SyncPolicy};
@@ -196,7 +197,9 @@ struct Entry {
 struct Block<H> {
     index: u64,
     path: String,
-    file: H,
+    /// Shared so that a group commit can fsync it without holding the store (see
+    /// `SharedStore`).
+    file: Arc<H>,
     /// Bytes in the file (the write buffer holds more, for the newest block).
     len: u64,
     /// Sequences of the first and last message records in the block (0 if none).
@@ -250,6 +253,9 @@ pub struct Store<F: Fs> {
     last_sync_ns: i64,
     /// `msgs/` has entries (new blocks, removals) that are not yet durable.
     msgs_dir_dirty: bool,
+    /// Records written since open: the group commit's durability watermark (sequences can go
+    /// down with `truncate`; this never does).
+    writes: u64,
     report: RecoveryReport,
 }
 
@@ -475,6 +481,7 @@ impl<F: Fs> Store<F> {
             closed: false,
             last_sync_ns: now,
             msgs_dir_dirty: false,
+            writes: 0,
             report: RecoveryReport::default(),
         };
         s.recover_purge()?;
@@ -701,7 +708,7 @@ impl<F: Fs> Store<F> {
             blocks.push(Block {
                 index: bs.index,
                 path: block_path(MSGS_DIR, bs.index),
-                file,
+                file: Arc::new(file),
                 len: bs.len,
                 msg_first: bs.msg_first,
                 msg_last: bs.msg_last,
@@ -915,7 +922,7 @@ impl<F: Fs> Store<F> {
             self.blocks.push(Block {
                 index,
                 path,
-                file,
+                file: Arc::new(file),
                 len: flen,
                 msg_first: entries.first().map_or(0, |e| e.seq),
                 msg_last: entries.last().map_or(0, |e| e.seq),
@@ -982,7 +989,7 @@ impl<F: Fs> Store<F> {
         let mut entries = Vec::with_capacity((b.live as usize).saturating_add(b.dmap.len()));
         let mut bad: Option<(u64, String)> = None;
         let end = scan_block(
-            &b.file,
+            &*b.file,
             &b.path,
             BLOCK_HEADER_LEN,
             b.len,
@@ -1159,6 +1166,41 @@ impl<F: Fs> Store<F> {
         Ok(())
     }
 
+    /// First half of a group commit (under the store's lock): writes the buffer out, fsyncs
+    /// `msgs/` if it has new names, and hands back the files to fsync and the last sequence
+    /// they cover. The fsyncs themselves run without the lock (`SyncTicket::run`).
+    pub(crate) fn begin_group_sync(&mut self) -> Result<SyncTicket<F::File>> {
+        self.check_writable()?;
+        self.flush()?;
+        if self.msgs_dir_dirty {
+            self.sync_dir(MSGS_DIR, S_APPEND.dir)?;
+            self.msgs_dir_dirty = false;
+        }
+        let skip = self.skip(S_APPEND.data, false);
+        let mut files = Vec::new();
+        for b in &mut self.blocks {
+            if b.dirty {
+                // cleared now: a write after this point marks it again for the next leader
+                b.dirty = false;
+                files.push((Arc::clone(&b.file), b.path.clone()));
+            }
+        }
+        Ok(SyncTicket {
+            files,
+            upto: self.writes,
+            skip,
+        })
+    }
+
+    /// Second half of a group commit (under the lock again): a failed fsync poisons the store.
+    pub(crate) fn end_group_sync(&mut self, result: &Result<()>) {
+        if result.is_err() {
+            self.poisoned = true;
+        } else {
+            self.last_sync_ns = self.now();
+        }
+    }
+
     /// Syncs if the policy asks for it now.
     #[track_caller]
     fn maybe_sync(&mut self) -> Result<()> {
@@ -1195,7 +1237,7 @@ impl<F: Fs> Store<F> {
         self.blocks.push(Block {
             index,
             path,
-            file,
+            file: Arc::new(file),
             len: 0,
             msg_first: 0,
             msg_last: 0,
@@ -1237,6 +1279,7 @@ impl<F: Fs> Store<F> {
         }
         let pos = self.blocks.len() - 1;
         let off = self.blocks[pos].len + self.wbuf.len() as u64;
+        self.writes += 1;
         let crc = encode(
             &mut self.wbuf,
             kind,
@@ -1510,6 +1553,31 @@ impl<F: Fs> Store<F> {
     /// Appends a message; returns its sequence (`last_seq + 1`). Under `Always` the message
     /// is durable when this returns.
     pub fn append(&mut self, subject: &str, headers: &[u8], payload: &[u8]) -> Result<u64> {
+        self.append_inner(subject, headers, payload, true)
+    }
+
+    /// `append` without its `Always` fsync: the message is written (buffered) and indexed, and
+    /// becomes durable with the next sync. The group commit of `SharedStore` calls this, then
+    /// shares one fsync among every writer that got here before it.
+    /// Returns the sequence and the write number that must be durable before it is
+    /// acknowledged.
+    pub(crate) fn append_buffered(
+        &mut self,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+    ) -> Result<(u64, u64)> {
+        let seq = self.append_inner(subject, headers, payload, false)?;
+        Ok((seq, self.writes))
+    }
+
+    fn append_inner(
+        &mut self,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+        sync_always: bool,
+    ) -> Result<u64> {
         self.check_writable()?;
         subject::validate_subject(subject)?;
         if payload.len() > self.cfg.max_payload as usize {
@@ -1544,7 +1612,8 @@ impl<F: Fs> Store<F> {
         let seq = self.last_seq + 1;
         let ts = self.now().max(self.last_ts);
         let (pos, off, len) = self.write_record(Kind::Msg, seq, ts, subject, headers, payload)?;
-        if self.cfg.sync == SyncPolicy::Always {
+        let always = sync_always && self.cfg.sync == SyncPolicy::Always;
+        if always {
             // acknowledged only once durable
             self.sync_inner(S_APPEND)?;
         }
@@ -1586,10 +1655,10 @@ impl<F: Fs> Store<F> {
         if l != crate::config::Limits::default() {
             self.enforce_limits(Some(sid))?;
         }
-        if self.cfg.sync == SyncPolicy::Always {
+        if always {
             // whatever the limits wrote; the same named site, so that removing it removes it
             self.sync_inner(S_APPEND)?;
-        } else {
+        } else if self.cfg.sync != SyncPolicy::Always {
             self.maybe_sync()?;
         }
         Ok(seq)
@@ -1842,7 +1911,7 @@ impl<F: Fs> Store<F> {
         self.blocks = vec![Block {
             index,
             path: block_path(MSGS_DIR, index),
-            file,
+            file: Arc::new(file),
             len: buf.len() as u64,
             msg_first: 0,
             msg_last: 0,
@@ -2012,7 +2081,7 @@ impl<F: Fs> Store<F> {
                     BLOCK_HEADER_LEN
                 };
                 let end = scan_block(
-                    &b.file,
+                    &*b.file,
                     &b.path,
                     start,
                     b.len,
@@ -2307,6 +2376,29 @@ pub(crate) fn lost_ranges(
         out.extend(cur);
     }
     out
+}
+
+/// The fsyncs a group-commit leader runs without holding the store: every block with writes
+/// not yet synced when the ticket was taken.
+pub(crate) struct SyncTicket<H> {
+    files: Vec<(Arc<H>, String)>,
+    /// Every write numbered up to this one (`Store::writes`) is durable once `run` returns Ok.
+    pub(crate) upto: u64,
+    skip: bool,
+}
+
+impl<H: FsFile> SyncTicket<H> {
+    /// Runs the fsyncs.
+    pub(crate) fn run(&self) -> Result<()> {
+        if self.skip {
+            return Ok(());
+        }
+        for (f, path) in &self.files {
+            f.sync_data()
+                .map_err(|e| Error::io("sync_data", path.clone(), e))?;
+        }
+        Ok(())
+    }
 }
 
 fn intern_in(

@@ -118,6 +118,61 @@ impl Backend for Native {
     }
 }
 
+/// The native store behind a `SharedStore` (group commit): appends under `Always` go through
+/// the leader/follower fsync path.
+pub struct Shared;
+
+impl<F: store_core::Fs> StreamOps for store_core::SharedStore<F> {
+    fn append(&mut self, subject: &str, payload: &[u8]) -> Result<u64, Error> {
+        store_core::SharedStore::append(self, subject, b"", payload)
+    }
+    fn get(&mut self, seq: u64) -> Result<StoredMsg, Error> {
+        self.with(|s| s.get(seq))
+    }
+    fn state(&mut self) -> Result<StreamState, Error> {
+        Ok(self.with(|s| Store::state(s)))
+    }
+    fn sync(&mut self) -> Result<(), Error> {
+        self.with(|s| s.sync())
+    }
+    fn tick(&mut self) -> Result<(), Error> {
+        self.with(|s| s.tick())
+    }
+    fn delete(&mut self, seq: u64) -> Result<(), Error> {
+        self.with(|s| s.delete(seq))
+    }
+    fn erase(&mut self, seq: u64) -> Result<(), Error> {
+        self.with(|s| s.erase(seq))
+    }
+    fn purge(&mut self) -> Result<u64, Error> {
+        self.with(|s| s.purge())
+    }
+    fn purge_ex(&mut self, filter: &str, up_to: u64, keep: u64) -> Result<u64, Error> {
+        self.with(|s| s.purge_ex(filter, up_to, keep))
+    }
+    fn compact(&mut self, seq: u64) -> Result<u64, Error> {
+        self.with(|s| s.compact(seq))
+    }
+    fn truncate(&mut self, seq: u64) -> Result<u64, Error> {
+        self.with(|s| s.truncate(seq))
+    }
+}
+
+impl Backend for Shared {
+    fn name(&self) -> &'static str {
+        "shared"
+    }
+    fn open(
+        &self,
+        fs: FaultFs,
+        cfg: Config,
+        clock: ManualClock,
+    ) -> Result<Box<dyn StreamOps>, Error> {
+        let store = Store::open_with_clock(fs, cfg, Box::new(clock))?;
+        Ok(Box::new(store_core::SharedStore::new(store)))
+    }
+}
+
 /// One step of a workload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {

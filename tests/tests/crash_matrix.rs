@@ -35,3 +35,21 @@ fn every_workload_policy_and_model_is_clean() {
         "the matrix explores every boundary: {points}"
     );
 }
+
+#[test]
+fn group_commit_path_is_clean_too() {
+    // the same matrix through SharedStore: appends under Always take the group-commit path
+    let seed = seed();
+    let mut failures = Vec::new();
+    for spec in matrix_cells(None, None, seed) {
+        let r = run_cell(&Shared, &spec, None);
+        if !r.report.is_clean() {
+            failures.push(format!("{r}\n{}", r.report));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "violations through SharedStore (replay with SEQSTORE_SEED={seed}):\n{}",
+        failures.join("\n")
+    );
+}
