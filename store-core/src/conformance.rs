@@ -272,6 +272,41 @@ pub fn path_confinement<F: Fs>(fs: &F) {
     assert_eq!(read_all(fs, "a"), b"x");
 }
 
+/// The error kinds the trait names for type mismatches: opening a directory as a file, treating a
+/// file as a directory, renaming a directory onto a non-empty one.
+pub fn type_errors<F: Fs>(fs: &F) {
+    fs.create_dir("d").unwrap();
+    write_file(fs, "d/f", b"x");
+    write_file(fs, "f", b"y");
+    assert_eq!(
+        fs.open("d", OpenOptions::read_only()).err().unwrap().kind(),
+        ErrorKind::IsADirectory
+    );
+    assert_eq!(
+        fs.read_dir("f").unwrap_err().kind(),
+        ErrorKind::NotADirectory
+    );
+    assert_eq!(
+        fs.open("f/x", rw()).err().unwrap().kind(),
+        ErrorKind::NotADirectory
+    );
+    fs.create_dir("e").unwrap();
+    write_file(fs, "e/g", b"z");
+    assert_eq!(
+        fs.rename("d", "e").unwrap_err().kind(),
+        ErrorKind::DirectoryNotEmpty
+    );
+    // a directory may replace an empty directory, as on Linux
+    fs.create_dir("empty").unwrap();
+    fs.rename("d", "empty").unwrap();
+    assert_eq!(names(fs, "empty"), vec!["f"]);
+    // a write through a read-only handle fails and changes nothing
+    let r = fs.open("f", OpenOptions::read_only()).unwrap();
+    assert!(r.write_all_at(b"no", 0).is_err());
+    drop(r);
+    assert_eq!(read_all(fs, "f"), b"y");
+}
+
 /// A larger write at an unaligned offset round-trips byte for byte.
 pub fn large_unaligned_io<F: Fs>(fs: &F) {
     let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
@@ -291,7 +326,8 @@ macro_rules! fs_conformance_tests {
     ($make:expr) => {
         $crate::fs_conformance_tests!(@cases $make;
             write_read_len, handles_share_contents, set_len_truncates_and_extends, open_flags,
-            dirs_create_and_list, rename_over, remove, path_confinement, large_unaligned_io);
+            dirs_create_and_list, rename_over, remove, path_confinement, large_unaligned_io,
+            type_errors);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(

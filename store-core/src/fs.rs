@@ -191,8 +191,8 @@ pub trait Fs: Send + Sync {
     fn read_dir(&self, path: &str) -> io::Result<Vec<DirEntry>>;
 
     /// Renames `from` to `to` atomically (`std::fs::rename`). An existing file at `to` is replaced;
-    /// a directory may be renamed to a name that does not exist. Durable after `sync_dir` of both
-    /// parents.
+    /// a directory may be renamed to a name that does not exist or onto an empty directory
+    /// (`DirectoryNotEmpty` otherwise). Durable after `sync_dir` of both parents.
     #[track_caller]
     fn rename(&self, from: &str, to: &str) -> io::Result<()>;
 
