@@ -138,3 +138,47 @@ impl store_core::Clock for SystemClock {
             .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64)
     }
 }
+
+/// Runs [`store_core::Store::tick`] on a shared store every `every` from a background thread, so
+/// that `SyncPolicy::Interval` and `max_age` are enforced even when nothing else happens
+/// (store-core has no threads of its own). Dropping the `Ticker` stops the thread and joins it.
+#[cfg(not(target_os = "wasi"))]
+pub struct Ticker {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[cfg(not(target_os = "wasi"))]
+impl Ticker {
+    /// Starts ticking `store`. Errors from `tick` (e.g. a poisoned store) are passed to
+    /// `on_error` and end the ticker: a poisoned store must be reopened.
+    pub fn start<F: store_core::Fs + 'static>(
+        store: store_core::SharedStore<F>,
+        every: std::time::Duration,
+        on_error: impl Fn(store_core::Error) + Send + 'static,
+    ) -> Ticker {
+        let (stop, rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
+                if let Err(e) = store.with(|s| s.tick()) {
+                    on_error(e);
+                    return;
+                }
+            }
+        });
+        Ticker {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+#[cfg(not(target_os = "wasi"))]
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        let _ = self.stop.send(());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
