@@ -62,6 +62,10 @@ impl Kind {
     }
 }
 
+/// The highest sequence a record may carry: `last + 1` and `floor + 1` must never wrap, and a
+/// larger value is damage (or a forgery), never a sequence the store issued.
+pub const MAX_SEQ: u64 = (1 << 63) - 1;
+
 /// Flag bit: the message's subject, headers and payload were overwritten with zeros.
 pub const FLAG_ERASED: u8 = 1;
 
@@ -210,6 +214,13 @@ pub fn decode(buf: &[u8]) -> Decoded<'_> {
             framed: Some(len),
         };
     }
+    let seq = u64_at(b, 8);
+    if seq > MAX_SEQ || (seq == 0 && kind != Kind::Floor && kind != Kind::Truncate) {
+        return Decoded::Bad {
+            reason: "sequence out of range",
+            framed: Some(len),
+        };
+    }
     let flags = b[5];
     if flags & !FLAG_ERASED != 0 {
         return Decoded::Bad {
@@ -236,7 +247,7 @@ pub fn decode(buf: &[u8]) -> Decoded<'_> {
     Decoded::Record(Record {
         kind,
         flags,
-        seq: u64_at(b, 8),
+        seq,
         ts: u64_at(b, 16) as i64,
         subject,
         headers: &b[32 + subj_len..32 + subj_len + hdr_len],

@@ -46,6 +46,10 @@ const S_POLICY: Site = Site {
     data: "policy.data",
     dir: "policy.dir",
 };
+const S_ERASE: Site = Site {
+    data: "erase.tombstone-data",
+    dir: "erase.tombstone-dir",
+};
 const S_SYNC: Site = Site {
     data: "sync.data",
     dir: "sync.dir",
@@ -79,6 +83,8 @@ pub const SYNC_SITES: &[&str] = &[
     "sync.dir",
     "drop-blocks.data",
     "drop-blocks.dir",
+    "erase.tombstone-data",
+    "erase.tombstone-dir",
     "purge.tombstone",
     "purge.new-dir",
     "purge.swap-dir",
@@ -313,8 +319,13 @@ pub(crate) fn scan_block<H: FsFile>(
     let mut pos = start;
     let fill = |buf: &mut Vec<u8>, buf_off: &mut u64, pos: u64, want: usize| -> Result<()> {
         // drop consumed bytes, then read until `want` bytes from pos are buffered (or EOF)
+        // (a resync may have jumped past the buffered bytes)
         let consumed = (pos - *buf_off) as usize;
-        buf.drain(..consumed);
+        if consumed >= buf.len() {
+            buf.clear();
+        } else {
+            buf.drain(..consumed);
+        }
         *buf_off = pos;
         let have_to = (pos + buf.len() as u64).min(len);
         let target = (pos + want.max(READ_CHUNK) as u64).min(len);
@@ -339,6 +350,12 @@ pub(crate) fn scan_block<H: FsFile>(
             }
             Decoded::Short(n) => {
                 if pos + n as u64 > len {
+                    // a torn tail, or a damaged length field with valid records after it
+                    if let Some(next) = resync(file, path, pos + 1, len)? {
+                        skipped(pos, "record length points past the end", None)?;
+                        pos = next;
+                        continue;
+                    }
                     return Ok(ScanEnd::Stop {
                         offset: pos,
                         reason: "record cut short (torn tail)".into(),
@@ -361,17 +378,31 @@ pub(crate) fn scan_block<H: FsFile>(
                     let n = ((len - p) as usize).min(chunk.len());
                     ioe(file.read_exact_at(&mut chunk[..n], p), "read", path)?;
                     if chunk[..n].iter().any(|&b| b != 0) {
-                        return Ok(ScanEnd::Stop {
-                            offset: pos,
-                            reason: "zero length followed by data".into(),
-                        });
+                        // A hole of zeros with records after it: e.g. a write whose fsync
+                        // failed and was dropped (fsyncgate) while later writes were synced.
+                        // Skip to the next valid record rather than lose what follows.
+                        match resync(file, path, pos, len)? {
+                            Some(next) => {
+                                skipped(pos, "zero length followed by data", None)?;
+                                pos = next;
+                                break;
+                            }
+                            None => {
+                                return Ok(ScanEnd::Stop {
+                                    offset: pos,
+                                    reason: "zero length followed by data".into(),
+                                })
+                            }
+                        }
                     }
                     p += n as u64;
                 }
-                return Ok(ScanEnd::Stop {
-                    offset: pos,
-                    reason: "zeros at the end (unwritten space)".into(),
-                });
+                if p >= len {
+                    return Ok(ScanEnd::Stop {
+                        offset: pos,
+                        reason: "zeros at the end (unwritten space)".into(),
+                    });
+                }
             }
             Decoded::Bad { reason, framed } => {
                 let next_ok = match framed {
@@ -396,17 +427,68 @@ pub(crate) fn scan_block<H: FsFile>(
                         skipped(pos, reason, seq)?;
                         pos += l as u64;
                     }
-                    _ => {
-                        return Ok(ScanEnd::Stop {
-                            offset: pos,
-                            reason: reason.to_string(),
-                        })
-                    }
+                    _ => match resync(file, path, pos + 1, len)? {
+                        // damage whose framing is gone, but valid records follow
+                        Some(next) => {
+                            skipped(pos, reason, None)?;
+                            pos = next;
+                        }
+                        None => {
+                            return Ok(ScanEnd::Stop {
+                                offset: pos,
+                                reason: reason.to_string(),
+                            })
+                        }
+                    },
                 }
             }
         }
     }
     Ok(ScanEnd::Clean)
+}
+
+/// The offset of the first whole, checksum-valid record at or after `from`, if any: where a scan
+/// resumes after damage that destroyed the framing. Reads the rest of the block in windows
+/// (never more than one window and one record in memory); a candidate must look like a header
+/// before its crc is computed, so the cost is one pass over the bytes.
+fn resync<H: FsFile>(file: &H, path: &str, from: u64, len: u64) -> Result<Option<u64>> {
+    const WINDOW: usize = 1 << 20;
+    let mut base = from;
+    let mut buf = vec![0u8; WINDOW];
+    while base + REC_OVERHEAD as u64 <= len {
+        let n = ((len - base) as usize).min(WINDOW);
+        ioe(file.read_exact_at(&mut buf[..n], base), "read", path)?;
+        // offsets whose 36-byte header lies inside this window
+        let last = n.saturating_sub(REC_OVERHEAD);
+        for i in 0..=last {
+            if buf[i] == 0 && buf[i + 1] == 0 && buf[i + 2] == 0 && buf[i + 3] == 0 {
+                continue;
+            }
+            if !plausible_header(&buf[i..i + REC_OVERHEAD]) {
+                continue;
+            }
+            let rl = u32::from_le_bytes(buf[i..i + 4].try_into().expect("4")) as usize;
+            let at = base + i as u64;
+            if at + rl as u64 > len {
+                continue;
+            }
+            let ok = if i + rl <= n {
+                matches!(decode(&buf[i..i + rl]), Decoded::Record(_))
+            } else {
+                let mut rec = vec![0u8; rl];
+                ioe(file.read_exact_at(&mut rec, at), "read", path)?;
+                matches!(decode(&rec), Decoded::Record(_))
+            };
+            if ok {
+                return Ok(Some(at));
+            }
+        }
+        if n < WINDOW {
+            break;
+        }
+        base += (last + 1) as u64;
+    }
+    Ok(None)
 }
 
 /// Whether bytes look like the start of a record (or the zero end marker): used only to
@@ -647,6 +729,7 @@ impl<F: Fs> Store<F> {
         }
         self.blocks.clear();
         let mut tries = 0;
+        let mut prev: Option<(String, u64)> = None;
         loop {
             let indexes = if tries == 0 {
                 indexes.clone()
@@ -658,14 +741,17 @@ impl<F: Fs> Store<F> {
                 Some((bpos, off, tpos)) => {
                     // A truncate voided records that are still on disk: remove them (the
                     // truncate record itself is durable, we just read it), then rebuild.
-                    if tries > 0 {
-                        let b = &self.blocks[bpos];
+                    // Several unfinished truncates take a round each; a round that makes no
+                    // progress means the records cannot be removed.
+                    let here = (self.blocks[bpos].path.clone(), off);
+                    if prev.as_ref() == Some(&here) || tries > indexes.len() {
                         return Err(Error::corrupt(
-                            b.path.clone(),
+                            here.0,
                             off,
                             "void records survive truncate cleanup",
                         ));
                     }
+                    prev = Some(here);
                     self.truncate_cleanup(bpos, off, tpos)?;
                     self.report.truncate_cleanup = true;
                     tries += 1;
@@ -719,7 +805,8 @@ impl<F: Fs> Store<F> {
                 last_crc: bs.last_crc,
                 entries: None,
                 dmap: bs.deleted.clone(),
-                dirty: false,
+                // a previous process may never have synced it: the next sync does
+                dirty: true,
             });
         }
         self.blocks = blocks;
@@ -740,6 +827,17 @@ impl<F: Fs> Store<F> {
             if s.msgs > 0 {
                 self.num_subjects += 1;
             }
+        }
+        // The first live message is read, not trusted: it costs one block and catches an
+        // index whose first_seq or first_ts does not match the blocks.
+        let (first, first_ts) = (self.first_seq, self.first_ts);
+        self.set_first_from(0)?;
+        if (self.first_seq, self.first_ts) != (first, first_ts) {
+            return Err(Error::corrupt(
+                INDEX_FILE,
+                8,
+                "first_seq/first_ts disagree with the blocks",
+            ));
         }
         Ok(true)
     }
@@ -866,6 +964,12 @@ impl<F: Fs> Store<F> {
                             }
                             Kind::Truncate => {
                                 let s = r.seq;
+                                if s < rb.floor {
+                                    // truncate refuses to go below first - 1 >= floor: this
+                                    // record cannot have been written by the store
+                                    report.out_of_order.push((path.clone(), off));
+                                    return Ok(());
+                                }
                                 if entries.last().is_some_and(|e| e.seq > s) {
                                     return Err(Error::corrupt(
                                         path.clone(),
@@ -933,7 +1037,8 @@ impl<F: Fs> Store<F> {
                 last_crc,
                 entries: Some(entries),
                 dmap: Vec::new(),
-                dirty: false,
+                // a previous process may never have synced it: the next sync does
+                dirty: true,
             });
         }
         if let Some((bpos, off)) = rb.void_from {
@@ -1376,16 +1481,35 @@ impl<F: Fs> Store<F> {
         }
     }
 
-    /// Removes leading blocks with no live message (never the newest). The sync first makes
-    /// the tombstones and floors that emptied them durable: a removed block must never be the
-    /// only record of the last sequence.
+    /// Removes leading blocks with no live message (never the newest). Before each removal
+    /// everything is fsynced (the tombstones and floors that emptied it, and the previous
+    /// removal): a removed block must never be the only record of the last sequence, and a
+    /// block whose removal is undone by a crash must come back with the tombstones that
+    /// delete its messages. If the blocks going away hold the last sequence, a floor record
+    /// for it is written first (nothing live is at or below it then).
     fn drop_empty_front_blocks(&mut self) -> Result<()> {
-        let mut synced = false;
-        while self.blocks.len() > 1 && self.blocks[0].live == 0 {
-            if !synced {
-                self.sync_inner(S_DROP)?;
-                synced = true;
-            }
+        let n = self
+            .blocks
+            .iter()
+            .take(self.blocks.len().saturating_sub(1))
+            .take_while(|b| b.live == 0)
+            .count();
+        if n == 0 {
+            return Ok(());
+        }
+        let kept_max = self.blocks[n..]
+            .iter()
+            .map(|b| b.max_seq)
+            .max()
+            .unwrap_or(0);
+        if kept_max < self.last_seq {
+            debug_assert_eq!(self.msgs, 0, "live messages above the dropped blocks");
+            let (l, ts) = (self.last_seq, self.last_ts);
+            self.marker(Kind::Floor, l, ts)?;
+            self.floor = self.floor.max(l);
+        }
+        for _ in 0..n {
+            self.sync_inner(S_DROP)?;
             let path = self.blocks[0].path.clone();
             if let Err(e) = self.fs.remove_file(&path) {
                 self.poisoned = true;
@@ -1604,7 +1728,7 @@ impl<F: Fs> Store<F> {
                 return Err(Error::LimitExceeded { limit: "max_bytes" });
             }
         }
-        if self.last_seq == u64::MAX >> 1 {
+        if self.last_seq >= record::MAX_SEQ {
             return Err(Error::LimitExceeded {
                 limit: "sequence space",
             });
@@ -1820,11 +1944,11 @@ impl<F: Fs> Store<F> {
         );
         let ts = self.now();
         self.marker(Kind::Tombstone, seq, ts)?;
-        // The tombstone is written first, but no fsync orders it before the overwrite: an
-        // interrupted overwrite leaves a record that fails its crc with intact framing, which
-        // recovery skips (and reports as lost unless the tombstone made it). The message was
-        // being deleted; nothing acknowledged depends on it.
-        self.flush()?;
+        // The tombstone is durable before the overwrite starts: a torn overwrite fails its crc
+        // and recovery skips the record, so without a durable tombstone for it a torn erase of
+        // the last message would lose the last sequence (found by the fault sweep with records
+        // larger than a sector).
+        self.sync_inner(S_ERASE)?;
         let b = &mut self.blocks[pos];
         if let Err(err) = b.file.write_all_at(&erased, e.off as u64) {
             self.poisoned = true;
@@ -2016,8 +2140,8 @@ impl<F: Fs> Store<F> {
     /// return. Returns the number of messages removed.
     pub fn compact(&mut self, seq: u64) -> Result<u64> {
         self.check_writable()?;
-        if seq == 0 {
-            return Err(Error::InvalidArgument("compact(0)".into()));
+        if seq == 0 || seq - 1 > record::MAX_SEQ {
+            return Err(Error::InvalidArgument(format!("compact({seq})")));
         }
         let f = seq - 1;
         if f < self.first_seq && f <= self.last_seq {
@@ -2328,6 +2452,12 @@ pub(crate) fn load_index<F: Fs>(
         if flen != bs.len || flen < BLOCK_HEADER_LEN {
             return Err(Error::corrupt(path, flen, "stale: block length differs"));
         }
+        // the header too: a block the index vouches for must still be a block
+        let mut h = [0u8; BLOCK_HEADER_LEN as usize];
+        ioe(file.read_exact_at(&mut h, 0), "read", &path)?;
+        if check_block_header(&path, &h, bs.index)? != Header::Valid {
+            return Err(Error::corrupt(path, 0, "block header blank"));
+        }
         if flen > BLOCK_HEADER_LEN {
             let mut c = [0u8; 4];
             ioe(file.read_exact_at(&mut c, flen - 4), "read", &path)?;
@@ -2347,7 +2477,26 @@ pub(crate) fn load_index<F: Fs>(
     if live != snap.msgs || bytes != snap.bytes || subj_msgs != snap.msgs {
         return Err(Error::corrupt(INDEX_FILE, 0, "totals inconsistent"));
     }
-    if snap.last_seq < hi || snap.floor > snap.last_seq {
+    // Cross-check what a crc cannot: an index.db forged (or written by a buggy build) with a
+    // valid crc must still describe a possible stream.
+    let first_live = snap
+        .blocks
+        .iter()
+        .find(|b| b.live > 0)
+        .map_or(0, |b| b.msg_first);
+    let seqs_ok = snap.last_seq >= hi
+        && snap.last_seq <= record::MAX_SEQ
+        && snap.floor <= snap.last_seq
+        && snap.first_seq > snap.floor
+        && snap.first_seq <= snap.last_seq + 1
+        && (snap.msgs == 0 || (snap.first_seq >= first_live && snap.first_seq <= hi))
+        && snap.subjects.iter().all(|s| {
+            s.msgs > 0
+                && s.first <= s.last
+                && (s.first == 0 || s.first >= snap.first_seq)
+                && s.last <= snap.last_seq
+        });
+    if !seqs_ok {
         return Err(Error::corrupt(INDEX_FILE, 0, "sequences inconsistent"));
     }
     Ok(Some((snap, files)))
@@ -2360,20 +2509,29 @@ pub(crate) fn lost_ranges(
     floor: u64,
     explained: &BTreeSet<u64>,
 ) -> Vec<SeqRange> {
+    // O(gaps + tombstones), never O(sequences): a forged record at 2^62 must not make recovery
+    // walk 2^62 numbers.
     let mut out = Vec::new();
     for g in gaps {
-        let mut cur: Option<SeqRange> = None;
-        for s in g.first.max(floor + 1)..=g.last {
-            if explained.contains(&s) {
-                out.extend(cur.take());
-                continue;
-            }
-            match &mut cur {
-                Some(c) => c.last = s,
-                None => cur = Some(SeqRange { first: s, last: s }),
-            }
+        let mut lo = g.first.max(floor.saturating_add(1));
+        if lo > g.last {
+            continue;
         }
-        out.extend(cur);
+        for &t in explained.range(lo..=g.last) {
+            if t > lo {
+                out.push(SeqRange {
+                    first: lo,
+                    last: t - 1,
+                });
+            }
+            lo = t + 1;
+        }
+        if lo <= g.last {
+            out.push(SeqRange {
+                first: lo,
+                last: g.last,
+            });
+        }
     }
     out
 }

@@ -83,7 +83,14 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
         stray: Vec::new(),
     };
     let root = names(fs, "")?;
-    if !root.iter().any(|e| e.name == MSGS_DIR && e.is_dir) {
+    let has = |n: &str| root.iter().any(|e| e.name == n && e.is_dir);
+    // A purge interrupted right after `msgs -> purge.old` leaves no msgs/: open renames it
+    // back, so verify reads the blocks where they are.
+    let dir = if has(MSGS_DIR) {
+        MSGS_DIR
+    } else if has(PURGE_OLD) {
+        PURGE_OLD
+    } else {
         return Err(Error::io(
             "read_dir",
             MSGS_DIR,
@@ -92,7 +99,7 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
                 "not a seqstore directory (no msgs/)",
             ),
         ));
-    }
+    };
     for e in &root {
         match e.name.as_str() {
             MSGS_DIR | INDEX_FILE | INDEX_TMP => {}
@@ -103,10 +110,10 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
         }
     }
     let mut indexes = Vec::new();
-    for e in names(fs, MSGS_DIR)? {
+    for e in names(fs, dir)? {
         match parse_block_name(&e.name) {
             Some(i) if !e.is_dir => indexes.push(i),
-            _ => r.stray.push(format!("{MSGS_DIR}/{}", e.name)),
+            _ => r.stray.push(format!("{dir}/{}", e.name)),
         }
     }
     indexes.sort_unstable();
@@ -120,7 +127,7 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
     let mut tombs = BTreeSet::new();
     for index in indexes {
         r.blocks += 1;
-        let path = block_path(MSGS_DIR, index);
+        let path = block_path(dir, index);
         let file = fs
             .open(&path, OpenOptions::read_only())
             .map_err(|e| Error::io("open", &path, e))?;
