@@ -2,6 +2,41 @@
 //! and the byte layouts.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// FxHash (rustc's): a few ns for a 16-byte subject where SipHash takes ~20.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut c = bytes.chunks_exact(8);
+        for w in &mut c {
+            self.add(u64::from_le_bytes(w.try_into().expect("8")));
+        }
+        let r = c.remainder();
+        if !r.is_empty() {
+            let mut b = [0u8; 8];
+            b[..r.len()].copy_from_slice(r);
+            self.add(u64::from_le_bytes(b));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+pub(crate) type SubjMap = HashMap<String, u32, BuildHasherDefault<FxHasher>>;
 use std::io;
 use std::sync::Arc;
 
@@ -251,7 +286,7 @@ pub struct Store<F: Fs> {
     msgs: u64,
     bytes: u64,
     subj_names: Vec<String>,
-    subj_ids: HashMap<String, u32>,
+    subj_ids: SubjMap,
     subj: Vec<SubjInfo>,
     num_subjects: u64,
     poisoned: bool,
@@ -263,6 +298,10 @@ pub struct Store<F: Fs> {
     /// down with `truncate`; this never does).
     writes: u64,
     report: RecoveryReport,
+    /// The blocks a purge replaced (their memory) and whether `purge.old/` is still on disk:
+    /// released by `cleanup` (tick, close, the next purge), not inside `purge`.
+    retired: Vec<Block<F::File>>,
+    purge_old_pending: bool,
 }
 
 /// A clock for [`Store::open`]: store-core reads no clock, so without one each call returns
@@ -311,39 +350,67 @@ pub(crate) fn scan_block<H: FsFile>(
     path: &str,
     start: u64,
     len: u64,
+    visit: impl FnMut(u64, &record::Record<'_>) -> Result<()>,
+    skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
+) -> Result<ScanEnd> {
+    scan_block_chunked(file, path, start, len, READ_CHUNK, visit, skipped)
+}
+
+/// `scan_block` reading `chunk` bytes at a time (small when the caller stops early).
+pub(crate) fn scan_block_chunked<H: FsFile>(
+    file: &H,
+    path: &str,
+    start: u64,
+    len: u64,
+    chunk: usize,
     mut visit: impl FnMut(u64, &record::Record<'_>) -> Result<()>,
     mut skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
 ) -> Result<ScanEnd> {
+    // buf[..valid] holds file bytes from buf_off; the storage is reused (never re-zeroed)
     let mut buf: Vec<u8> = Vec::new();
+    let mut valid = 0usize;
     let mut buf_off = start; // file offset of buf[0]
     let mut pos = start;
-    let fill = |buf: &mut Vec<u8>, buf_off: &mut u64, pos: u64, want: usize| -> Result<()> {
+    let fill = |buf: &mut Vec<u8>,
+                valid: &mut usize,
+                buf_off: &mut u64,
+                pos: u64,
+                want: usize|
+     -> Result<()> {
         // drop consumed bytes, then read until `want` bytes from pos are buffered (or EOF)
         // (a resync may have jumped past the buffered bytes)
         let consumed = (pos - *buf_off) as usize;
-        if consumed >= buf.len() {
-            buf.clear();
+        if consumed >= *valid {
+            *valid = 0;
         } else {
-            buf.drain(..consumed);
+            buf.copy_within(consumed..*valid, 0);
+            *valid -= consumed;
         }
         *buf_off = pos;
-        let have_to = (pos + buf.len() as u64).min(len);
-        let target = (pos + want.max(READ_CHUNK) as u64).min(len);
+        let have_to = (pos + *valid as u64).min(len);
+        let target = (pos + want.max(chunk) as u64).min(len);
         if target > have_to {
-            let old = buf.len();
-            buf.resize(old + (target - have_to) as usize, 0);
-            ioe(file.read_exact_at(&mut buf[old..], have_to), "read", path)?;
+            let need = *valid + (target - have_to) as usize;
+            if buf.len() < need {
+                buf.resize(need, 0);
+            }
+            ioe(
+                file.read_exact_at(&mut buf[*valid..need], have_to),
+                "read",
+                path,
+            )?;
+            *valid = need;
         }
         Ok(())
     };
     while pos < len {
-        let avail = (buf_off + buf.len() as u64).saturating_sub(pos) as usize;
+        let avail = (buf_off + valid as u64).saturating_sub(pos) as usize;
         if avail < REC_OVERHEAD.min((len - pos) as usize) || avail == 0 {
-            fill(&mut buf, &mut buf_off, pos, REC_OVERHEAD)?;
+            fill(&mut buf, &mut valid, &mut buf_off, pos, REC_OVERHEAD)?;
         }
         let at = (pos - buf_off) as usize;
-        let avail = buf.len() - at;
-        match decode(&buf[at..]) {
+        let avail = valid - at;
+        match decode(&buf[at..valid]) {
             Decoded::Record(r) => {
                 visit(pos, &r)?;
                 pos += r.len as u64;
@@ -368,7 +435,7 @@ pub(crate) fn scan_block<H: FsFile>(
                         reason: "undecodable record".into(),
                     });
                 }
-                fill(&mut buf, &mut buf_off, pos, n)?;
+                fill(&mut buf, &mut valid, &mut buf_off, pos, n)?;
             }
             Decoded::End => {
                 // zeros: the end of written data, if nothing but zeros follows
@@ -421,7 +488,7 @@ pub(crate) fn scan_block<H: FsFile>(
                 };
                 match framed {
                     Some(l) if next_ok => {
-                        let seq = (buf.len() >= at + 16).then(|| {
+                        let seq = (valid >= at + 16).then(|| {
                             u64::from_le_bytes(buf[at + 8..at + 16].try_into().expect("8"))
                         });
                         skipped(pos, reason, seq)?;
@@ -556,7 +623,7 @@ impl<F: Fs> Store<F> {
             msgs: 0,
             bytes: 0,
             subj_names: Vec::new(),
-            subj_ids: HashMap::new(),
+            subj_ids: SubjMap::default(),
             subj: Vec::new(),
             num_subjects: 0,
             poisoned: false,
@@ -565,6 +632,8 @@ impl<F: Fs> Store<F> {
             msgs_dir_dirty: false,
             writes: 0,
             report: RecoveryReport::default(),
+            retired: Vec::new(),
+            purge_old_pending: false,
         };
         s.recover_purge()?;
         s.load()?;
@@ -573,9 +642,9 @@ impl<F: Fs> Store<F> {
         s.sync_dir(MSGS_DIR, "open.msgs-dir")?;
         s.sync_dir("", "open.root-dir")?;
         s.msgs_dir_dirty = false;
-        if let Some(last) = s.blocks.len().checked_sub(1) {
-            s.ensure_loaded(last)?;
-        }
+        // The newest block (like every block known from index.db) is read on first use: the
+        // first append or read that needs it, not here, so that open does not depend on how
+        // full it is.
         s.enforce_limits_all()?;
         s.maybe_sync()?;
         Ok(s)
@@ -828,11 +897,16 @@ impl<F: Fs> Store<F> {
                 self.num_subjects += 1;
             }
         }
-        // The first live message is read, not trusted: it costs one block and catches an
-        // index whose first_seq or first_ts does not match the blocks.
+        // The first live message is read, not trusted: it catches an index whose first_seq
+        // or first_ts does not match the blocks. Only the records up to it are read (small
+        // reads, stopped there), not the whole block: open must not cost a block.
         let (first, first_ts) = (self.first_seq, self.first_ts);
-        self.set_first_from(0)?;
-        if (self.first_seq, self.first_ts) != (first, first_ts) {
+        let found = if self.msgs == 0 {
+            Some((self.last_seq + 1, 0))
+        } else {
+            self.first_live_probe()?
+        };
+        if found != Some((first, first_ts)) {
             return Err(Error::corrupt(
                 INDEX_FILE,
                 8,
@@ -840,6 +914,41 @@ impl<F: Fs> Store<F> {
             ));
         }
         Ok(true)
+    }
+
+    /// The first live message (sequence, timestamp) of an index-loaded store, read from the
+    /// first block with a live message, stopping at it.
+    fn first_live_probe(&self) -> Result<Option<(u64, i64)>> {
+        let Some(b) = self.blocks.iter().find(|b| b.live > 0) else {
+            return Ok(None);
+        };
+        let floor = self.floor;
+        let mut found = None;
+        let end = scan_block_chunked(
+            &*b.file,
+            &b.path,
+            BLOCK_HEADER_LEN,
+            b.len,
+            16 << 10,
+            |_, r| {
+                let live = r.kind == Kind::Msg
+                    && r.flags & FLAG_ERASED == 0
+                    && r.seq > floor
+                    && b.dmap.binary_search(&r.seq).is_err();
+                if live {
+                    found = Some((r.seq, r.ts));
+                    // stop the scan here (the error is dropped below)
+                    return Err(Error::Closed);
+                }
+                Ok(())
+            },
+            |off, reason, _| Err(Error::corrupt(b.path.clone(), off, reason)),
+        );
+        match (found, end) {
+            (Some(f), _) => Ok(Some(f)),
+            (None, Err(e)) => Err(e),
+            (None, Ok(_)) => Ok(None),
+        }
     }
 
     fn intern(&mut self, name: &str) -> u32 {
@@ -1383,6 +1492,8 @@ impl<F: Fs> Store<F> {
             self.roll()?;
         }
         let pos = self.blocks.len() - 1;
+        // appends index into the newest block's entries: read it if open left it unread
+        self.ensure_loaded(pos)?;
         let off = self.blocks[pos].len + self.wbuf.len() as u64;
         self.writes += 1;
         let crc = encode(
@@ -1448,7 +1559,20 @@ impl<F: Fs> Store<F> {
         }
         self.ensure_loaded(pos)?;
         let entries = self.blocks[pos].entries.as_ref().expect("loaded");
-        Ok(match entries.binary_search_by_key(&seq, |e| e.seq) {
+        // Sequences in a block are consecutive unless something left a gap: try the direct
+        // slot first (one memory access), search only if it is not there.
+        let found = match entries.first() {
+            Some(f) if seq >= f.seq => {
+                let g = (seq - f.seq) as usize;
+                if entries.get(g).is_some_and(|e| e.seq == seq) {
+                    Ok(g)
+                } else {
+                    entries.binary_search_by_key(&seq, |e| e.seq)
+                }
+            }
+            _ => Err(0),
+        };
+        Ok(match found {
             Ok(i) if !entries[i].deleted => Some((pos, i)),
             _ => None,
         })
@@ -1703,7 +1827,11 @@ impl<F: Fs> Store<F> {
         sync_always: bool,
     ) -> Result<u64> {
         self.check_writable()?;
-        subject::validate_subject(subject)?;
+        // a subject already in the index was validated when it was first stored
+        let known = self.subj_ids.get(subject).copied();
+        if known.is_none() {
+            subject::validate_subject(subject)?;
+        }
         if payload.len() > self.cfg.max_payload as usize {
             return Err(Error::TooLarge {
                 what: "payload",
@@ -1741,7 +1869,10 @@ impl<F: Fs> Store<F> {
             // acknowledged only once durable
             self.sync_inner(S_APPEND)?;
         }
-        let sid = self.intern(subject);
+        let sid = match known {
+            Some(id) => id,
+            None => self.intern(subject),
+        };
         let b = &mut self.blocks[pos];
         b.entries
             .as_mut()
@@ -2032,6 +2163,7 @@ impl<F: Fs> Store<F> {
         self.sync_dir("", "purge.swap-dir")?;
         // 5. memory: one block, nothing live, floor L
         self.wbuf.clear();
+        self.retired = std::mem::take(&mut self.blocks);
         self.blocks = vec![Block {
             index,
             path: block_path(MSGS_DIR, index),
@@ -2060,8 +2192,17 @@ impl<F: Fs> Store<F> {
         self.msgs_dir_dirty = false;
         // 6. the old blocks go only now that the purge is durable. A failure here leaves
         //    purge.old behind, which the next open or purge removes: nothing is lost.
-        let _ = self.fs.remove_dir_all(PURGE_OLD);
+        self.purge_old_pending = true;
         Ok(purged)
+    }
+
+    /// Releases what a purge left for later: the old blocks' memory and `purge.old/` on disk
+    /// (no fsync: recovery removes a leftover again). Called by `tick` and `close`.
+    pub fn cleanup(&mut self) {
+        self.retired.clear();
+        if std::mem::take(&mut self.purge_old_pending) {
+            let _ = self.fs.remove_dir_all(PURGE_OLD);
+        }
     }
 
     /// Removes the messages matching `filter` with a sequence below `up_to_seq` (0: no
@@ -2323,6 +2464,7 @@ impl<F: Fs> Store<F> {
     /// timer; store-core has no threads.
     pub fn tick(&mut self) -> Result<()> {
         self.check_writable()?;
+        self.cleanup();
         if self.cfg.limits.max_age.is_some() {
             self.enforce_limits(None)?;
         }
@@ -2334,6 +2476,7 @@ impl<F: Fs> Store<F> {
     /// fails validation and open rebuilds from the blocks.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.check_writable()?;
+        self.cleanup();
         self.sync_inner(S_SYNC)?;
         let snap = self.snapshot();
         let bytes = snap.encode();
@@ -2561,7 +2704,7 @@ impl<H: FsFile> SyncTicket<H> {
 
 fn intern_in(
     names: &mut Vec<String>,
-    ids: &mut HashMap<String, u32>,
+    ids: &mut SubjMap,
     subj: &mut Vec<SubjInfo>,
     name: &str,
 ) -> u32 {

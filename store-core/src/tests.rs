@@ -162,6 +162,9 @@ fn purge_keeps_the_sequence() {
     let st = s.state();
     assert_eq!((st.first_seq, st.last_seq, st.msgs), (51, 50, 0));
     assert_eq!(blocks(&fs).len(), 1);
+    // the old blocks go in cleanup (tick, close), not inside purge
+    assert!(fs.paths().iter().any(|p| p.starts_with("purge.old")));
+    s.cleanup();
     assert!(!fs.paths().iter().any(|p| p.starts_with("purge.")));
     drop(s);
     let mut s = open(&fs, small());

@@ -396,17 +396,21 @@ fn rows() -> Vec<Row> {
                 put(fs, "msgs/1.blk", &b);
             },
             check: |_, g| {
-                // open reads the first live block to cross-check index.db's first_seq: the
-                // damage is found there, the index is rejected and the rebuild skips seq 5
-                // (tolerant) or refuses naming file and offset (strict)
+                // index.db checks each block's length, header and last crc, and open reads the
+                // records up to the first live one (seq 1): the index is used, and damage
+                // further into a block is found on the first read of that block, which fails
+                // with the file and offset (as for every block known from index.db)
                 let at = base_off("msgs/1.blk", 5);
-                let (st, rep) = opened(&g.tolerant)?;
-                state_is(st, 24, 1, 25)?;
-                (!rep.used_index)
-                    .then_some(())
-                    .ok_or("index.db used despite the damage")?;
-                lost(rep, &[(5, 5)])?;
-                corrupt(&g.strict, "msgs/1.blk", Some(at))?;
+                for (r, e) in [(&g.tolerant, &g.read_err[0]), (&g.strict, &g.read_err[1])] {
+                    let (st, rep) = opened(r)?;
+                    state_is(st, 25, 1, 25)?;
+                    rep.used_index.then_some(()).ok_or("index.db not used")?;
+                    match e {
+                        Some(Error::Corrupt { file, offset, .. })
+                            if file == "msgs/1.blk" && *offset == at => {}
+                        other => return Err(format!("read error {other:?}")),
+                    }
+                }
                 verify_problem(&g.verify, "msgs/1.blk", "checksum mismatch")
             },
         },
