@@ -1,0 +1,589 @@
+//! seqstore's store as a WebAssembly component (world `seqstore:store/store`, see
+//! `wasm-guest/wit/seqstore.wit`).
+//!
+//! store-core runs here unmodified. This crate only adapts the boundary:
+//! - the imported `fs` interface becomes a store-core [`Fs`] ([`ImportedFs`]), so the host
+//!   decides what filesystem the store gets (a real directory, fault-fs, anything);
+//! - `storage::preopened-dir` instead uses host-fs's WASI backend on a directory the runtime
+//!   preopened;
+//! - the imported `clock` becomes the store's [`Clock`], so the host controls time;
+//! - the exported `stream` interface is store-core's `Store` API, with its `Error` as a typed
+//!   WIT variant.
+//!
+//! Built for `wasm32-wasip2` by wasm-host's build script. A native build compiles (so the
+//! workspace builds and lints as one) but is not usable: the imports have no host there.
+
+#![warn(missing_docs)]
+
+use std::cell::RefCell;
+use std::io;
+use std::time::Duration;
+
+use store_core::{Clock, Config, DirEntry, Fs, FsFile, OpenOptions, Store};
+
+/// The bindings wit-bindgen generates from `wasm-guest/wit` (undocumented generated code).
+#[allow(missing_docs)]
+mod bindings {
+    #[cfg(not(feature = "test-hooks"))]
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "store",
+    });
+
+    #[cfg(feature = "test-hooks")]
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "store-test-hooks",
+    });
+}
+
+use bindings::exports::seqstore::store::stream as wit;
+use bindings::seqstore::store::{clock as wit_clock, fs as wit_fs};
+
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
+
+// ------------------------------------------------------------------ errors across the boundary
+
+/// `io::ErrorKind` to the WIT code. Kinds the contract does not name become `other`; the
+/// message keeps their text.
+fn kind_to_code(kind: io::ErrorKind) -> wit_fs::ErrorCode {
+    use io::ErrorKind as K;
+    use wit_fs::ErrorCode as C;
+    match kind {
+        K::NotFound => C::NotFound,
+        K::AlreadyExists => C::AlreadyExists,
+        K::PermissionDenied => C::PermissionDenied,
+        K::InvalidInput => C::InvalidInput,
+        K::InvalidData => C::InvalidData,
+        K::IsADirectory => C::IsADirectory,
+        K::NotADirectory => C::NotADirectory,
+        K::DirectoryNotEmpty => C::DirectoryNotEmpty,
+        K::StorageFull => C::StorageFull,
+        K::ReadOnlyFilesystem => C::ReadOnlyFilesystem,
+        K::UnexpectedEof => C::UnexpectedEof,
+        K::Interrupted => C::Interrupted,
+        K::Unsupported => C::Unsupported,
+        K::OutOfMemory => C::OutOfMemory,
+        _ => C::Other,
+    }
+}
+
+/// The WIT code back to `io::ErrorKind` (the inverse of [`kind_to_code`]).
+fn code_to_kind(code: wit_fs::ErrorCode) -> io::ErrorKind {
+    use io::ErrorKind as K;
+    use wit_fs::ErrorCode as C;
+    match code {
+        C::NotFound => K::NotFound,
+        C::AlreadyExists => K::AlreadyExists,
+        C::PermissionDenied => K::PermissionDenied,
+        C::InvalidInput => K::InvalidInput,
+        C::InvalidData => K::InvalidData,
+        C::IsADirectory => K::IsADirectory,
+        C::NotADirectory => K::NotADirectory,
+        C::DirectoryNotEmpty => K::DirectoryNotEmpty,
+        C::StorageFull => K::StorageFull,
+        C::ReadOnlyFilesystem => K::ReadOnlyFilesystem,
+        C::UnexpectedEof => K::UnexpectedEof,
+        C::Interrupted => K::Interrupted,
+        C::Unsupported => K::Unsupported,
+        C::OutOfMemory => K::OutOfMemory,
+        C::Other => K::Other,
+    }
+}
+
+fn from_fs_error(e: wit_fs::FsError) -> io::Error {
+    io::Error::new(code_to_kind(e.code), e.message)
+}
+
+/// store-core's error as the WIT variant. The `&'static str` fields travel as strings.
+fn to_wit_error(e: store_core::Error) -> wit::Error {
+    use store_core::Error as E;
+    match e {
+        E::Io { op, path, source } => wit::Error::Io(wit::IoError {
+            op: op.to_string(),
+            path,
+            code: kind_to_code(source.kind()),
+            message: source.to_string(),
+        }),
+        E::Corrupt {
+            file,
+            offset,
+            reason,
+        } => wit::Error::Corrupt(wit::CorruptError {
+            file,
+            offset,
+            reason,
+        }),
+        E::InvalidSubject { subject, reason } => {
+            wit::Error::InvalidSubject(wit::InvalidSubjectError {
+                subject,
+                reason: reason.to_string(),
+            })
+        }
+        E::TooLarge { what, len, max } => wit::Error::TooLarge(wit::TooLargeError {
+            what: what.to_string(),
+            len,
+            max,
+        }),
+        E::NotFound { seq } => wit::Error::NotFound(seq),
+        E::Poisoned => wit::Error::Poisoned,
+        E::LimitExceeded { limit } => wit::Error::LimitExceeded(limit.to_string()),
+        E::InvalidArgument(s) => wit::Error::InvalidArgument(s),
+        E::InvalidConfig(s) => wit::Error::InvalidConfig(s),
+        E::Closed => wit::Error::Closed,
+        // `Error` is non-exhaustive: a variant added later still crosses, as its text.
+        other => wit::Error::Other(other.to_string()),
+    }
+}
+
+// ------------------------------------------------------------------ the imported filesystem
+
+/// store-core's [`Fs`] on the imported `seqstore:store/fs` interface: every call is one call
+/// to the host. store-core buffers appends (its write buffer), so these calls are few and large.
+#[derive(Debug, Default)]
+pub struct ImportedFs;
+
+/// An open file of [`ImportedFs`]: a handle the host owns.
+#[derive(Debug)]
+pub struct ImportedFile(wit_fs::File);
+
+impl FsFile for ImportedFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let data = self
+            .0
+            .read_at(buf.len() as u64, offset)
+            .map_err(from_fs_error)?;
+        // A host that returns more than asked is broken; never trust it past `buf`.
+        let n = data.len().min(buf.len());
+        buf[..n].copy_from_slice(&data[..n]);
+        Ok(n)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.0.write_at(buf, offset).map_err(from_fs_error)
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.0.len().map_err(from_fs_error)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len).map_err(from_fs_error)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data().map_err(from_fs_error)
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        self.0.sync_all().map_err(from_fs_error)
+    }
+}
+
+impl Fs for ImportedFs {
+    type File = ImportedFile;
+    fn open(&self, path: &str, opts: OpenOptions) -> io::Result<ImportedFile> {
+        let o = wit_fs::OpenOptions {
+            read: opts.read,
+            write: opts.write,
+            create: opts.create,
+            create_new: opts.create_new,
+            truncate: opts.truncate,
+        };
+        wit_fs::open(path, o)
+            .map(ImportedFile)
+            .map_err(from_fs_error)
+    }
+    fn create_dir(&self, path: &str) -> io::Result<()> {
+        wit_fs::create_dir(path).map_err(from_fs_error)
+    }
+    fn read_dir(&self, path: &str) -> io::Result<Vec<DirEntry>> {
+        let mut v: Vec<DirEntry> = wit_fs::read_dir(path)
+            .map_err(from_fs_error)?
+            .into_iter()
+            .map(|e| DirEntry {
+                name: e.name,
+                is_dir: e.is_dir,
+            })
+            .collect();
+        // The contract says sorted; do not rely on the host for an invariant the store uses.
+        v.sort();
+        Ok(v)
+    }
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        wit_fs::rename(from, to).map_err(from_fs_error)
+    }
+    fn remove_file(&self, path: &str) -> io::Result<()> {
+        wit_fs::remove_file(path).map_err(from_fs_error)
+    }
+    fn remove_dir_all(&self, path: &str) -> io::Result<()> {
+        wit_fs::remove_dir_all(path).map_err(from_fs_error)
+    }
+    fn sync_dir(&self, path: &str) -> io::Result<()> {
+        wit_fs::sync_dir(path).map_err(from_fs_error)
+    }
+}
+
+// ------------------------------------------------------------------ either filesystem
+
+/// The filesystem a guest store runs on: the host's (through the import) or WASI's own.
+/// One concrete type, so one `Store` type serves both.
+#[derive(Debug)]
+pub enum GuestFs {
+    /// The imported `fs` interface.
+    Imported(ImportedFs),
+    /// host-fs over WASI's filesystem, rooted at a (normally preopened) directory.
+    Wasi(host_fs::HostFs),
+}
+
+/// A file of [`GuestFs`].
+#[derive(Debug)]
+pub enum GuestFile {
+    /// From the imported `fs`.
+    Imported(ImportedFile),
+    /// From host-fs.
+    Wasi(host_fs::HostFile),
+}
+
+macro_rules! on_file {
+    ($self:ident, $f:ident => $e:expr) => {
+        match $self {
+            GuestFile::Imported($f) => $e,
+            GuestFile::Wasi($f) => $e,
+        }
+    };
+}
+
+impl FsFile for GuestFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        on_file!(self, f => f.read_at(buf, offset))
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        on_file!(self, f => f.write_all_at(buf, offset))
+    }
+    fn len(&self) -> io::Result<u64> {
+        on_file!(self, f => f.len())
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        on_file!(self, f => f.set_len(len))
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        on_file!(self, f => f.sync_data())
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        on_file!(self, f => f.sync_all())
+    }
+}
+
+macro_rules! on_fs {
+    ($self:ident, $f:ident => $e:expr) => {
+        match $self {
+            GuestFs::Imported($f) => $e,
+            GuestFs::Wasi($f) => $e,
+        }
+    };
+}
+
+impl Fs for GuestFs {
+    type File = GuestFile;
+    fn open(&self, path: &str, opts: OpenOptions) -> io::Result<GuestFile> {
+        match self {
+            GuestFs::Imported(f) => f.open(path, opts).map(GuestFile::Imported),
+            GuestFs::Wasi(f) => f.open(path, opts).map(GuestFile::Wasi),
+        }
+    }
+    fn create_dir(&self, path: &str) -> io::Result<()> {
+        on_fs!(self, f => f.create_dir(path))
+    }
+    fn read_dir(&self, path: &str) -> io::Result<Vec<DirEntry>> {
+        on_fs!(self, f => f.read_dir(path))
+    }
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        on_fs!(self, f => f.rename(from, to))
+    }
+    fn remove_file(&self, path: &str) -> io::Result<()> {
+        on_fs!(self, f => f.remove_file(path))
+    }
+    fn remove_dir_all(&self, path: &str) -> io::Result<()> {
+        on_fs!(self, f => f.remove_dir_all(path))
+    }
+    fn sync_dir(&self, path: &str) -> io::Result<()> {
+        on_fs!(self, f => f.sync_dir(path))
+    }
+}
+
+/// The imported `clock` as the store's [`Clock`].
+#[derive(Debug, Default)]
+pub struct ImportedClock;
+
+impl Clock for ImportedClock {
+    fn now_ns(&self) -> i64 {
+        wit_clock::now_ns()
+    }
+}
+
+// ------------------------------------------------------------------ the exported store
+
+fn nanos(ns: u64) -> Duration {
+    Duration::from_nanos(ns)
+}
+
+/// The WIT config as store-core's. An unknown ablation name is refused as an invalid config.
+fn to_config(c: wit::Config) -> Result<Config, store_core::Error> {
+    use store_core::{Discard, Limits, RecoveryMode, SyncPolicy};
+    Ok(Config {
+        block_size: c.block_size,
+        sync: match c.sync {
+            wit::SyncPolicy::Always => SyncPolicy::Always,
+            wit::SyncPolicy::Interval(ns) => SyncPolicy::Interval(nanos(ns)),
+            wit::SyncPolicy::Never => SyncPolicy::Never,
+        },
+        max_payload: c.max_payload,
+        max_headers: c.max_headers,
+        limits: Limits {
+            max_msgs: c.limits.max_msgs,
+            max_bytes: c.limits.max_bytes,
+            max_age: c.limits.max_age.map(nanos),
+            max_msgs_per_subject: c.limits.max_msgs_per_subject,
+            discard: match c.limits.discard {
+                wit::Discard::Old => Discard::Old,
+                wit::Discard::New => Discard::New,
+            },
+        },
+        recovery: match c.recovery {
+            wit::RecoveryMode::TolerateCorruptTail => RecoveryMode::TolerateCorruptTail,
+            wit::RecoveryMode::Strict => RecoveryMode::Strict,
+        },
+        // Too large for this address space: saturate, and `Config::validate` refuses it.
+        write_buffer: usize::try_from(c.write_buffer).unwrap_or(usize::MAX),
+        ablation: c
+            .ablation
+            .parse()
+            .map_err(store_core::Error::InvalidConfig)?,
+    })
+}
+
+fn to_msg(m: store_core::StoredMsg) -> wit::StoredMsg {
+    wit::StoredMsg {
+        seq: m.seq,
+        ts: m.ts,
+        subject: m.subject,
+        headers: m.headers,
+        payload: m.payload,
+    }
+}
+
+fn to_report(r: &store_core::RecoveryReport) -> wit::RecoveryReport {
+    wit::RecoveryReport {
+        used_index: r.used_index,
+        index_rejected: r.index_rejected.clone(),
+        purge_completed: r.purge_completed,
+        purge_rolled_back: r.purge_rolled_back,
+        cuts: r
+            .cuts
+            .iter()
+            .map(|c| wit::Cut {
+                file: c.file.clone(),
+                offset: c.offset,
+                dropped: c.dropped,
+                reason: c.reason.clone(),
+            })
+            .collect(),
+        skipped: r
+            .skipped
+            .iter()
+            .map(|(file, offset, reason)| wit::SkippedRecord {
+                file: file.clone(),
+                offset: *offset,
+                reason: reason.clone(),
+            })
+            .collect(),
+        lost: r
+            .lost
+            .iter()
+            .map(|l| wit::SeqRange {
+                first: l.first,
+                last: l.last,
+            })
+            .collect(),
+        removed_blank: r.removed_blank.clone(),
+        ignored: r.ignored.clone(),
+        out_of_order: r
+            .out_of_order
+            .iter()
+            .map(|(file, seq)| wit::OutOfOrderRecord {
+                file: file.clone(),
+                seq: *seq,
+            })
+            .collect(),
+        truncate_cleanup: r.truncate_cleanup,
+    }
+}
+
+type R<T> = Result<T, wit::Error>;
+
+/// Splits a packed message (subject, headers, payload back to back) off `data`; the payload is
+/// the rest of `data` unless its length is given. Lengths that do not fit are the host's
+/// mistake, reported as `invalid-argument` (never a panic).
+fn unpack(
+    data: &[u8],
+    subject_len: u32,
+    headers_len: u32,
+    payload_len: Option<u32>,
+) -> R<(&str, &[u8], &[u8])> {
+    let bad = |reason: &str| wit::Error::InvalidArgument(format!("packed message: {reason}"));
+    let (s, h) = (subject_len as usize, headers_len as usize);
+    let end = match payload_len {
+        Some(p) => s.checked_add(h).and_then(|x| x.checked_add(p as usize)),
+        None => s.checked_add(h).map(|x| x.max(data.len())),
+    };
+    match end {
+        Some(end) if end <= data.len() => {
+            let subject =
+                std::str::from_utf8(&data[..s]).map_err(|_| bad("subject is not UTF-8"))?;
+            Ok((subject, &data[s..s + h], &data[s + h..end]))
+        }
+        _ => Err(bad("lengths exceed the buffer")),
+    }
+}
+
+fn wr<T>(r: store_core::Result<T>) -> R<T> {
+    r.map_err(to_wit_error)
+}
+
+/// The exported `store` resource: one store-core `Store`. The component model calls resource
+/// methods with `&self` and one call at a time, so a `RefCell` gives the `&mut` store-core needs.
+pub struct GuestStoreRes(RefCell<Store<GuestFs>>);
+
+impl GuestStoreRes {
+    fn with<T>(&self, f: impl FnOnce(&mut Store<GuestFs>) -> store_core::Result<T>) -> R<T> {
+        wr(f(&mut self.0.borrow_mut()))
+    }
+}
+
+/// The component.
+pub struct Component;
+
+impl wit::Guest for Component {
+    type Store = GuestStoreRes;
+}
+
+impl wit::GuestStore for GuestStoreRes {
+    fn open(storage: wit::Storage, config: wit::Config) -> R<wit::Store> {
+        let fs = match storage {
+            wit::Storage::ImportedFs => GuestFs::Imported(ImportedFs),
+            wit::Storage::PreopenedDir(dir) => {
+                let fs = host_fs::HostFs::open(&dir).map_err(|source| store_core::Error::Io {
+                    op: "open root",
+                    path: dir.clone(),
+                    source,
+                });
+                GuestFs::Wasi(wr(fs)?)
+            }
+        };
+        let store = wr(Store::open_with_clock(
+            fs,
+            wr(to_config(config))?,
+            Box::new(ImportedClock),
+        ))?;
+        Ok(wit::Store::new(GuestStoreRes(RefCell::new(store))))
+    }
+
+    fn append(&self, subject: String, headers: Vec<u8>, payload: Vec<u8>) -> R<u64> {
+        self.with(|s| s.append(&subject, &headers, &payload))
+    }
+    fn append_packed(&self, subject_len: u32, headers_len: u32, data: Vec<u8>) -> R<u64> {
+        let (subject, headers, payload) = unpack(&data, subject_len, headers_len, None)?;
+        self.with(|s| s.append(subject, headers, payload))
+    }
+    fn append_batch(&self, msgs: Vec<wit::PackedMsg>, data: Vec<u8>) -> Vec<R<u64>> {
+        let mut store = self.0.borrow_mut();
+        // `None` once a message did not fit: the offsets of the rest are unknown.
+        let mut rest = Some(&data[..]);
+        msgs.iter()
+            .map(|m| {
+                let r = rest.map(|r| unpack(r, m.subject_len, m.headers_len, Some(m.payload_len)));
+                let (subject, headers, payload) = match r {
+                    Some(Ok(parts)) => parts,
+                    Some(Err(e)) => {
+                        rest = None;
+                        return Err(e);
+                    }
+                    None => {
+                        return Err(wit::Error::InvalidArgument(
+                            "packed message: follows one whose lengths exceed the buffer".into(),
+                        ))
+                    }
+                };
+                rest = rest.map(|r| &r[subject.len() + headers.len() + payload.len()..]);
+                wr(store.append(subject, headers, payload))
+            })
+            .collect()
+    }
+    fn get(&self, seq: u64) -> R<wit::StoredMsg> {
+        self.with(|s| s.get(seq)).map(to_msg)
+    }
+    fn last_for_subject(&self, subject: String) -> R<Option<wit::StoredMsg>> {
+        self.with(|s| s.last_for_subject(&subject))
+            .map(|m| m.map(to_msg))
+    }
+    fn next_matching(&self, filter: String, from_seq: u64) -> R<Option<wit::StoredMsg>> {
+        self.with(|s| s.next_matching(&filter, from_seq))
+            .map(|m| m.map(to_msg))
+    }
+    fn subjects_state(&self, filter: String) -> R<Vec<(String, u64)>> {
+        self.with(|s| s.subjects_state(&filter))
+            .map(|m| m.into_iter().collect())
+    }
+    fn state(&self) -> wit::StreamState {
+        let s = self.0.borrow().state();
+        wit::StreamState {
+            msgs: s.msgs,
+            bytes: s.bytes,
+            first_seq: s.first_seq,
+            first_ts: s.first_ts,
+            last_seq: s.last_seq,
+            last_ts: s.last_ts,
+            num_deleted: s.num_deleted,
+            num_subjects: s.num_subjects,
+        }
+    }
+    fn delete(&self, seq: u64) -> R<()> {
+        self.with(|s| s.delete(seq))
+    }
+    fn erase(&self, seq: u64) -> R<()> {
+        self.with(|s| s.erase(seq))
+    }
+    fn purge(&self) -> R<u64> {
+        self.with(|s| s.purge())
+    }
+    fn purge_ex(&self, filter: String, up_to_seq: u64, keep: u64) -> R<u64> {
+        self.with(|s| s.purge_ex(&filter, up_to_seq, keep))
+    }
+    fn compact(&self, seq: u64) -> R<u64> {
+        self.with(|s| s.compact(seq))
+    }
+    fn truncate(&self, seq: u64) -> R<u64> {
+        self.with(|s| s.truncate(seq))
+    }
+    fn sync(&self) -> R<()> {
+        self.with(|s| s.sync())
+    }
+    fn tick(&self) -> R<()> {
+        self.with(|s| s.tick())
+    }
+    fn checkpoint(&self) -> R<()> {
+        self.with(|s| s.checkpoint())
+    }
+    fn recovery_report(&self) -> wit::RecoveryReport {
+        to_report(self.0.borrow().recovery_report())
+    }
+    fn is_poisoned(&self) -> bool {
+        self.0.borrow().is_poisoned()
+    }
+    fn close(store: wit::Store) -> R<()> {
+        let res: GuestStoreRes = store.into_inner();
+        wr(res.0.into_inner().close())
+    }
+}
+
+// Natively there is no component to export into (and the linker cannot even spell the WIT
+// export names), so the native build only type-checks the implementation.
+#[cfg(target_arch = "wasm32")]
+bindings::export!(Component with_types_in bindings);

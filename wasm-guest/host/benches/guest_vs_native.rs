@@ -1,0 +1,301 @@
+//! Guest (wasmtime, store on host-fs through the `fs` import) over native (`Store` on
+//! host-fs), measured in one run, 128-byte payloads. Prints ratios of throughput
+//! (guest / native: 1.0 is parity, higher is better for the guest).
+//!
+//! `cargo bench -p wasm-host --bench guest_vs_native`
+//! Environment: `SEQSTORE_BENCH_APPENDS` (default 200000), `SEQSTORE_BENCH_SYNCED` (default
+//! 400), `SEQSTORE_BENCH_MIB` (recovery stream size, default 128), `SEQSTORE_BENCH_DIR`
+//! (where the temporary stores go, default the system temp dir).
+//!
+//! The machine's fsync latency swings widely, so each side runs in alternating rounds and the
+//! ratio is of the medians; absolute times are printed only for context.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use host_fs::HostFs;
+use store_core::{Config, ManualClock, Store, SyncPolicy};
+use wasm_host::GuestStore;
+
+const PAYLOAD: [u8; 128] = [0x5a; 128];
+const SUBJECTS: [&str; 4] = ["orders.eu", "orders.us", "audit.log", "metrics.cpu"];
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn tempdir() -> tempfile::TempDir {
+    match std::env::var_os("SEQSTORE_BENCH_DIR") {
+        Some(d) => tempfile::tempdir_in(d).expect("SEQSTORE_BENCH_DIR"),
+        None => tempfile::tempdir().expect("tempdir"),
+    }
+}
+
+fn clock() -> Box<ManualClock> {
+    Box::new(ManualClock::new(1_700_000_000_000_000_000))
+}
+
+fn config(sync: SyncPolicy) -> Config {
+    Config {
+        sync,
+        ..Config::default()
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Appends `n` messages with `sync` natively on a fresh directory; returns the time taken
+/// (including the final close, which syncs).
+fn native_appends(n: u64, sync: SyncPolicy) -> Duration {
+    let dir = tempdir();
+    let mut s =
+        Store::open_with_clock(HostFs::open(dir.path()).unwrap(), config(sync), clock()).unwrap();
+    let t = Instant::now();
+    for i in 0..n {
+        s.append(SUBJECTS[(i % 4) as usize], b"", &PAYLOAD).unwrap();
+    }
+    s.close().unwrap();
+    t.elapsed()
+}
+
+/// The same in the guest.
+fn guest_appends(n: u64, sync: SyncPolicy) -> Duration {
+    let dir = tempdir();
+    let mut s =
+        GuestStore::from_fs(HostFs::open(dir.path()).unwrap(), config(sync), clock()).unwrap();
+    let t = Instant::now();
+    for i in 0..n {
+        s.append(SUBJECTS[(i % 4) as usize], b"", &PAYLOAD).unwrap();
+    }
+    s.close().unwrap();
+    t.elapsed()
+}
+
+/// The same in the guest, `batch` messages per call ([`GuestStore::append_batch`]).
+fn guest_appends_batched(n: u64, sync: SyncPolicy, batch: u64) -> Duration {
+    let dir = tempdir();
+    let mut s =
+        GuestStore::from_fs(HostFs::open(dir.path()).unwrap(), config(sync), clock()).unwrap();
+    let t = Instant::now();
+    let mut i = 0;
+    while i < n {
+        let k = batch.min(n - i);
+        let msgs = (i..i + k).map(|j| (SUBJECTS[(j % 4) as usize], &b""[..], &PAYLOAD[..]));
+        for r in s.append_batch(msgs).unwrap() {
+            r.unwrap();
+        }
+        i += k;
+    }
+    s.close().unwrap();
+    t.elapsed()
+}
+
+/// The same in the guest on a preopened directory (WASI filesystem instead of the import).
+fn preopen_appends(n: u64, sync: SyncPolicy) -> Duration {
+    let dir = tempdir();
+    let mut s = GuestStore::open_dir(dir.path(), config(sync), clock()).unwrap();
+    let t = Instant::now();
+    for i in 0..n {
+        s.append(SUBJECTS[(i % 4) as usize], b"", &PAYLOAD).unwrap();
+    }
+    s.close().unwrap();
+    t.elapsed()
+}
+
+fn report(name: &str, n: u64, native: Duration, guest: Duration, target: f64) {
+    let rate = |d: Duration| n as f64 / d.as_secs_f64();
+    let ratio = rate(guest) / rate(native);
+    println!(
+        "{name:<34} native {:>12.0}/s  guest {:>12.0}/s  ratio {ratio:.2}x  (target >= {target}x) {}",
+        rate(native),
+        rate(guest),
+        if ratio >= target { "ok" } else { "BELOW TARGET" }
+    );
+}
+
+fn appends(name: &str, n: u64, sync: SyncPolicy, rounds: usize, target: f64) {
+    let (mut nat, mut gst) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        nat.push(native_appends(n, sync));
+        gst.push(guest_appends(n, sync));
+    }
+    report(name, n, median(nat), median(gst), target);
+}
+
+/// Writes a stream of about `mib` MiB natively, without an index, so that opening it
+/// rebuilds the state from the blocks.
+fn build_stream(dir: &Path, mib: u64) -> u64 {
+    let mut s = Store::open_with_clock(
+        HostFs::open(dir).unwrap(),
+        config(SyncPolicy::Never),
+        clock(),
+    )
+    .unwrap();
+    let mut n = 0;
+    while s.state().bytes < mib << 20 {
+        s.append(SUBJECTS[(n % 4) as usize], b"", &PAYLOAD).unwrap();
+        n += 1;
+    }
+    s.close().unwrap();
+    std::fs::remove_file(dir.join(store_core::store::INDEX_FILE)).unwrap();
+    n
+}
+
+fn recovery(mib: u64, rounds: usize) {
+    let dir = tempdir();
+    let n = build_stream(dir.path(), mib);
+    let (mut nat, mut gst) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let s = Store::open_with_clock(
+            HostFs::open(dir.path()).unwrap(),
+            config(SyncPolicy::Always),
+            clock(),
+        )
+        .unwrap();
+        assert!(!s.recovery_report().used_index);
+        assert_eq!(s.state().msgs, n);
+        nat.push(t.elapsed());
+        // Dropped without close: no index.db is written, the next open rebuilds again.
+        drop(s);
+
+        let t = Instant::now();
+        let mut g = GuestStore::from_fs(
+            HostFs::open(dir.path()).unwrap(),
+            config(SyncPolicy::Always),
+            clock(),
+        )
+        .unwrap();
+        gst.push(t.elapsed());
+        assert!(!g.recovery_report().used_index);
+        assert_eq!(g.state().unwrap().msgs, n);
+        drop(g);
+        assert!(!dir.path().join(store_core::store::INDEX_FILE).exists());
+    }
+    let (tn, tg) = (median(nat), median(gst));
+    report(
+        &format!("recovery (rebuild, {mib} MiB, {n} msgs)"),
+        n,
+        tn,
+        tg,
+        0.5,
+    );
+    println!("    open with rebuild: native {tn:?}, guest {tg:?}");
+}
+
+/// Instantiation: opening an existing empty store on an in-memory filesystem (fault-fs, where
+/// fsync is free) in the guest, minus the same open natively.
+fn instantiation() {
+    let fs = fault_fs::FaultFs::new(fault_fs::Model::Posix);
+    Store::open(fs.clone(), Config::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    let (mut nat, mut gst) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        let t = Instant::now();
+        let s = Store::open_with_clock(fs.clone(), Config::default(), clock()).unwrap();
+        nat.push(t.elapsed());
+        drop(s);
+        let t = Instant::now();
+        let g = GuestStore::from_fs(fs.clone(), Config::default(), clock()).unwrap();
+        gst.push(t.elapsed());
+        let t2 = Instant::now();
+        drop(g);
+        if gst.len() == 200 {
+            println!("    drop of a guest store: {:?}", t2.elapsed());
+        }
+    }
+    let (tn, tg) = (median(nat), median(gst));
+    println!(
+        "{:<34} guest open {tg:?} vs native open {tn:?}: instantiation ~{:?}",
+        "instantiate + open empty store",
+        tg.saturating_sub(tn)
+    );
+}
+
+/// Per-call cost of the boundary: a call with no arguments and a `bool` result.
+fn call_overhead() {
+    let dir = tempdir();
+    let mut g = GuestStore::from_fs(
+        HostFs::open(dir.path()).unwrap(),
+        config(SyncPolicy::Never),
+        clock(),
+    )
+    .unwrap();
+    let n = 200_000;
+    let t = Instant::now();
+    for _ in 0..n {
+        g.is_poisoned().unwrap();
+    }
+    let call = t.elapsed() / n;
+    let t = Instant::now();
+    for _ in 0..n {
+        g.state().unwrap();
+    }
+    let state = t.elapsed() / n;
+    g.append("a", b"", &PAYLOAD).unwrap();
+    let t = Instant::now();
+    for _ in 0..n {
+        g.get(1).unwrap();
+    }
+    let get = t.elapsed() / n;
+    println!("host->guest call: is_poisoned {call:?}, state {state:?}, get (128 B) {get:?}");
+}
+
+fn main() {
+    // The harness may pass `--bench`; there are no options.
+    let t = Instant::now();
+    wasm_host::warm_up().unwrap();
+    println!("component compile (once per process): {:?}", t.elapsed());
+    instantiation();
+    call_overhead();
+
+    let n = env_num("SEQSTORE_BENCH_APPENDS", 200_000);
+    // Warm the page cache, allocator and branch predictors on both sides.
+    native_appends(n / 10, SyncPolicy::Never);
+    guest_appends(n / 10, SyncPolicy::Never);
+    appends("appends, SyncPolicy::Never", n, SyncPolicy::Never, 5, 0.6);
+    let (mut nat, mut bat) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        nat.push(native_appends(n, SyncPolicy::Never));
+        bat.push(guest_appends_batched(n, SyncPolicy::Never, 64));
+    }
+    report(
+        "appends, Never, append_batch(64)",
+        n,
+        median(nat),
+        median(bat),
+        0.6,
+    );
+    let (mut nat, mut pre) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        nat.push(native_appends(n, SyncPolicy::Never));
+        pre.push(preopen_appends(n, SyncPolicy::Never));
+    }
+    report(
+        "  (guest on a preopen, for context)",
+        n,
+        median(nat),
+        median(pre),
+        0.0,
+    );
+
+    let synced = env_num("SEQSTORE_BENCH_SYNCED", 400);
+    // Many short alternating rounds: fsync latency drifts over seconds.
+    appends(
+        "appends, SyncPolicy::Always",
+        synced / 4,
+        SyncPolicy::Always,
+        9,
+        0.9,
+    );
+
+    recovery(env_num("SEQSTORE_BENCH_MIB", 128), 3);
+}

@@ -1,0 +1,499 @@
+//! [`GuestStore`]: the native `Store` API, run in the guest.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use store_core::{Clock, Config, Fs, RecoveryReport, StoredMsg, StreamState};
+use wasmtime::component::{Instance, ResourceAny, ResourceTable};
+use wasmtime::Trap;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+use crate::bindings::exports::seqstore::store::stream as wit;
+use crate::convert::{
+    from_wit_error, from_wit_msg, from_wit_report, from_wit_state, from_wit_subjects, to_wit_config,
+};
+use crate::engine::{self, Kind, EPOCH_TICK};
+use crate::error::{Error, Result};
+use crate::state::{DynFs, HostState, Limiter, NoFs};
+
+/// Where [`GuestStore::open_dir`] mounts the host directory inside the guest (the same
+/// convention as the `seqstore-guest` command: `wasmtime run --dir D::/data`).
+pub const GUEST_DIR: &str = "/data";
+
+/// How much of the guest's stderr is kept for trap messages.
+const STDERR_CAP: usize = 64 << 10;
+
+/// Epoch ticks that stand for "no deadline" (far from overflowing `current + delta`).
+const NO_DEADLINE: u64 = u64::MAX / 4;
+
+/// The sandbox limits of one guest instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestOptions {
+    /// Most linear memory the guest may use, in bytes (default 1 GiB). store-core keeps about
+    /// 32 bytes per message in memory, plus its write buffer and read chunks.
+    pub max_memory: usize,
+    /// Longest one call may run before it is interrupted (default 60 s; `None`: no limit).
+    /// Checked every 10 ms of guest execution; time spent in the host's filesystem calls
+    /// counts but cannot be interrupted.
+    pub call_timeout: Option<Duration>,
+    /// Most files the guest may have open through the `fs` import at once (default 65 536).
+    /// store-core keeps one open per block.
+    pub max_open_files: usize,
+}
+
+impl Default for GuestOptions {
+    fn default() -> Self {
+        GuestOptions {
+            max_memory: 1 << 30,
+            call_timeout: Some(Duration::from_secs(60)),
+            max_open_files: 1 << 16,
+        }
+    }
+}
+
+/// A seqstore [`Store`](store_core::Store) running in a WASI sandbox.
+///
+/// The methods are the native store's, with the same names and value types. Differences:
+/// - every method takes `&mut self` and returns [`Result`](crate::Result) (a call into the
+///   guest can always trap), including `state`, `subjects_state` and `is_poisoned`;
+/// - the store's own errors are [`Error::Store`] with store-core's variants; the sandbox's
+///   are the other variants of [`Error`];
+/// - after a trap ([`Error::is_trap`]) the instance is unusable: reopen.
+pub struct GuestStore {
+    store: wasmtime::Store<HostState>,
+    guest: crate::bindings::Store,
+    /// Only the test hooks look exports up by name; the store's are in `guest`.
+    #[cfg_attr(not(test), allow(dead_code))]
+    instance: Instance,
+    /// The guest's store resource; `None` once closed.
+    handle: Option<ResourceAny>,
+    config: Config,
+    report: RecoveryReport,
+    /// Epoch ticks each call may run.
+    deadline: u64,
+    call_timeout: Option<Duration>,
+    /// A call trapped: the instance's state is undefined.
+    dead: bool,
+    /// Reused buffer for `append-packed`.
+    pack: Vec<u8>,
+}
+
+impl std::fmt::Debug for GuestStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuestStore")
+            .field("config", &self.config)
+            .field("dead", &self.dead)
+            .field("closed", &self.handle.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where the guest store lives.
+pub(crate) enum Backing {
+    /// The host's `Fs`, through the import.
+    Fs(Box<dyn DynFs>),
+    /// A host directory preopened as [`GUEST_DIR`]; the guest opens the store at `root`
+    /// (normally [`GUEST_DIR`] itself).
+    Dir {
+        host: std::path::PathBuf,
+        root: String,
+    },
+}
+
+/// A trap as the host's error. `state` tells whether the memory cap caused it.
+pub(crate) fn classify(e: wasmtime::Error, state: &HostState, timeout: Option<Duration>) -> Error {
+    if let Some(requested) = state.limiter.refused {
+        return Error::MemoryLimit {
+            limit: state.limiter.max_memory,
+            requested,
+        };
+    }
+    if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+        return Error::Timeout {
+            limit: timeout.unwrap_or_default(),
+        };
+    }
+    let mut msg = format!("{e:?}");
+    let stderr = state.stderr.contents();
+    if !stderr.is_empty() {
+        msg.push_str("\nguest stderr:\n");
+        msg.push_str(String::from_utf8_lossy(&stderr).trim_end());
+    }
+    Error::Trap(msg)
+}
+
+pub(crate) fn deadline_ticks(timeout: Option<Duration>) -> u64 {
+    match timeout {
+        // Round up, plus one tick: the current tick may be about to end.
+        Some(t) => (t.as_nanos() / EPOCH_TICK.as_nanos()) as u64 + 2,
+        None => NO_DEADLINE,
+    }
+}
+
+impl GuestStore {
+    /// Opens (or creates, recovering) the store at the root of `fs`, in a new guest instance
+    /// with the default [`GuestOptions`]. The guest reaches `fs` only through the `fs` import;
+    /// it has no WASI filesystem. Like `Store::open_with_clock`.
+    pub fn from_fs<F: Fs + 'static>(fs: F, cfg: Config, clock: Box<dyn Clock>) -> Result<Self> {
+        Self::from_fs_with(fs, cfg, clock, &GuestOptions::default())
+    }
+
+    /// [`GuestStore::from_fs`] with explicit sandbox limits.
+    pub fn from_fs_with<F: Fs + 'static>(
+        fs: F,
+        cfg: Config,
+        clock: Box<dyn Clock>,
+        opts: &GuestOptions,
+    ) -> Result<Self> {
+        Self::open_inner(Kind::Store, Backing::Fs(Box::new(fs)), cfg, clock, opts)
+    }
+
+    /// Opens (or creates, recovering) the store in the existing host directory `dir`, which
+    /// the guest gets as the WASI preopen [`GUEST_DIR`] and uses through host-fs's WASI
+    /// backend. Nothing outside `dir` is reachable from the guest.
+    pub fn open_dir(dir: impl AsRef<Path>, cfg: Config, clock: Box<dyn Clock>) -> Result<Self> {
+        Self::open_dir_with(dir, cfg, clock, &GuestOptions::default())
+    }
+
+    /// [`GuestStore::open_dir`] with explicit sandbox limits.
+    pub fn open_dir_with(
+        dir: impl AsRef<Path>,
+        cfg: Config,
+        clock: Box<dyn Clock>,
+        opts: &GuestOptions,
+    ) -> Result<Self> {
+        let backing = Backing::Dir {
+            host: dir.as_ref().to_path_buf(),
+            root: GUEST_DIR.to_string(),
+        };
+        Self::open_inner(Kind::Store, backing, cfg, clock, opts)
+    }
+
+    /// Instantiates the component `kind` and opens the store in it.
+    pub(crate) fn open_inner(
+        kind: Kind,
+        backing: Backing,
+        cfg: Config,
+        clock: Box<dyn Clock>,
+        opts: &GuestOptions,
+    ) -> Result<Self> {
+        let pre = engine::store_pre(kind).map_err(Error::Setup)?;
+        let stderr = MemoryOutputPipe::new(STDERR_CAP);
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stderr(stderr.clone());
+        let (fs, storage): (Box<dyn DynFs>, wit::Storage) = match backing {
+            Backing::Fs(fs) => (fs, wit::Storage::ImportedFs),
+            Backing::Dir { host, root } => {
+                // Report a missing directory the way host-fs does, as the store's I/O error.
+                if let Err(source) = std::fs::metadata(&host) {
+                    return Err(Error::Store(store_core::Error::Io {
+                        op: "open root",
+                        path: host.display().to_string(),
+                        source,
+                    }));
+                }
+                // Must come before `preopened_dir`, which captures the setting: file I/O
+                // then runs on this thread instead of a tokio blocking thread per call.
+                wasi.allow_blocking_current_thread(true);
+                wasi.preopened_dir(&host, GUEST_DIR, FsPerms::ReadWrite)
+                    .map_err(|e| Error::Setup(format!("preopening {}: {e:?}", host.display())))?;
+                (Box::new(NoFs), wit::Storage::PreopenedDir(root))
+            }
+        };
+        let state = HostState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            fs,
+            clock,
+            limiter: Limiter {
+                max_memory: opts.max_memory,
+                refused: None,
+            },
+            stderr,
+            open_files: 0,
+            max_open_files: opts.max_open_files,
+        };
+        let mut store = wasmtime::Store::new(pre.engine(), state);
+        store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_trap();
+        let deadline = deadline_ticks(opts.call_timeout);
+        store.set_epoch_deadline(deadline);
+        let trap = |e: wasmtime::Error, store: &wasmtime::Store<HostState>| {
+            classify(e, store.data(), opts.call_timeout)
+        };
+        let instance = pre
+            .instance_pre()
+            .instantiate(&mut store)
+            .map_err(|e| trap(e, &store))?;
+        let guest = crate::bindings::Store::new(&mut store, &instance)
+            .map_err(|e| Error::Setup(format!("component exports: {e:?}")))?;
+        let iface = guest.seqstore_store_stream().store();
+        let handle = iface
+            .call_open(&mut store, &storage, &to_wit_config(&cfg))
+            .map_err(|e| trap(e, &store))?
+            .map_err(|e| Error::Store(from_wit_error(e)))?;
+        store.set_epoch_deadline(deadline);
+        let report = iface
+            .call_recovery_report(&mut store, handle)
+            .map_err(|e| trap(e, &store))?;
+        Ok(GuestStore {
+            store,
+            guest,
+            instance,
+            handle: Some(handle),
+            config: cfg,
+            report: from_wit_report(report),
+            deadline,
+            call_timeout: opts.call_timeout,
+            dead: false,
+            pack: Vec::new(),
+        })
+    }
+
+    /// Runs one guest call with a fresh deadline; a trap kills the instance.
+    fn raw<W>(
+        &mut self,
+        f: impl FnOnce(
+            &wit::GuestStore<'_>,
+            &mut wasmtime::Store<HostState>,
+            ResourceAny,
+        ) -> wasmtime::Result<W>,
+    ) -> Result<W> {
+        if self.dead {
+            return Err(Error::Dead);
+        }
+        let Some(handle) = self.handle else {
+            return Err(Error::Store(store_core::Error::Closed));
+        };
+        self.store.set_epoch_deadline(self.deadline);
+        let iface = self.guest.seqstore_store_stream().store();
+        f(&iface, &mut self.store, handle).map_err(|e| {
+            self.dead = true;
+            classify(e, self.store.data(), self.call_timeout)
+        })
+    }
+
+    /// [`Self::raw`] for calls that return the store's `result<_, error>`.
+    fn call<T>(
+        &mut self,
+        f: impl FnOnce(
+            &wit::GuestStore<'_>,
+            &mut wasmtime::Store<HostState>,
+            ResourceAny,
+        ) -> wasmtime::Result<Result<T, wit::Error>>,
+    ) -> Result<T> {
+        self.raw(f)?.map_err(|e| Error::Store(from_wit_error(e)))
+    }
+
+    /// What recovery found and did at open.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Whether a call trapped, leaving this instance unusable (reopen it).
+    pub fn is_trapped(&self) -> bool {
+        self.dead
+    }
+
+    /// Appends a message; returns its sequence. Under `SyncPolicy::Always` it is durable
+    /// when this returns.
+    pub fn append(&mut self, subject: &str, headers: &[u8], payload: &[u8]) -> Result<u64> {
+        // One buffer instead of three lists: each list costs a call into the guest's
+        // allocator, which dominated the cost of a buffered append.
+        let (Ok(sl), Ok(hl)) = (u32::try_from(subject.len()), u32::try_from(headers.len())) else {
+            // Far beyond any limit; let the store refuse it with its own error.
+            return self.call(|g, s, h| g.call_append(s, h, subject, headers, payload));
+        };
+        let mut buf = std::mem::take(&mut self.pack);
+        buf.clear();
+        buf.extend_from_slice(subject.as_bytes());
+        buf.extend_from_slice(headers);
+        buf.extend_from_slice(payload);
+        let r = self.call(|g, s, h| g.call_append_packed(s, h, sl, hl, &buf));
+        self.keep_pack(buf);
+        r
+    }
+
+    /// Appends several messages `(subject, headers, payload)`, exactly as that many
+    /// [`append`](Self::append) calls in a row would (one that fails does not stop the
+    /// others), in a single call into the guest: one result per message. The boundary costs a
+    /// few hundred nanoseconds per call, so this is the way to append many small messages
+    /// fast. The whole batch must fit in the guest's memory cap along with the store.
+    pub fn append_batch<'a, I>(&mut self, msgs: I) -> Result<Vec<store_core::Result<u64>>>
+    where
+        I: IntoIterator<Item = (&'a str, &'a [u8], &'a [u8])>,
+    {
+        let mut buf = std::mem::take(&mut self.pack);
+        buf.clear();
+        let mut lens = Vec::new();
+        for (subject, headers, payload) in msgs {
+            let len = |b: &[u8]| u32::try_from(b.len());
+            match (len(subject.as_bytes()), len(headers), len(payload)) {
+                (Ok(subject_len), Ok(headers_len), Ok(payload_len)) => {
+                    lens.push(wit::PackedMsg {
+                        subject_len,
+                        headers_len,
+                        payload_len,
+                    });
+                    buf.extend_from_slice(subject.as_bytes());
+                    buf.extend_from_slice(headers);
+                    buf.extend_from_slice(payload);
+                }
+                _ => {
+                    // Not representable; far beyond every limit of the store.
+                    self.keep_pack(buf);
+                    return Err(Error::Store(store_core::Error::TooLarge {
+                        what: "batched message",
+                        len: (subject.len() + headers.len() + payload.len()) as u64,
+                        max: u64::from(u32::MAX),
+                    }));
+                }
+            }
+        }
+        let r = self.raw(|g, s, h| g.call_append_batch(s, h, &lens, &buf));
+        self.keep_pack(buf);
+        Ok(r?.into_iter().map(|r| r.map_err(from_wit_error)).collect())
+    }
+
+    /// Keeps the packing buffer for the next append, unless one large message grew it.
+    fn keep_pack(&mut self, buf: Vec<u8>) {
+        if buf.capacity() <= 1 << 20 {
+            self.pack = buf;
+        }
+    }
+
+    /// The message with sequence `seq`.
+    pub fn get(&mut self, seq: u64) -> Result<StoredMsg> {
+        self.call(|g, s, h| g.call_get(s, h, seq)).map(from_wit_msg)
+    }
+
+    /// The newest message stored under `subject` (a literal subject).
+    pub fn last_for_subject(&mut self, subject: &str) -> Result<Option<StoredMsg>> {
+        self.call(|g, s, h| g.call_last_for_subject(s, h, subject))
+            .map(|m| m.map(from_wit_msg))
+    }
+
+    /// The first message at or after `from_seq` whose subject matches `filter`.
+    pub fn next_matching(&mut self, filter: &str, from_seq: u64) -> Result<Option<StoredMsg>> {
+        self.call(|g, s, h| g.call_next_matching(s, h, filter, from_seq))
+            .map(|m| m.map(from_wit_msg))
+    }
+
+    /// Message counts per subject for the subjects matching `filter`.
+    pub fn subjects_state(&mut self, filter: &str) -> Result<BTreeMap<String, u64>> {
+        self.call(|g, s, h| g.call_subjects_state(s, h, filter))
+            .map(from_wit_subjects)
+    }
+
+    /// The stream's counters.
+    pub fn state(&mut self) -> Result<StreamState> {
+        self.raw(|g, s, h| g.call_state(s, h)).map(from_wit_state)
+    }
+
+    /// Deletes message `seq` (a tombstone, durable per the sync policy).
+    pub fn delete(&mut self, seq: u64) -> Result<()> {
+        self.call(|g, s, h| g.call_delete(s, h, seq))
+    }
+
+    /// Deletes message `seq` and overwrites its bytes on disk with zeros.
+    pub fn erase(&mut self, seq: u64) -> Result<()> {
+        self.call(|g, s, h| g.call_erase(s, h, seq))
+    }
+
+    /// Removes every message, keeping the sequence; crash-atomic. Returns how many.
+    pub fn purge(&mut self) -> Result<u64> {
+        self.call(|g, s, h| g.call_purge(s, h))
+    }
+
+    /// Removes the messages matching `filter` below `up_to_seq` (0: no bound), keeping the
+    /// newest `keep` of each subject. Returns how many.
+    pub fn purge_ex(&mut self, filter: &str, up_to_seq: u64, keep: u64) -> Result<u64> {
+        self.call(|g, s, h| g.call_purge_ex(s, h, filter, up_to_seq, keep))
+    }
+
+    /// Removes every message below `seq`. Returns how many.
+    pub fn compact(&mut self, seq: u64) -> Result<u64> {
+        self.call(|g, s, h| g.call_compact(s, h, seq))
+    }
+
+    /// Removes every message above `seq` (`last_seq` becomes `seq`). Returns how many.
+    pub fn truncate(&mut self, seq: u64) -> Result<u64> {
+        self.call(|g, s, h| g.call_truncate(s, h, seq))
+    }
+
+    /// Makes everything written so far durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.call(|g, s, h| g.call_sync(s, h))
+    }
+
+    /// Runs time-driven work (`max_age`, the `Interval` sync); call it from a timer.
+    pub fn tick(&mut self) -> Result<()> {
+        self.call(|g, s, h| g.call_tick(s, h))
+    }
+
+    /// Writes `index.db` so the next open need not read the blocks.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.call(|g, s, h| g.call_checkpoint(s, h))
+    }
+
+    /// Whether an earlier I/O failure poisoned the store.
+    pub fn is_poisoned(&mut self) -> Result<bool> {
+        self.raw(|g, s, h| g.call_is_poisoned(s, h))
+    }
+
+    /// Syncs, writes `index.db`, and closes the store, then frees the instance.
+    pub fn close(mut self) -> Result<()> {
+        let r = self.call(|g, s, h| g.call_close(s, h));
+        // The guest consumed the handle (even when close failed); Drop must not drop it again.
+        self.handle = None;
+        r
+    }
+
+    /// Test hooks: the component's `test-hooks` export `name`, typed.
+    #[cfg(test)]
+    pub(crate) fn test_hook<P, R>(&mut self, name: &str) -> wasmtime::component::TypedFunc<P, R>
+    where
+        P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + Send + Sync,
+        R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + Send + Sync,
+    {
+        let iface = self
+            .instance
+            .get_export_index(&mut self.store, None, "seqstore:store/test-hooks@0.1.0")
+            .expect("test-hooks export (a test-hooks component)");
+        let func = self
+            .instance
+            .get_export_index(&mut self.store, Some(&iface), name)
+            .expect("test hook");
+        self.instance
+            .get_typed_func(&mut self.store, func)
+            .expect("test hook type")
+    }
+
+    /// Test hooks: calls `f` like any other guest call (deadline, trap classification).
+    #[cfg(test)]
+    pub(crate) fn test_call<R>(
+        &mut self,
+        f: impl FnOnce(&mut wasmtime::Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R> {
+        self.raw(|_, s, _| f(s))
+    }
+}
+
+impl Drop for GuestStore {
+    fn drop(&mut self) {
+        // Run the guest store's destructor, as dropping a native store would: it writes out
+        // the append buffer (without an fsync). Skipped after a trap: the instance's memory
+        // may be inconsistent, and nothing it still held was acknowledged as durable.
+        if let (Some(handle), false) = (self.handle.take(), self.dead) {
+            self.store.set_epoch_deadline(self.deadline);
+            let _ = handle.resource_drop(&mut self.store);
+        }
+    }
+}

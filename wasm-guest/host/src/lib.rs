@@ -1,0 +1,85 @@
+//! Runs seqstore's store as a sandboxed WebAssembly component under wasmtime.
+//!
+//! [`GuestStore`] has the API of store-core's native [`Store`](store_core::Store) and the same
+//! result types ([`StoredMsg`], [`StreamState`], [`RecoveryReport`], store-core's
+//! [`Error`](store_core::Error) inside [`Error::Store`]), but the store runs inside a WASI
+//! guest (`wasm-guest/guest`, built for `wasm32-wasip2` by this crate's build script and
+//! embedded in it). The host decides what filesystem the guest gets:
+//! - [`GuestStore::from_fs`]: any store-core [`Fs`](store_core::Fs) (host-fs, fault-fs, your own). The guest
+//!   sees it through the WIT `fs` import, which this crate forwards to it; the guest has no
+//!   WASI filesystem at all.
+//! - [`GuestStore::open_dir`]: a host directory, preopened through wasmtime-wasi as `/data`;
+//!   the guest uses host-fs's WASI backend on it.
+//!
+//! Time always comes from the [`Clock`] the host passes (the WIT `clock` import).
+//!
+//! ```no_run
+//! # fn main() -> Result<(), wasm_host::Error> {
+//! use store_core::{Config, ManualClock};
+//! use wasm_host::GuestStore;
+//!
+//! let fs = host_fs::HostFs::create("/tmp/mystream").expect("store directory");
+//! let mut store = GuestStore::from_fs(fs, Config::default(), Box::new(ManualClock::new(1)))?;
+//! let seq = store.append("orders.eu", b"", b"hello")?;
+//! assert_eq!(store.get(seq)?.payload, b"hello");
+//! store.close()
+//! # }
+//! ```
+//!
+//! # Sandbox
+//! Each instance has a memory cap and a per-call deadline ([`GuestOptions`]). A guest that
+//! exceeds either, or traps for any other reason, is stopped and the call returns
+//! [`Error::MemoryLimit`], [`Error::Timeout`] or [`Error::Trap`]. **A trap leaves the instance
+//! unusable**: every later call returns [`Error::Dead`]. Drop the `GuestStore` and open a new
+//! one on the same filesystem: it recovers from what is on disk, as after a process crash.
+//!
+//! # Cost
+//! The component is compiled once per process (on first use) and pre-linked; opening a
+//! `GuestStore` instantiates it (tens of microseconds) and runs the store's recovery.
+//! Dropping one runs the guest store's destructor (which writes out its append buffer, as
+//! dropping a native store does) and frees the instance.
+
+#![warn(missing_docs)]
+
+mod cli;
+mod convert;
+mod engine;
+mod error;
+mod guest_store;
+mod state;
+#[cfg(test)]
+mod tests;
+
+/// The bindings `wasmtime::component::bindgen!` generates from `wasm-guest/wit`.
+#[allow(missing_docs)]
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "store",
+        // Host functions return `wasmtime::Result` so that a bad resource handle from the
+        // guest traps instead of panicking the host.
+        imports: { default: trappable },
+        with: {
+            "seqstore:store/fs.file": crate::state::FileRep,
+        },
+    });
+}
+
+pub use cli::{guest_command_wasm, run_guest_command, CommandOutput};
+pub use error::{Error, Result};
+pub use guest_store::{GuestOptions, GuestStore, GUEST_DIR};
+pub use store_core::{Clock, Config, RecoveryReport, StoredMsg, StreamState};
+
+/// The `store` component this crate runs (world `seqstore:store/store`), for embedders that
+/// want to run it with their own wasmtime setup.
+pub fn store_component_wasm() -> &'static [u8] {
+    engine::STORE_WASM
+}
+
+/// Compiles the component now (it is otherwise compiled on the first open), so that a
+/// latency-sensitive first open does not pay for it. Idempotent.
+pub fn warm_up() -> Result<()> {
+    engine::store_pre(engine::Kind::Store)
+        .map(|_| ())
+        .map_err(Error::Setup)
+}

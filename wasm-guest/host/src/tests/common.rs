@@ -1,0 +1,139 @@
+//! Shared test helpers: a seeded generator, a fixed clock, result normalization, and a
+//! byte-for-byte comparison of two store directories.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::path::Path;
+
+use store_core::{Config, ManualClock};
+
+/// A fixed time source, cloned into both stores of a comparison so timestamps match.
+pub(crate) fn clock() -> ManualClock {
+    ManualClock::new(1_700_000_000_000_000_000)
+}
+
+/// A config with small blocks, so that short workloads roll over blocks.
+pub(crate) fn small_blocks() -> Config {
+    Config {
+        block_size: 4096,
+        ..Config::default()
+    }
+}
+
+/// The seed of a randomized test: `SEQSTORE_SEED` if set (to replay a failure), else fresh.
+/// Printed either way; the test harness shows it when the test fails.
+pub(crate) fn seed(test: &str) -> u64 {
+    let seed = match std::env::var("SEQSTORE_SEED") {
+        Ok(s) => s
+            .parse()
+            .unwrap_or_else(|_| panic!("SEQSTORE_SEED must be a u64, got {s:?}")),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+    };
+    eprintln!("{test}: seed {seed} (replay with SEQSTORE_SEED={seed})");
+    seed
+}
+
+/// splitmix64: small, fast, and the same on every platform.
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    pub(crate) fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len() as u64) as usize]
+    }
+    pub(crate) fn bytes(&mut self, max: usize) -> Vec<u8> {
+        let n = self.below(max as u64 + 1) as usize;
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+}
+
+/// A comparable form of a store result: values by their `Debug`, errors by what the store
+/// means (for I/O errors the operation, path and kind; the message text differs between a
+/// native `io::Error` and one that crossed the boundary).
+pub(crate) fn norm<T: Debug>(r: &Result<T, store_core::Error>) -> String {
+    match r {
+        Ok(v) => format!("Ok({v:?})"),
+        Err(e) => format!("Err({})", norm_err(e)),
+    }
+}
+
+pub(crate) fn norm_err(e: &store_core::Error) -> String {
+    match e {
+        store_core::Error::Io { op, path, source } => {
+            format!("Io {{ op: {op}, path: {path}, kind: {:?} }}", source.kind())
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// The guest's result as store-core's; a sandbox error fails the test.
+pub(crate) fn store_result<T>(r: crate::Result<T>) -> Result<T, store_core::Error> {
+    match r {
+        Ok(v) => Ok(v),
+        Err(crate::Error::Store(e)) => Err(e),
+        Err(e) => panic!("sandbox error where the store's result was expected: {e}"),
+    }
+}
+
+/// Every file below `root` (relative path → contents), and every directory (→ `None`).
+pub(crate) fn tree(root: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Option<Vec<u8>>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if e.file_type().unwrap().is_dir() {
+                out.insert(rel, None);
+                walk(root, &p, out);
+            } else {
+                out.insert(rel, Some(std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// Asserts two store directories hold the same names with byte-identical contents.
+pub(crate) fn assert_same_tree(a: &Path, b: &Path, ctx: &str) {
+    let (ta, tb) = (tree(a), tree(b));
+    let names_a: Vec<_> = ta.keys().collect();
+    let names_b: Vec<_> = tb.keys().collect();
+    assert_eq!(names_a, names_b, "{ctx}: different files");
+    for (name, content) in &ta {
+        let other = &tb[name];
+        if content != other {
+            let (la, lb) = (
+                content.as_ref().map_or(0, Vec::len),
+                other.as_ref().map_or(0, Vec::len),
+            );
+            let first_diff = content
+                .as_ref()
+                .zip(other.as_ref())
+                .and_then(|(x, y)| x.iter().zip(y).position(|(p, q)| p != q));
+            panic!(
+                "{ctx}: {name} differs (native {la} bytes, guest {lb} bytes, first difference \
+                 at {first_diff:?})"
+            );
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! A directory written by the guest opens natively with the same state, and vice versa, both
+//! through the `fs` import and through the preopened-directory constructor.
+
+use std::path::Path;
+
+use host_fs::HostFs;
+use store_core::{Config, Store, StoredMsg, StreamState};
+
+use crate::tests::common::*;
+use crate::GuestStore;
+
+/// Writes a small history that exercises every record kind: messages on several subjects,
+/// a delete, an erase, a compact, and a block rollover.
+fn workload(
+    append: &mut dyn FnMut(&str, &[u8]) -> u64,
+    delete: &mut dyn FnMut(u64),
+    erase: &mut dyn FnMut(u64),
+    compact: &mut dyn FnMut(u64),
+) {
+    for i in 0..200u64 {
+        let subject = ["orders.eu", "orders.us", "audit"][(i % 3) as usize];
+        append(
+            subject,
+            format!("payload {i} {}", "x".repeat((i % 50) as usize)).as_bytes(),
+        );
+    }
+    delete(7);
+    erase(8);
+    compact(5);
+}
+
+/// Everything observable of a store: its counters and every message.
+fn snapshot_native(s: &mut Store<HostFs>) -> (StreamState, Vec<StoredMsg>) {
+    let st = s.state();
+    let mut msgs = Vec::new();
+    let mut next = st.first_seq;
+    while let Some(m) = s.next_matching(">", next).unwrap() {
+        next = m.seq + 1;
+        msgs.push(m);
+    }
+    (st, msgs)
+}
+
+fn snapshot_guest(s: &mut GuestStore) -> (StreamState, Vec<StoredMsg>) {
+    let st = s.state().unwrap();
+    let mut msgs = Vec::new();
+    let mut next = st.first_seq;
+    while let Some(m) = s.next_matching(">", next).unwrap() {
+        next = m.seq + 1;
+        msgs.push(m);
+    }
+    (st, msgs)
+}
+
+fn write_native(dir: &Path, cfg: &Config) -> (StreamState, Vec<StoredMsg>) {
+    let s = std::cell::RefCell::new(
+        Store::open_with_clock(HostFs::open(dir).unwrap(), cfg.clone(), Box::new(clock())).unwrap(),
+    );
+    workload(
+        &mut |sub, p| s.borrow_mut().append(sub, b"", p).unwrap(),
+        &mut |q| s.borrow_mut().delete(q).unwrap(),
+        &mut |q| s.borrow_mut().erase(q).unwrap(),
+        &mut |q| {
+            s.borrow_mut().compact(q).unwrap();
+        },
+    );
+    let mut s = s.into_inner();
+    let snap = snapshot_native(&mut s);
+    s.close().unwrap();
+    snap
+}
+
+fn write_guest(mut g: GuestStore) -> (StreamState, Vec<StoredMsg>) {
+    let g2 = std::cell::RefCell::new(&mut g);
+    workload(
+        &mut |sub, p| g2.borrow_mut().append(sub, b"", p).unwrap(),
+        &mut |q| g2.borrow_mut().delete(q).unwrap(),
+        &mut |q| g2.borrow_mut().erase(q).unwrap(),
+        &mut |q| {
+            g2.borrow_mut().compact(q).unwrap();
+        },
+    );
+    let snap = snapshot_guest(&mut g);
+    g.close().unwrap();
+    snap
+}
+
+fn read_native(dir: &Path, cfg: &Config) -> (StreamState, Vec<StoredMsg>) {
+    let mut s =
+        Store::open_with_clock(HostFs::open(dir).unwrap(), cfg.clone(), Box::new(clock())).unwrap();
+    assert!(!s.recovery_report().lost_data());
+    snapshot_native(&mut s)
+}
+
+#[test]
+fn guest_written_opens_natively_and_back() {
+    let cfg = small_blocks();
+    for via_preopen in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let g = if via_preopen {
+            GuestStore::open_dir(dir.path(), cfg.clone(), Box::new(clock())).unwrap()
+        } else {
+            let fs = HostFs::open(dir.path()).unwrap();
+            GuestStore::from_fs(fs, cfg.clone(), Box::new(clock())).unwrap()
+        };
+        let written = write_guest(g);
+        assert_eq!(written.0.msgs, 200 - 4 - 2, "preopen {via_preopen}");
+        assert_eq!(
+            read_native(dir.path(), &cfg),
+            written,
+            "preopen {via_preopen}"
+        );
+        // The index the guest wrote was good enough for the native store to use.
+        let s = Store::open(HostFs::open(dir.path()).unwrap(), cfg.clone()).unwrap();
+        assert!(s.recovery_report().used_index, "preopen {via_preopen}");
+    }
+}
+
+#[test]
+fn native_written_opens_in_guest() {
+    let cfg = small_blocks();
+    for via_preopen in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let written = write_native(dir.path(), &cfg);
+        // Without the index too: the guest rebuilds from the blocks.
+        for drop_index in [false, true] {
+            if drop_index {
+                let _ = std::fs::remove_file(dir.path().join(store_core::store::INDEX_FILE));
+            }
+            let mut g = if via_preopen {
+                GuestStore::open_dir(dir.path(), cfg.clone(), Box::new(clock())).unwrap()
+            } else {
+                let fs = HostFs::open(dir.path()).unwrap();
+                GuestStore::from_fs(fs, cfg.clone(), Box::new(clock())).unwrap()
+            };
+            let ctx = format!("preopen {via_preopen}, index dropped {drop_index}");
+            assert_eq!(g.recovery_report().used_index, !drop_index, "{ctx}");
+            assert!(!g.recovery_report().lost_data(), "{ctx}");
+            assert_eq!(snapshot_guest(&mut g), written, "{ctx}");
+            drop(g);
+        }
+    }
+}
+
+#[test]
+fn preopen_and_import_write_identical_files() {
+    // The two guest backends and the native store write the same bytes for the same history.
+    let cfg = small_blocks();
+    let (a, b, c) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    write_native(a.path(), &cfg);
+    write_guest(
+        GuestStore::from_fs(
+            HostFs::open(b.path()).unwrap(),
+            cfg.clone(),
+            Box::new(clock()),
+        )
+        .unwrap(),
+    );
+    write_guest(GuestStore::open_dir(c.path(), cfg.clone(), Box::new(clock())).unwrap());
+    assert_same_tree(a.path(), b.path(), "native vs guest (fs import)");
+    assert_same_tree(a.path(), c.path(), "native vs guest (preopen)");
+}
