@@ -1,0 +1,72 @@
+//! `seqstore-bench [--quick] [--json] [--json-out FILE] [--dir PATH] [--reps N]
+//! [--only TABLE[,TABLE…]]`: the harness on its own (the `seqstore bench` subcommand calls the
+//! same `run`). `--json-out` also writes the JSON of the same run to FILE.
+
+use std::process::ExitCode;
+
+use seqstore_bench::{run, BenchOpts};
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: seqstore-bench [--quick] [--json] [--json-out FILE] [--dir PATH] [--reps N] [--only TABLE,...]\n\
+         tables: append_nosync_msgs_per_s append_every1000_msgs_per_s append_always_msgs_per_s\n\
+         recover_rebuild_s_per_gib recover_index_ms purge_ms get_random_msgs_per_s (prefixes work)"
+    );
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let mut opts = if quick {
+        BenchOpts::quick()
+    } else {
+        BenchOpts::default()
+    };
+    let mut json = false;
+    let mut json_out: Option<String> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => {}
+            "--json" => json = true,
+            "--json-out" => match it.next() {
+                Some(f) => json_out = Some(f.clone()),
+                None => return usage(),
+            },
+            "--dir" => match it.next() {
+                Some(d) => opts.dir = Some(d.into()),
+                None => return usage(),
+            },
+            "--reps" => match it.next().and_then(|n| n.parse().ok()) {
+                Some(n) => opts.reps = n,
+                None => return usage(),
+            },
+            "--only" => match it.next() {
+                Some(t) => opts.only = t.split(',').map(str::to_string).collect(),
+                None => return usage(),
+            },
+            _ => return usage(),
+        }
+    }
+    match run(&opts, &|s| eprintln!("{s}")) {
+        Ok(r) => {
+            if let Some(f) = json_out {
+                if let Err(e) = std::fs::write(&f, format!("{:#}\n", r.to_json())) {
+                    eprintln!("seqstore-bench: writing {f}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+            if json {
+                println!("{}", r.to_json());
+            } else {
+                print!("{}", r.table());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("seqstore-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

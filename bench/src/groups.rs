@@ -1,0 +1,872 @@
+//! The measurements, in the order they run.
+
+use std::fs::File;
+use std::hint::black_box;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use host_fs::{HostFs, SystemClock};
+use store_core::{Config, SharedStore, Store, SyncPolicy};
+
+use crate::peers::{Baseline, Fjall, OkayWal};
+use crate::report::{BenchReport, Goal, Table, Unit};
+use crate::util::{dir_size, thread_cpu_ns, Ctx, Rng};
+use crate::BenchOpts;
+
+pub(crate) const NOSYNC: &str = "append_nosync_msgs_per_s";
+pub(crate) const EVERY: &str = "append_every1000_msgs_per_s";
+pub(crate) const ALWAYS: &str = "append_always_msgs_per_s";
+pub(crate) const REBUILD: &str = "recover_rebuild_s_per_gib";
+pub(crate) const INDEX: &str = "recover_index_ms";
+pub(crate) const PURGE: &str = "purge_ms";
+pub(crate) const GET: &str = "get_random_msgs_per_s";
+const INDEX_CPU: &str = "recover_index_cpu_ms";
+const PURGE_CPU: &str = "purge_cpu_ms";
+/// The tables that share the big stream.
+pub(crate) const STREAM_TABLES: &[&str] = &[REBUILD, INDEX, GET, PURGE];
+
+/// Measured in this order in every round (A B A B …).
+#[cfg(not(feature = "guest"))]
+pub(crate) const NOSYNC_ENGINES: &[&str] =
+    &["seqstore", "baseline", "okaywal", "fjall", "fjall_manual"];
+#[cfg(feature = "guest")]
+pub(crate) const NOSYNC_ENGINES: &[&str] = &[
+    "seqstore",
+    "baseline",
+    "okaywal",
+    "fjall",
+    "fjall_manual",
+    "guest",
+];
+pub(crate) const EVERY_ENGINES: &[&str] = &["seqstore", "baseline", "okaywal", "fjall"];
+const ALWAYS_CELLS: &[&str] = &[
+    "fdatasync_probe_per_s",
+    "seqstore_1",
+    "baseline_1",
+    "seqstore_16",
+    "seqstore_64",
+];
+const SMALL: &str = "msgs_1k";
+const BIG: &str = "msgs_1m";
+#[cfg(not(feature = "guest"))]
+const GUEST_TODO: &str = "guest (the wasm guest on the host's filesystem, wasm-guest/host's \
+    GuestStore::open_dir) is not measured in this build: append_nosync_msgs_per_s.guest and \
+    recover_rebuild_s_per_gib.guest are null. TODO: build with `--features guest` (needs \
+    wasm-host to build and `rustup target add wasm32-wasip2`); the lead's `seqstore bench` \
+    enables it once wasm-host is done.";
+
+#[cfg(feature = "guest")]
+fn open_guest(path: &Path, sync: SyncPolicy) -> Result<wasm_host::GuestStore> {
+    let cfg = Config {
+        sync,
+        ..Config::default()
+    };
+    wasm_host::GuestStore::open_dir(path, cfg, Box::new(SystemClock))
+        .with_context(|| format!("open guest store {}", path.display()))
+}
+
+fn open_store(path: &Path, sync: SyncPolicy) -> Result<Store<HostFs>> {
+    let fs = HostFs::create(path).with_context(|| format!("store root {}", path.display()))?;
+    let cfg = Config {
+        sync,
+        ..Config::default()
+    };
+    Store::open_with_clock(fs, cfg, Box::new(SystemClock))
+        .with_context(|| format!("open store {}", path.display()))
+}
+
+/// The 1-minute load average (Linux), if readable.
+fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn rate(n: u64, d: Duration) -> f64 {
+    n as f64 / d.as_secs_f64().max(1e-9)
+}
+
+fn total_steps(o: &BenchOpts) -> usize {
+    let mut n = 2; // probes
+    if o.runs(NOSYNC) {
+        n += o.reps * NOSYNC_ENGINES.len();
+    }
+    if o.runs(EVERY) {
+        n += o.reps * EVERY_ENGINES.len();
+    }
+    if o.runs(ALWAYS) {
+        n += o.reps * ALWAYS_CELLS.len();
+    }
+    if STREAM_TABLES.iter().any(|t| o.runs(t)) {
+        n += 2; // write the big stream, close it and write the small one
+        n += [REBUILD, INDEX, GET].iter().filter(|t| o.runs(t)).count();
+        if o.runs(PURGE) {
+            n += o.purge_small_reps + o.purge_big_reps;
+        }
+    }
+    n
+}
+
+pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchReport> {
+    ensure!(opts.reps >= 1, "reps must be at least 1");
+    ensure!(opts.sync_batch >= 1, "sync_batch must be at least 1");
+    ensure!(
+        opts.small_msgs >= 1 && opts.big_msgs >= 1 && opts.open_reps >= 1,
+        "stream sizes and open_reps must be at least 1"
+    );
+    ensure!(
+        opts.purge_small_reps >= 1 && opts.purge_big_reps >= 1,
+        "purge reps must be at least 1"
+    );
+    ensure!(opts.payload_len >= 1, "payload_len must be at least 1");
+    let est = opts.estimated_write_bytes();
+    if est > opts.max_write_bytes {
+        bail!(
+            "this plan would write about {} MiB, above the limit of {} MiB (several GB push \
+             the host into its slow-fsync state for minutes): use smaller sizes",
+            est >> 20,
+            opts.max_write_bytes >> 20
+        );
+    }
+    let base = opts.dir.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&base).with_context(|| format!("create {}", base.display()))?;
+    let load_start = loadavg();
+    let io_start = crate::util::proc_io();
+    let mut ctx = Ctx::new(base, progress, total_steps(opts), opts.payload_len);
+    ctx.say(&format!(
+        "seqstore bench: {} steps, about {} MiB of writes, in {}",
+        ctx.total_steps,
+        est >> 20,
+        ctx.base.display()
+    ));
+    let mut notes = Vec::new();
+
+    let mut nosync = Table::new(
+        NOSYNC,
+        "append, no sync (msgs/s)",
+        Unit::PerSec,
+        &[
+            "seqstore",
+            "baseline",
+            "okaywal",
+            "fjall",
+            "guest",
+            "fjall_manual",
+        ],
+    );
+    let mut every = Table::new(
+        EVERY,
+        "append, sync every 1000 (msgs/s)",
+        Unit::PerSec,
+        EVERY_ENGINES,
+    );
+    let mut always = Table::new(
+        ALWAYS,
+        "append, durable before return (msgs/s)",
+        Unit::PerSec,
+        &[
+            "seqstore_1",
+            "seqstore_16",
+            "seqstore_64",
+            "baseline_1",
+            "fdatasync_probe_per_s",
+        ],
+    );
+    let mut rebuild = Table::new(
+        REBUILD,
+        "recovery by scanning the blocks (s/GiB, warm)",
+        Unit::SecPerGib,
+        &["seqstore", "guest"],
+    );
+    let mut index = Table::new(
+        INDEX,
+        "recovery from index.db (ms)",
+        Unit::Ms,
+        &[SMALL, BIG],
+    );
+    let mut purge = Table::new(PURGE, "purge (ms)", Unit::Ms, &[SMALL, BIG]);
+    let mut index_cpu = Table::new(
+        INDEX_CPU,
+        "recovery from index.db, on-CPU time only (ms)",
+        Unit::Ms,
+        &[SMALL, BIG],
+    );
+    let mut purge_cpu = Table::new(
+        PURGE_CPU,
+        "purge, on-CPU time only (ms)",
+        Unit::Ms,
+        &[SMALL, BIG],
+    );
+    let mut get = Table::new(
+        GET,
+        "get by random sequence, warm (msgs/s)",
+        Unit::PerSec,
+        &["seqstore"],
+    );
+
+    #[cfg(feature = "guest")]
+    {
+        ctx.say("compiling the guest component (untimed)");
+        wasm_host::warm_up().context("wasm guest warm-up")?;
+    }
+    ctx.tick("fsync probe (start)");
+    let probe_start = fsync_probe(&mut ctx, opts)?;
+
+    if opts.runs(NOSYNC) {
+        for r in 0..opts.reps {
+            for &e in NOSYNC_ENGINES {
+                ctx.tick(&format!("{NOSYNC} round {}/{}: {e}", r + 1, opts.reps));
+                let v = nosync_cell(&mut ctx, e, opts.nosync_msgs)?;
+                nosync.push(e, v);
+            }
+        }
+    }
+    if opts.runs(EVERY) {
+        for r in 0..opts.reps {
+            for &e in EVERY_ENGINES {
+                ctx.tick(&format!("{EVERY} round {}/{}: {e}", r + 1, opts.reps));
+                let v = every_cell(&mut ctx, e, opts.every_msgs, opts.sync_batch)?;
+                every.push(e, v);
+            }
+        }
+    }
+    if opts.runs(ALWAYS) {
+        for r in 0..opts.reps {
+            for &c in ALWAYS_CELLS {
+                ctx.tick(&format!("{ALWAYS} round {}/{}: {c}", r + 1, opts.reps));
+                let v = always_cell(&mut ctx, c, opts.always_secs, opts.always_max_syncs)?;
+                always.push(c, v);
+            }
+        }
+    }
+    if STREAM_TABLES.iter().any(|t| opts.runs(t)) {
+        streams(
+            &mut ctx,
+            opts,
+            &mut rebuild,
+            [&mut index, &mut index_cpu],
+            &mut get,
+            [&mut purge, &mut purge_cpu],
+            &mut notes,
+        )?;
+    }
+
+    ctx.tick("fsync probe (end)");
+    let probe_end = fsync_probe(&mut ctx, opts)?;
+    let load_end = loadavg();
+    if load_start.unwrap_or(0.0).max(load_end.unwrap_or(0.0)) > 1.5 {
+        notes.push(format!(
+            "other processes were using the CPUs (load average {:.1} at the start, {:.1} at \
+             the end, on {} CPUs): CPU-bound cells are slower than on a quiet host, and \
+             ratios between engines less steady",
+            load_start.unwrap_or(0.0),
+            load_end.unwrap_or(0.0),
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        ));
+    }
+    if [probe_start, probe_end]
+        .iter()
+        .any(|p| p.is_some_and(|us| (3000.0..5000.0).contains(&us)))
+    {
+        notes.push(
+            "an fsync probe took ~4 ms, one 250 Hz timer tick: in this state of the VM a thread \
+             that blocks on I/O while its CPU idles is woken only at the next tick, so every \
+             single-threaded blocking fsync costs ~4 ms whatever the disk does, while threads \
+             on busy CPUs do not wait (on this machine: 70 µs with a spinner on the same CPU, \
+             4 ms without). Single-thread fsync cells then measure the tick; seqstore_64 / \
+             seqstore_1 is inflated, and recover_index_ms / purge_ms are dominated by their \
+             2-3 directory/file fsyncs, which hides their CPU cost (the 1M/1k ratios look \
+             better than on a quiet host)"
+                .into(),
+        );
+    }
+    if let (Some(a), Some(b)) = (probe_start, probe_end) {
+        if a.max(b) > 2.0 * a.min(b) {
+            notes.push(format!(
+                "the fsync latency changed during the run ({a:.0} µs at the start, {b:.0} µs \
+                 at the end): the host changed state, so the fsync-bound ratios (sync every \
+                 1000, sync always) are less trustworthy than usual; run again"
+            ));
+        }
+    }
+    notes.push(
+        "no-sync cells stop the clock after the last append; whatever an engine still buffers \
+         is written after (okaywal: all messages are chunks of one entry, rolled back after the \
+         clock stops, since okaywal cannot append without a commit fsync)"
+            .into(),
+    );
+    notes.push(
+        "fjall runs with its default durability (every insert written to the OS); \
+         fjall_manual is fjall with manual_journal_persist(true), for reference (no goal)"
+            .into(),
+    );
+
+    let tables = vec![
+        nosync, every, always, rebuild, index, purge, get, index_cpu, purge_cpu,
+    ];
+    let goals = goals(&tables);
+    Ok(BenchReport {
+        opts: opts.clone(),
+        fsync_probe_us: (probe_start, probe_end),
+        tables,
+        goals,
+        notes,
+        #[cfg(not(feature = "guest"))]
+        todo: vec![GUEST_TODO.into()],
+        #[cfg(feature = "guest")]
+        todo: Vec::new(),
+        elapsed_s: ctx.started.elapsed().as_secs_f64(),
+        bytes_written: match (io_start, crate::util::proc_io()) {
+            (Some(a), Some(b)) => b.0.saturating_sub(a.0),
+            _ => ctx.bytes_written,
+        },
+        disk_bytes: match (io_start, crate::util::proc_io()) {
+            (Some(a), Some(b)) => Some(b.1.saturating_sub(a.1)),
+            _ => None,
+        },
+        loadavg: (load_start, load_end),
+    })
+}
+
+fn goals(tables: &[Table]) -> Vec<Goal> {
+    let m = |t: &str, c: &str| tables.iter().find(|x| x.key == t).and_then(|x| x.median(c));
+    let ratio = |t: &str, a: &str, b: &str| Some(m(t, a)? / m(t, b)?);
+    let paired = |t: &str, a: &str, b: &str| -> Option<(f64, f64, f64)> {
+        let t = tables.iter().find(|x| x.key == t)?;
+        let sa = &t.cells.iter().find(|c| c.name == a)?.samples;
+        let sb = &t.cells.iter().find(|c| c.name == b)?.samples;
+        if sa.is_empty() || sa.len() != sb.len() {
+            return None;
+        }
+        let r: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| x / y).collect();
+        let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some((crate::util::median(&r)?, lo, hi))
+    };
+    vec![
+        Goal {
+            name: "nosync_vs_baseline",
+            what: "no sync: seqstore / baseline",
+            value: ratio(NOSYNC, "seqstore", "baseline"),
+            op: ">=",
+            paired: paired(NOSYNC, "seqstore", "baseline"),
+            target: 0.5,
+        },
+        Goal {
+            name: "nosync_vs_okaywal",
+            what: "no sync: seqstore / okaywal",
+            value: ratio(NOSYNC, "seqstore", "okaywal"),
+            op: ">=",
+            paired: paired(NOSYNC, "seqstore", "okaywal"),
+            target: 1.5,
+        },
+        Goal {
+            name: "nosync_vs_fjall",
+            what: "no sync: seqstore / fjall",
+            value: ratio(NOSYNC, "seqstore", "fjall"),
+            op: ">=",
+            paired: paired(NOSYNC, "seqstore", "fjall"),
+            target: 8.0,
+        },
+        Goal {
+            name: "every1000_vs_baseline",
+            what: "sync every 1000: seqstore / baseline",
+            value: ratio(EVERY, "seqstore", "baseline"),
+            op: ">=",
+            paired: paired(EVERY, "seqstore", "baseline"),
+            target: 0.8,
+        },
+        Goal {
+            name: "always1_vs_fdatasync",
+            what: "sync always: seqstore_1 / fdatasync probe",
+            value: ratio(ALWAYS, "seqstore_1", "fdatasync_probe_per_s"),
+            op: ">=",
+            paired: paired(ALWAYS, "seqstore_1", "fdatasync_probe_per_s"),
+            target: 0.9,
+        },
+        Goal {
+            name: "group64_vs_1",
+            what: "sync always: seqstore_64 / seqstore_1",
+            value: ratio(ALWAYS, "seqstore_64", "seqstore_1"),
+            op: ">=",
+            paired: paired(ALWAYS, "seqstore_64", "seqstore_1"),
+            target: 10.0,
+        },
+        Goal {
+            name: "rebuild_s_per_gib",
+            what: "open without index.db, warm (s/GiB)",
+            value: m(REBUILD, "seqstore"),
+            op: "<=",
+            paired: None,
+            target: 0.5,
+        },
+        Goal {
+            name: "index_1m_vs_1k",
+            what: "open from index.db: 1M / 1k messages",
+            value: ratio(INDEX, BIG, SMALL),
+            op: "<=",
+            paired: paired(INDEX, BIG, SMALL),
+            target: 2.0,
+        },
+        Goal {
+            name: "purge_1m_vs_1k",
+            what: "purge: 1M / 1k messages",
+            value: ratio(PURGE, BIG, SMALL),
+            op: "<=",
+            paired: paired(PURGE, BIG, SMALL),
+            target: 2.0,
+        },
+        Goal {
+            name: "get_random_per_s",
+            what: "random gets on a warm 1M stream (msgs/s)",
+            value: m(GET, "seqstore"),
+            op: ">=",
+            paired: None,
+            target: 1e6,
+        },
+    ]
+}
+
+/// Median µs of write 128 B + fdatasync on a fresh file (one untimed round first).
+fn fsync_probe(ctx: &mut Ctx<'_>, opts: &BenchOpts) -> Result<Option<f64>> {
+    let dir = ctx.tempdir("probe")?;
+    let mut f = File::create(dir.path().join("probe")).context("create probe file")?;
+    f.write_all(&ctx.payload)?;
+    f.sync_data()?;
+    let mut lat = Vec::with_capacity(opts.probe_iters as usize);
+    let t0 = Instant::now();
+    for _ in 0..opts.probe_iters {
+        let t = Instant::now();
+        f.write_all(&ctx.payload)?;
+        f.sync_data()?;
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
+        if t0.elapsed().as_secs_f64() > opts.probe_max_secs {
+            break;
+        }
+    }
+    drop(f);
+    ctx.finish_dir(dir)?;
+    Ok(crate::util::median(&lat))
+}
+
+/// N appends, no fsync; msgs/s up to the last append.
+fn nosync_cell(ctx: &mut Ctx<'_>, engine: &str, n: u64) -> Result<f64> {
+    let dir = ctx.tempdir(engine)?;
+    let p = dir.path();
+    let payload = &ctx.payload;
+    let v = match engine {
+        "seqstore" => {
+            let mut s = open_store(p, SyncPolicy::Never)?;
+            let t = Instant::now();
+            for i in 0..n {
+                s.append(ctx.subject(i), b"", payload)?;
+            }
+            let v = rate(n, t.elapsed());
+            drop(s);
+            v
+        }
+        "baseline" => {
+            let mut b = Baseline::create(p)?;
+            let t = Instant::now();
+            for _ in 0..n {
+                b.append(payload)?;
+            }
+            let v = rate(n, t.elapsed());
+            drop(b);
+            v
+        }
+        "okaywal" => {
+            let w = OkayWal::create(p)?;
+            let mut e = w.entry()?;
+            let t = Instant::now();
+            for _ in 0..n {
+                e.write_chunk(payload)?;
+            }
+            let v = rate(n, t.elapsed());
+            // abandoned, not committed: nothing of it needs to reach the disk
+            e.rollback()?;
+            w.shutdown()?;
+            v
+        }
+        #[cfg(feature = "guest")]
+        "guest" => {
+            let mut g = open_guest(p, SyncPolicy::Never)?;
+            let t = Instant::now();
+            for i in 0..n {
+                g.append(ctx.subject(i), b"", payload)?;
+            }
+            let v = rate(n, t.elapsed());
+            drop(g);
+            v
+        }
+        "fjall" | "fjall_manual" => {
+            let mut f = Fjall::create(p, engine == "fjall_manual")?;
+            let t = Instant::now();
+            for _ in 0..n {
+                f.append(payload)?;
+            }
+            let v = rate(n, t.elapsed());
+            drop(f);
+            v
+        }
+        _ => bail!("unknown engine {engine}"),
+    };
+    ctx.finish_dir(dir)?;
+    Ok(v)
+}
+
+/// N appends with a durable sync after every `batch` (the clock includes the last sync).
+fn every_cell(ctx: &mut Ctx<'_>, engine: &str, n: u64, batch: u64) -> Result<f64> {
+    let dir = ctx.tempdir(engine)?;
+    let p = dir.path();
+    let payload = &ctx.payload;
+    let v = match engine {
+        "seqstore" => {
+            let mut s = open_store(p, SyncPolicy::Never)?;
+            let t = Instant::now();
+            for i in 0..n {
+                s.append(ctx.subject(i), b"", payload)?;
+                if (i + 1) % batch == 0 || i + 1 == n {
+                    s.sync()?;
+                }
+            }
+            let v = rate(n, t.elapsed());
+            drop(s);
+            v
+        }
+        "baseline" => {
+            let mut b = Baseline::create(p)?;
+            let t = Instant::now();
+            for i in 0..n {
+                b.append(payload)?;
+                if (i + 1) % batch == 0 || i + 1 == n {
+                    b.sync()?;
+                }
+            }
+            rate(n, t.elapsed())
+        }
+        "okaywal" => {
+            let w = OkayWal::create(p)?;
+            let t = Instant::now();
+            w.append_committed(payload, n, batch)?;
+            let v = rate(n, t.elapsed());
+            w.shutdown()?;
+            v
+        }
+        "fjall" => {
+            let mut f = Fjall::create(p, false)?;
+            let t = Instant::now();
+            for i in 0..n {
+                f.append(payload)?;
+                if (i + 1) % batch == 0 || i + 1 == n {
+                    f.sync()?;
+                }
+            }
+            let v = rate(n, t.elapsed());
+            drop(f);
+            v
+        }
+        _ => bail!("unknown engine {engine}"),
+    };
+    ctx.finish_dir(dir)?;
+    Ok(v)
+}
+
+/// Durable appends for `secs` seconds or `max` fsyncs, whichever comes first (one untimed
+/// append first: it creates the block file and its directory entry).
+fn always_cell(ctx: &mut Ctx<'_>, cell: &str, secs: f64, max: u64) -> Result<f64> {
+    let dir = ctx.tempdir(cell)?;
+    let p = dir.path();
+    let payload = &ctx.payload;
+    let dur = Duration::from_secs_f64(secs);
+    let v = match cell {
+        "fdatasync_probe_per_s" => {
+            let mut f = File::create(p.join("probe"))?;
+            f.write_all(payload)?;
+            f.sync_data()?;
+            let (t, mut n) = (Instant::now(), 0u64);
+            while n < max && t.elapsed() < dur {
+                f.write_all(payload)?;
+                f.sync_data()?;
+                n += 1;
+            }
+            rate(n, t.elapsed())
+        }
+        "seqstore_1" => {
+            let mut s = open_store(p, SyncPolicy::Always)?;
+            s.append(ctx.subject(0), b"", payload)?;
+            let (t, mut n) = (Instant::now(), 0u64);
+            while n < max && t.elapsed() < dur {
+                s.append(ctx.subject(n), b"", payload)?;
+                n += 1;
+            }
+            rate(n, t.elapsed())
+        }
+        "baseline_1" => {
+            let mut b = Baseline::create(p)?;
+            b.append(payload)?;
+            b.sync()?;
+            let (t, mut n) = (Instant::now(), 0u64);
+            while n < max && t.elapsed() < dur {
+                b.append(payload)?;
+                b.sync()?;
+                n += 1;
+            }
+            rate(n, t.elapsed())
+        }
+        "seqstore_16" | "seqstore_64" => {
+            let threads: u64 = if cell == "seqstore_16" { 16 } else { 64 };
+            let store = SharedStore::new(open_store(p, SyncPolicy::Always)?);
+            store.append(ctx.subject(0), b"", payload)?;
+            let subjects = &ctx.subjects;
+            // each writer stops after `max` appends: about `max` group fsyncs in all
+            let t = Instant::now();
+            let n = std::thread::scope(|sc| -> Result<u64> {
+                let hs: Vec<_> = (0..threads)
+                    .map(|k| {
+                        let st = store.clone();
+                        sc.spawn(move || -> Result<u64> {
+                            let mut n = 0u64;
+                            while n < max && t.elapsed() < dur {
+                                let subj = &subjects[((k + n * threads) % 64) as usize];
+                                st.append(subj, b"", payload)?;
+                                n += 1;
+                            }
+                            Ok(n)
+                        })
+                    })
+                    .collect();
+                let mut total = 0;
+                for h in hs {
+                    total += h.join().map_err(|_| anyhow::anyhow!("writer panicked"))??;
+                }
+                Ok(total)
+            })?;
+            rate(n, t.elapsed())
+        }
+        _ => bail!("unknown cell {cell}"),
+    };
+    ctx.finish_dir(dir)?;
+    Ok(v)
+}
+
+/// Appends `n` messages with `SyncPolicy::Never` and returns the open store.
+fn write_stream(ctx: &Ctx<'_>, path: &Path, n: u64) -> Result<Store<HostFs>> {
+    let mut s = open_store(path, SyncPolicy::Never)?;
+    for i in 0..n {
+        s.append(ctx.subject(i), b"", &ctx.payload)?;
+    }
+    Ok(s)
+}
+
+/// A stream written, closed (index.db) and reopened from its index; every block read.
+fn closed_stream(ctx: &mut Ctx<'_>, path: &Path, n: u64) -> Result<Store<HostFs>> {
+    write_stream(ctx, path, n)?.close()?;
+    ctx.bytes_written += dir_size(path);
+    let mut s = open_store(path, SyncPolicy::Never)?;
+    ensure!(
+        s.recovery_report().used_index,
+        "reopen after close did not use index.db: {:?}",
+        s.recovery_report().index_rejected
+    );
+    warm(&mut s, n)?;
+    Ok(s)
+}
+
+/// Reads every block (a get every few hundred sequences): entries loaded, pages cached.
+fn warm(s: &mut Store<HostFs>, n: u64) -> Result<()> {
+    let step = (n / 4096).max(1) as usize;
+    for seq in (1..=n).step_by(step) {
+        black_box(s.get(seq)?);
+    }
+    black_box(s.get(n)?);
+    Ok(())
+}
+
+fn seconds_per_gib(d: Duration, bytes: u64) -> f64 {
+    d.as_secs_f64() / (bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// The tables that share the big stream: rebuild, index, gets, purge.
+#[allow(clippy::too_many_arguments)]
+fn streams(
+    ctx: &mut Ctx<'_>,
+    opts: &BenchOpts,
+    rebuild: &mut Table,
+    [index, index_cpu]: [&mut Table; 2],
+    get: &mut Table,
+    [purge, purge_cpu]: [&mut Table; 2],
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let big = ctx.tempdir("big")?;
+    let bp = big.path().to_path_buf();
+    ctx.tick(&format!(
+        "write a {} message stream (dropped without close)",
+        opts.big_msgs
+    ));
+    drop(write_stream(ctx, &bp, opts.big_msgs)?);
+    let big_bytes = dir_size(&bp);
+    ctx.bytes_written += big_bytes;
+
+    if opts.runs(REBUILD) {
+        ctx.tick(&format!(
+            "{REBUILD}: {} timed opens of {} MiB without index.db",
+            opts.open_reps,
+            big_bytes >> 20
+        ));
+        for r in 0..=opts.open_reps {
+            let t = Instant::now();
+            let s = open_store(&bp, SyncPolicy::Never)?;
+            let d = t.elapsed();
+            ensure!(
+                !s.recovery_report().used_index && s.state().msgs == opts.big_msgs,
+                "rebuild open: unexpected state {:?}",
+                s.state()
+            );
+            drop(s);
+            if r > 0 {
+                // the first open warms the page cache
+                rebuild.push("seqstore", seconds_per_gib(d, big_bytes));
+            }
+            #[cfg(feature = "guest")]
+            {
+                let t = Instant::now();
+                let mut g = open_guest(&bp, SyncPolicy::Never)?;
+                let d = t.elapsed();
+                let st = g.state()?;
+                ensure!(
+                    !g.recovery_report().used_index && st.msgs == opts.big_msgs,
+                    "guest rebuild open: unexpected state {st:?}"
+                );
+                drop(g);
+                if r > 0 {
+                    rebuild.push("guest", seconds_per_gib(d, big_bytes));
+                }
+            }
+        }
+        notes.push(format!(
+            "the rebuild stream is the big stream: {} messages, {} MiB of blocks",
+            opts.big_msgs,
+            big_bytes >> 20
+        ));
+    }
+
+    ctx.tick(&format!(
+        "close the big stream (index.db), write a {} message stream",
+        opts.small_msgs
+    ));
+    open_store(&bp, SyncPolicy::Never)?.close()?;
+    let small = ctx.tempdir("small")?;
+    let sp = small.path().to_path_buf();
+    write_stream(ctx, &sp, opts.small_msgs)?.close()?;
+    ctx.bytes_written += dir_size(&sp);
+
+    if opts.runs(INDEX) {
+        ctx.tick(&format!(
+            "{INDEX}: {} timed opens each, alternating",
+            opts.open_reps
+        ));
+        for _ in 0..opts.open_reps {
+            for (cell, p, n) in [(SMALL, &sp, opts.small_msgs), (BIG, &bp, opts.big_msgs)] {
+                let c = thread_cpu_ns();
+                let t = Instant::now();
+                let s = open_store(p, SyncPolicy::Never)?;
+                let d = t.elapsed();
+                index_cpu.push(cell, (thread_cpu_ns() - c) as f64 / 1e6);
+                ensure!(
+                    s.recovery_report().used_index && s.state().msgs == n,
+                    "index open: index.db not used ({:?})",
+                    s.recovery_report().index_rejected
+                );
+                drop(s);
+                index.push(cell, d.as_secs_f64() * 1e3);
+            }
+        }
+    }
+    small.close()?;
+
+    // the big stream, opened from index.db and warmed: the get table, then the first purge
+    let mut s = open_store(&bp, SyncPolicy::Never)?;
+    warm(&mut s, opts.big_msgs)?;
+    if opts.runs(GET) {
+        ctx.tick(&format!(
+            "{GET}: {} rounds of {} random gets",
+            opts.reps, opts.gets
+        ));
+        let mut rng = Rng::new(0x6e75_6d62_6572);
+        let seqs: Vec<u64> = (0..opts.gets).map(|_| rng.below1(opts.big_msgs)).collect();
+        let mut sum = 0u64;
+        // untimed round: the allocator and caches settle
+        for &q in seqs.iter().take(100_000) {
+            sum += s.get(q)?.payload.len() as u64;
+        }
+        for _ in 0..opts.reps {
+            let t = Instant::now();
+            for &q in &seqs {
+                sum += s.get(q)?.payload.len() as u64;
+            }
+            get.push("seqstore", rate(opts.gets, t.elapsed()));
+        }
+        black_box(sum);
+    }
+
+    if opts.runs(PURGE) {
+        let mut first_big = Some(s);
+        let rounds = opts.purge_small_reps.max(opts.purge_big_reps);
+        for r in 0..rounds {
+            if r < opts.purge_small_reps {
+                ctx.tick(&format!(
+                    "{PURGE} round {}/{}: {} messages",
+                    r + 1,
+                    rounds,
+                    opts.small_msgs
+                ));
+                let d = ctx.tempdir("purge-small")?;
+                let mut st = closed_stream(ctx, d.path(), opts.small_msgs)?;
+                let c = thread_cpu_ns();
+                let t = Instant::now();
+                let n = st.purge()?;
+                purge.push(SMALL, t.elapsed().as_secs_f64() * 1e3);
+                purge_cpu.push(SMALL, (thread_cpu_ns() - c) as f64 / 1e6);
+                ensure!(n == opts.small_msgs, "purge removed {n}");
+                drop(st);
+                d.close()?;
+            }
+            if r < opts.purge_big_reps {
+                ctx.tick(&format!(
+                    "{PURGE} round {}/{}: {} messages",
+                    r + 1,
+                    rounds,
+                    opts.big_msgs
+                ));
+                let (mut st, d) = match first_big.take() {
+                    Some(st) => (st, None),
+                    None => {
+                        let d = ctx.tempdir("purge-big")?;
+                        let st = closed_stream(ctx, d.path(), opts.big_msgs)?;
+                        (st, Some(d))
+                    }
+                };
+                let c = thread_cpu_ns();
+                let t = Instant::now();
+                let n = st.purge()?;
+                purge.push(BIG, t.elapsed().as_secs_f64() * 1e3);
+                purge_cpu.push(BIG, (thread_cpu_ns() - c) as f64 / 1e6);
+                ensure!(n == opts.big_msgs, "purge removed {n}");
+                drop(st);
+                if let Some(d) = d {
+                    d.close()?;
+                }
+            }
+        }
+    } else {
+        drop(s);
+    }
+    big.close()?;
+    Ok(())
+}

@@ -1,0 +1,229 @@
+//! `seqstore bench`: seqstore measured against a naive log, okaywal and fjall, in one process.
+//!
+//! Everything is a **ratio measured in the same run**: fsync latency on the machines this
+//! project runs on swings 20× when the host is busy, so absolute times from different runs do
+//! not compare. The harness therefore
+//! - alternates implementations inside each table (A B A B …, `reps` rounds), each engine in
+//!   its own fresh tempdir that is removed right after, and reports medians;
+//! - measures the raw fsync latency at the start and at the end (`fsync_probe_us`), so a
+//!   reader can see whether the host changed state during the run;
+//! - keeps the bytes written below [`BenchOpts::max_write_bytes`] (1 GiB by default: a few GB
+//!   push the host into its slow-fsync state for minutes) and reports what it wrote.
+//!
+//! ```no_run
+//! let report = seqstore_bench::run(&seqstore_bench::BenchOpts::quick(), &|s| eprintln!("{s}"))?;
+//! println!("{}", report.table());
+//! println!("{}", report.to_json());
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+//!
+//! What each number is (128-byte payloads, 16-byte subjects, one process):
+//! - `append_nosync_msgs_per_s`: N appends, no fsync, clock stopped after the last append
+//!   (whatever the engine still buffers is written after). seqstore: `SyncPolicy::Never`;
+//!   baseline: `BufWriter` records; okaywal: chunks of one entry, rolled back after the clock
+//!   stops (okaywal has no append without a commit fsync); fjall: `insert` with its default
+//!   durability (each insert written to the OS, no fsync); `fjall_manual`: fjall with
+//!   `manual_journal_persist(true)` (journal kept in fjall's buffer, like seqstore's), for
+//!   reference only.
+//! - `append_every1000_msgs_per_s`: N appends, a durable sync after every 1000, clock includes
+//!   the last sync. seqstore: `Never` + `Store::sync()`; baseline: flush + `sync_data`;
+//!   okaywal: entries of 1000 chunks, `commit`; fjall: `persist(SyncData)`.
+//! - `append_always_msgs_per_s`: appends for `always_secs` (or `always_max_syncs` fsyncs,
+//!   whichever comes first), each durable before it returns.
+//!   `seqstore_1`: `Config::default()` (`SyncPolicy::Always`), one thread; `seqstore_16/64`:
+//!   `SharedStore` (group commit) with 16/64 threads; `baseline_1`: record + flush +
+//!   `sync_data`; `fdatasync_probe_per_s`: a raw loop of write 128 B + `fdatasync` on one file.
+//! - `recover_rebuild_s_per_gib`: a `big_msgs` stream dropped without `close` (no index.db),
+//!   then `Store::open` timed with a warm page cache (one untimed open first), seconds per GiB
+//!   of block files.
+//! - `recover_index_ms`: `small_msgs` and `big_msgs` streams closed (index.db written), then
+//!   `Store::open` timed (alternating small, big).
+//! - `purge_ms`: a stream opened from its index.db and warmed (every block read), then
+//!   `Store::purge()` timed.
+//! - `recover_index_cpu_ms`, `purge_cpu_ms`: the same calls' on-CPU time only (the calling
+//!   thread's, from `/proc/thread-self/schedstat`): their own work without the waits for the
+//!   disk, whose latency on this VM jumps between ~0.07 and ~4 ms per flush.
+//! - `get_random_msgs_per_s`: `Store::get` of uniformly random sequences on the warm
+//!   `big_msgs` stream.
+//!
+//! Every store is opened with `host_fs::SystemClock` (a wall-clock timestamp per message, as
+//! in production). The `guest` cells (the wasm guest, `wasm_host::GuestStore::open_dir` on a
+//! host directory) are measured only with the crate feature `guest`; without it they are
+//! `null` and the report lists a TODO.
+
+#![warn(missing_docs)]
+
+mod groups;
+mod peers;
+mod report;
+mod util;
+
+use std::path::PathBuf;
+
+pub use report::{BenchReport, Goal};
+pub use util::median;
+
+/// What to run, and how big.
+#[derive(Clone, Debug)]
+pub struct BenchOpts {
+    /// Label only: the options came from [`BenchOpts::quick`].
+    pub quick: bool,
+    /// Where the tempdirs go (default: `std::env::temp_dir()`); must be on the real disk, not
+    /// tmpfs, or the fsync numbers mean nothing.
+    pub dir: Option<PathBuf>,
+    /// Rounds of each alternating table (A B A B …).
+    pub reps: usize,
+    /// Messages per cell of the "no sync" table.
+    pub nosync_msgs: u64,
+    /// Messages per cell of the "sync every 1000" table.
+    pub every_msgs: u64,
+    /// Appends between syncs in that table (the key says 1000).
+    pub sync_batch: u64,
+    /// Seconds per cell of the "sync always" table (each cell runs this long at most)…
+    pub always_secs: f64,
+    /// … or until it has done about this many fsyncs (single-writer cells: this many
+    /// appends; group-commit cells: this many × writers). Each fsync of an append writes
+    /// ~8 KiB (the data page and the inode), so on a quiet host (~15k fsyncs/s) the time
+    /// bound alone would write ~120 MB per second per cell.
+    pub always_max_syncs: u64,
+    /// Iterations of the fsync-latency probe at the start and at the end.
+    pub probe_iters: u32,
+    /// The probe stops early after this many seconds (a busy host: ~4 ms per fsync).
+    pub probe_max_secs: f64,
+    /// The small stream of the index and purge tables (key `msgs_1k`).
+    pub small_msgs: u64,
+    /// The big stream of the rebuild, index, get and purge tables (key `msgs_1m`).
+    pub big_msgs: u64,
+    /// Timed opens per stream (rebuild and index tables).
+    pub open_reps: usize,
+    /// Purges of a small stream.
+    pub purge_small_reps: usize,
+    /// Purges of a big stream (each needs a freshly written big stream: the byte budget).
+    pub purge_big_reps: usize,
+    /// Random gets per timed round.
+    pub gets: u64,
+    /// Payload bytes (128 unless said).
+    pub payload_len: usize,
+    /// Run only these tables (names as in the JSON, e.g. `append_nosync_msgs_per_s` or a
+    /// prefix such as `purge`); empty: all. Skipped tables are `null` in the JSON.
+    pub only: Vec<String>,
+    /// Refuse to start if the plan would write more than this (default 1 GiB).
+    pub max_write_bytes: u64,
+}
+
+impl Default for BenchOpts {
+    /// The default run: 5 rounds, bigger cells; about a minute and a half.
+    fn default() -> Self {
+        BenchOpts {
+            quick: false,
+            dir: None,
+            reps: 5,
+            nosync_msgs: 100_000,
+            every_msgs: 30_000,
+            sync_batch: 1000,
+            always_secs: 1.5,
+            always_max_syncs: 500,
+            probe_iters: 500,
+            probe_max_secs: 3.0,
+            small_msgs: 1000,
+            big_msgs: 1_000_000,
+            open_reps: 5,
+            purge_small_reps: 5,
+            purge_big_reps: 3,
+            gets: 1_000_000,
+            payload_len: 128,
+            only: Vec::new(),
+            max_write_bytes: 1 << 30,
+        }
+    }
+}
+
+impl BenchOpts {
+    /// `--quick`: fewer rounds, smaller cells, one big purge; about 20 seconds.
+    pub fn quick() -> Self {
+        BenchOpts {
+            quick: true,
+            reps: 3,
+            nosync_msgs: 50_000,
+            every_msgs: 20_000,
+            always_secs: 0.5,
+            always_max_syncs: 600,
+            probe_iters: 200,
+            probe_max_secs: 1.5,
+            open_reps: 5,
+            purge_small_reps: 3,
+            purge_big_reps: 1,
+            gets: 300_000,
+            ..BenchOpts::default()
+        }
+    }
+
+    /// A tiny configuration for tests: every table runs, in a couple of seconds. Its
+    /// numbers mean nothing.
+    pub fn tiny() -> Self {
+        BenchOpts {
+            quick: true,
+            reps: 1,
+            nosync_msgs: 2000,
+            every_msgs: 2000,
+            always_secs: 0.02,
+            always_max_syncs: 20,
+            probe_iters: 5,
+            probe_max_secs: 0.2,
+            small_msgs: 50,
+            big_msgs: 3000,
+            open_reps: 1,
+            purge_small_reps: 1,
+            purge_big_reps: 1,
+            gets: 2000,
+            ..BenchOpts::default()
+        }
+    }
+
+    /// Whether table `name` is selected by [`BenchOpts::only`].
+    pub fn runs(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| name.starts_with(o.as_str()))
+    }
+
+    /// A generous estimate of the bytes the plan sends to the disk (checked against
+    /// [`BenchOpts::max_write_bytes`] before anything runs). What is deleted before
+    /// writeback (the no-sync cells of seqstore and the baseline) does not reach the disk;
+    /// what is fsynced does, at least a page per fsync.
+    pub fn estimated_write_bytes(&self) -> u64 {
+        // seqstore's record: 36 bytes of framing + subject + payload; the peers write less
+        let rec = (36 + 16 + self.payload_len) as u64;
+        let reps = self.reps as u64;
+        const SYNC_BYTES: u64 = 8 << 10; // one data page + the inode, per fsync
+        let mut b = 2 * self.probe_iters as u64 * SYNC_BYTES;
+        if self.runs(groups::NOSYNC) {
+            // fjall persists its journal on drop (okaywal's entry is rolled back, seqstore's
+            // and the baseline's files are deleted before writeback)
+            b += reps * 2 * self.nosync_msgs * rec;
+        }
+        if self.runs(groups::EVERY) {
+            b += reps * groups::EVERY_ENGINES.len() as u64 * self.every_msgs * rec;
+        }
+        if self.runs(groups::ALWAYS) {
+            b += reps * 5 * self.always_max_syncs * SYNC_BYTES;
+        }
+        if groups::STREAM_TABLES.iter().any(|t| self.runs(t)) {
+            let big_streams = if self.runs(groups::PURGE) {
+                self.purge_big_reps.max(1) as u64
+            } else {
+                1
+            };
+            b += big_streams * self.big_msgs * rec;
+            b += (self.purge_small_reps as u64 + 1) * self.small_msgs * rec;
+        }
+        b
+    }
+}
+
+/// Runs the benchmark. `progress` gets one line per step ("[3/41]  12.5s append_nosync rep
+/// 1/3: okaywal") and a few notes; nothing is printed otherwise.
+pub fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> anyhow::Result<BenchReport> {
+    groups::run(opts, progress)
+}
+
+#[cfg(test)]
+mod tests;
