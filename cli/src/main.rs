@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use crash_matrix::{CellResult, CellSpec, Expected, Native};
+use crash_matrix::{Backend, CellResult, CellSpec, Expected, Guest, Native};
 use fault_fs::Model;
 use host_fs::{HostFs, SystemClock};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -38,6 +38,10 @@ struct DirArg {
     /// The store directory.
     #[arg(long, short)]
     dir: PathBuf,
+    /// Run the operation inside the wasm sandbox (the store as a WASI guest under wasmtime,
+    /// given only this directory), on the same files.
+    #[arg(long)]
+    guest: bool,
 }
 
 #[derive(Subcommand)]
@@ -69,6 +73,22 @@ enum Cmd {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        /// Run the store inside the wasm guest (fault-fs served by the host).
+        #[arg(long)]
+        guest: bool,
+    },
+    /// Measure seqstore against a naive log, okaywal, fjall and the wasm guest, in one run
+    /// (ratios, never absolute times: this machine's fsync latency swings 20x).
+    Bench {
+        /// The short run (under 2 minutes).
+        #[arg(long)]
+        quick: bool,
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Where to write (a directory on the disk to measure; default: a temp dir).
+        #[arg(long)]
+        dir: Option<PathBuf>,
     },
     /// Append a message (payload from --data or standard input); prints its sequence.
     Append {
@@ -189,8 +209,10 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
             seed,
             ablation,
             json,
-        } => crashcheck(&workload, model.as_deref(), seed, &ablation, json),
+            guest,
+        } => crashcheck(&workload, model.as_deref(), seed, &ablation, json, guest),
         Cmd::Verify { dir, json } => verify(&dir.dir, json),
+        Cmd::Bench { quick, json, dir } => bench(quick, json, dir),
         other => store_op(other),
     }
 }
@@ -209,13 +231,17 @@ fn bar(len: u64) -> ProgressBar {
 }
 
 /// Runs cells with a progress bar (the explorer reports crash points as it goes).
-fn run_cells(cells: &[CellSpec], label: &str) -> Vec<CellResult> {
+fn run_cells(cells: &[(CellSpec, &dyn Backend)], label: &str) -> Vec<CellResult> {
     let pb = bar(cells.len() as u64);
     let mut out = Vec::new();
-    for spec in cells {
+    for (spec, backend) in cells {
         let name = format!(
-            "{label} {} {} {} {}",
-            spec.workload.name, spec.policy, spec.ablation, spec.model
+            "{label} {} {} {} {} {}",
+            backend.name(),
+            spec.workload.name,
+            spec.policy,
+            spec.ablation,
+            spec.model
         );
         pb.set_message(name.clone());
         let pb2 = pb.clone();
@@ -225,7 +251,7 @@ fn run_cells(cells: &[CellSpec], label: &str) -> Vec<CellResult> {
                 p.crash_points_done, p.crash_points, p.images
             ));
         });
-        out.push(crash_matrix::run_cell(&Native, spec, Some(progress)));
+        out.push(crash_matrix::run_cell(*backend, spec, Some(progress)));
         pb.inc(1);
     }
     pb.finish_and_clear();
@@ -246,7 +272,16 @@ fn example_json(r: &CellResult) -> Value {
 }
 
 fn demo(as_json: bool, seed: u64) -> Result<ExitCode> {
-    let cells = crash_matrix::demo_cells(seed);
+    // every cell natively, then the same cells with the store in the wasm guest
+    let backends: [&dyn Backend; 2] = [&Native, &Guest];
+    let cells: Vec<(CellSpec, &dyn Backend)> = backends
+        .into_iter()
+        .flat_map(|b| {
+            crash_matrix::demo_cells(seed)
+                .into_iter()
+                .map(move |c| (c, b))
+        })
+        .collect();
     let results = run_cells(&cells, "demo");
     let all_as_expected = results
         .iter()
@@ -325,6 +360,7 @@ fn crashcheck(
     seed: u64,
     ablation: &str,
     as_json: bool,
+    guest: bool,
 ) -> Result<ExitCode> {
     let model: Option<Model> = model
         .map(|m| m.parse().map_err(|e| anyhow::anyhow!("{e:?}")))
@@ -342,6 +378,19 @@ fn crashcheck(
         c.ablation = ablation;
     }
     let start = std::time::Instant::now();
+    let cells: Vec<(CellSpec, &dyn Backend)> = cells
+        .into_iter()
+        .map(|c| {
+            (
+                c,
+                if guest {
+                    &Guest as &dyn Backend
+                } else {
+                    &Native
+                },
+            )
+        })
+        .collect();
     let results = run_cells(&cells, "crashcheck");
     let secs = start.elapsed().as_secs_f64();
     let images: usize = results.iter().map(|r| r.report.images).sum();
@@ -394,7 +443,37 @@ fn crashcheck(
 
 /// Opens the store in `dir`. `create`: make the directory (or an empty one) a store; a
 /// non-empty directory that is not a store is refused either way.
-fn open_store(dir: &Path, cfg: Config, create: bool) -> Result<Store<HostFs>> {
+/// The store behind a command: native, or in the wasm guest (`--guest`). One per process, so
+/// the size difference of the variants does not matter.
+#[allow(clippy::large_enum_variant)]
+enum AnyStore {
+    Native(Store<HostFs>),
+    Guest(wasm_host::GuestStore),
+}
+
+/// Calls the same method on either store, errors as anyhow.
+macro_rules! on {
+    ($s:expr, $x:ident => $e:expr) => {
+        match $s {
+            AnyStore::Native($x) => $e.map_err(anyhow::Error::from),
+            AnyStore::Guest($x) => $e.map_err(anyhow::Error::from),
+        }
+    };
+}
+
+impl AnyStore {
+    fn state(&mut self) -> Result<store_core::StreamState> {
+        match self {
+            AnyStore::Native(s) => Ok(s.state()),
+            AnyStore::Guest(g) => Ok(g.state()?),
+        }
+    }
+    fn close(self) -> Result<()> {
+        on!(self, s => s.close())
+    }
+}
+
+fn open_store(dir: &Path, cfg: Config, create: bool, guest: bool) -> Result<AnyStore> {
     let looks_like_store = dir.join("msgs").is_dir();
     if !looks_like_store {
         match std::fs::read_dir(dir) {
@@ -420,15 +499,23 @@ fn open_store(dir: &Path, cfg: Config, create: bool) -> Result<Store<HostFs>> {
             }
         }
     }
-    let fs = if create {
-        HostFs::create(dir)
-    } else {
-        HostFs::open(dir)
+    if create {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    .with_context(|| format!("opening {}", dir.display()))?;
-    let store = Store::open_with_clock(fs, cfg, Box::new(SystemClock))
-        .with_context(|| format!("recovering the store in {}", dir.display()))?;
-    let rep = store.recovery_report();
+    let store = if guest {
+        let g = wasm_host::GuestStore::open_dir(dir, cfg, Box::new(SystemClock))
+            .with_context(|| format!("recovering the store in {} (guest)", dir.display()))?;
+        AnyStore::Guest(g)
+    } else {
+        let fs = HostFs::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+        let s = Store::open_with_clock(fs, cfg, Box::new(SystemClock))
+            .with_context(|| format!("recovering the store in {}", dir.display()))?;
+        AnyStore::Native(s)
+    };
+    let rep = match &store {
+        AnyStore::Native(s) => s.recovery_report(),
+        AnyStore::Guest(g) => g.recovery_report(),
+    };
     if rep.lost_data() {
         eprintln!("seqstore: recovery repaired damage: {rep:?}");
     }
@@ -483,19 +570,19 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
                 },
                 ..cfg
             };
-            let mut s = open_store(&dir.dir, cfg, true)?;
-            let seq = s.append(&subject, headers.as_bytes(), &payload)?;
+            let mut s = open_store(&dir.dir, cfg, true, dir.guest)?;
+            let seq = on!(&mut s, x => x.append(&subject, headers.as_bytes(), &payload))?;
             s.close()?;
             println!("{seq}");
         }
         Cmd::Get { dir, seq, json } => {
-            let mut s = open_store(&dir.dir, cfg, false)?;
-            print_msg(&s.get(seq)?, json);
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            print_msg(&on!(&mut s, x => x.get(seq))?, json);
             s.close()?;
         }
         Cmd::Last { dir, subject, json } => {
-            let mut s = open_store(&dir.dir, cfg, false)?;
-            match s.last_for_subject(&subject)? {
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            match on!(&mut s, x => x.last_for_subject(&subject))? {
                 Some(m) => print_msg(&m, json),
                 None => bail!("no message with subject {subject:?}"),
             }
@@ -507,19 +594,19 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
             from,
             json,
         } => {
-            let mut s = open_store(&dir.dir, cfg, false)?;
-            match s.next_matching(&filter, from)? {
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            match on!(&mut s, x => x.next_matching(&filter, from))? {
                 Some(m) => print_msg(&m, json),
                 None => bail!("no message matching {filter:?} at or after {from}"),
             }
             s.close()?;
         }
         Cmd::Delete { dir, seq, erase } => {
-            let mut s = open_store(&dir.dir, cfg, false)?;
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
             if erase {
-                s.erase(seq)?;
+                on!(&mut s, x => x.erase(seq))?;
             } else {
-                s.delete(seq)?;
+                on!(&mut s, x => x.delete(seq))?;
             }
             s.close()?;
         }
@@ -529,12 +616,12 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
             keep,
             up_to,
         } => {
-            let mut s = open_store(&dir.dir, cfg, false)?;
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
             let n = match filter {
-                None if keep == 0 && up_to == 0 => s.purge()?,
-                f => s.purge_ex(f.as_deref().unwrap_or(">"), up_to, keep)?,
+                None if keep == 0 && up_to == 0 => on!(&mut s, x => x.purge())?,
+                f => on!(&mut s, x => x.purge_ex(f.as_deref().unwrap_or(">"), up_to, keep))?,
             };
-            let st = s.state();
+            let st = s.state()?;
             s.close()?;
             println!(
                 "purged {n} messages; first {} last {}",
@@ -542,20 +629,20 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
             );
         }
         Cmd::Compact { dir, seq } => {
-            let mut s = open_store(&dir.dir, cfg, false)?;
-            let n = s.compact(seq)?;
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let n = on!(&mut s, x => x.compact(seq))?;
             s.close()?;
             println!("removed {n} messages");
         }
         Cmd::Truncate { dir, seq } => {
-            let mut s = open_store(&dir.dir, cfg, false)?;
-            let n = s.truncate(seq)?;
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let n = on!(&mut s, x => x.truncate(seq))?;
             s.close()?;
             println!("removed {n} messages");
         }
         Cmd::State { dir, json } => {
-            let s = open_store(&dir.dir, cfg, false)?;
-            let st = s.state();
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let st = s.state()?;
             if json {
                 println!(
                     "{}",
@@ -570,15 +657,15 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
             s.close()?;
         }
         Cmd::Dump { dir, json } => {
-            let mut s = open_store(&dir.dir, cfg, false)?;
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
             let mut from = 0;
-            while let Some(m) = s.next_matching(">", from)? {
+            while let Some(m) = on!(&mut s, x => x.next_matching(">", from))? {
                 print_msg(&m, json);
                 from = m.seq + 1;
             }
             s.close()?;
         }
-        Cmd::Demo { .. } | Cmd::Crashcheck { .. } | Cmd::Verify { .. } => {
+        Cmd::Demo { .. } | Cmd::Crashcheck { .. } | Cmd::Verify { .. } | Cmd::Bench { .. } => {
             unreachable!("handled by run")
         }
     }
@@ -631,4 +718,23 @@ fn verify(dir: &Path, as_json: bool) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+fn bench(quick: bool, as_json: bool, dir: Option<PathBuf>) -> Result<ExitCode> {
+    let mut opts = if quick {
+        seqstore_bench::BenchOpts::quick()
+    } else {
+        seqstore_bench::BenchOpts::default()
+    };
+    opts.dir = dir;
+    let pb = ProgressBar::new_spinner();
+    pb.enable_steady_tick(Duration::from_millis(120));
+    let report = seqstore_bench::run(&opts, &|m: &str| pb.set_message(m.to_string()))?;
+    pb.finish_and_clear();
+    if as_json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.table());
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -173,6 +173,74 @@ impl Backend for Shared {
     }
 }
 
+/// The store running as a wasm32-wasip2 guest under wasmtime, its filesystem (fault-fs) served
+/// by the host through the WIT `fs` import. A crash drops the instance and the next open
+/// instantiates a fresh guest on the image.
+pub struct Guest;
+
+fn guest_err(e: wasm_host::Error) -> Error {
+    match e {
+        wasm_host::Error::Store(e) => e,
+        // a trap or a sandbox limit: no store-core variant says it; keep the text
+        other => Error::Io {
+            op: "guest",
+            path: String::new(),
+            source: std::io::Error::other(other.to_string()),
+        },
+    }
+}
+
+impl StreamOps for wasm_host::GuestStore {
+    fn append(&mut self, subject: &str, payload: &[u8]) -> Result<u64, Error> {
+        wasm_host::GuestStore::append(self, subject, b"", payload).map_err(guest_err)
+    }
+    fn get(&mut self, seq: u64) -> Result<StoredMsg, Error> {
+        wasm_host::GuestStore::get(self, seq).map_err(guest_err)
+    }
+    fn state(&mut self) -> Result<StreamState, Error> {
+        wasm_host::GuestStore::state(self).map_err(guest_err)
+    }
+    fn sync(&mut self) -> Result<(), Error> {
+        wasm_host::GuestStore::sync(self).map_err(guest_err)
+    }
+    fn tick(&mut self) -> Result<(), Error> {
+        wasm_host::GuestStore::tick(self).map_err(guest_err)
+    }
+    fn delete(&mut self, seq: u64) -> Result<(), Error> {
+        wasm_host::GuestStore::delete(self, seq).map_err(guest_err)
+    }
+    fn erase(&mut self, seq: u64) -> Result<(), Error> {
+        wasm_host::GuestStore::erase(self, seq).map_err(guest_err)
+    }
+    fn purge(&mut self) -> Result<u64, Error> {
+        wasm_host::GuestStore::purge(self).map_err(guest_err)
+    }
+    fn purge_ex(&mut self, filter: &str, up_to: u64, keep: u64) -> Result<u64, Error> {
+        wasm_host::GuestStore::purge_ex(self, filter, up_to, keep).map_err(guest_err)
+    }
+    fn compact(&mut self, seq: u64) -> Result<u64, Error> {
+        wasm_host::GuestStore::compact(self, seq).map_err(guest_err)
+    }
+    fn truncate(&mut self, seq: u64) -> Result<u64, Error> {
+        wasm_host::GuestStore::truncate(self, seq).map_err(guest_err)
+    }
+}
+
+impl Backend for Guest {
+    fn name(&self) -> &'static str {
+        "guest"
+    }
+    fn open(
+        &self,
+        fs: FaultFs,
+        cfg: Config,
+        clock: ManualClock,
+    ) -> Result<Box<dyn StreamOps>, Error> {
+        let g = wasm_host::GuestStore::from_fs(fs, cfg, Box::new(clock)).map_err(guest_err)?;
+        Ok(Box::new(g))
+    }
+}
+
 /// One step of a workload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {

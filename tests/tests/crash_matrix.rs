@@ -53,3 +53,24 @@ fn group_commit_path_is_clean_too() {
         failures.join("\n")
     );
 }
+
+#[test]
+fn the_wasm_guest_is_clean_too() {
+    // the whole matrix with the store in the wasm guest and fault-fs on the host
+    let seed = seed();
+    let mut failures = Vec::new();
+    let mut images = 0;
+    for spec in matrix_cells(None, None, seed) {
+        let r = run_cell(&Guest, &spec, None);
+        images += r.report.images;
+        if !r.report.is_clean() {
+            failures.push(format!("{r}\n{}", r.report));
+        }
+    }
+    println!("guest: {images} images");
+    assert!(
+        failures.is_empty(),
+        "violations in the guest (replay with SEQSTORE_SEED={seed}):\n{}",
+        failures.join("\n")
+    );
+}
