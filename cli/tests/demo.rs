@@ -9,7 +9,11 @@ fn demo_reports_the_expected_table() {
         .args(["demo", "--json"])
         .output()
         .expect("run seqstore demo");
-    assert!(out.status.success(), "demo failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "demo failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     assert_eq!(v["scenario"], "purge");
     assert_eq!(v["as_expected"], true);
@@ -38,5 +42,8 @@ fn store_commands_refuse_a_foreign_directory() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a seqstore directory"));
-    assert_eq!(std::fs::read(dir.path().join("notes.txt")).unwrap(), b"mine");
+    assert_eq!(
+        std::fs::read(dir.path().join("notes.txt")).unwrap(),
+        b"mine"
+    );
 }
