@@ -176,8 +176,10 @@ impl Backend for Shared {
 /// The store running as a wasm32-wasip2 guest under wasmtime, its filesystem (fault-fs) served
 /// by the host through the WIT `fs` import. A crash drops the instance and the next open
 /// instantiates a fresh guest on the image.
+#[cfg(feature = "guest")]
 pub struct Guest;
 
+#[cfg(feature = "guest")]
 fn guest_err(e: wasm_host::Error) -> Error {
     match e {
         wasm_host::Error::Store(e) => e,
@@ -190,6 +192,7 @@ fn guest_err(e: wasm_host::Error) -> Error {
     }
 }
 
+#[cfg(feature = "guest")]
 impl StreamOps for wasm_host::GuestStore {
     fn append(&mut self, subject: &str, payload: &[u8]) -> Result<u64, Error> {
         wasm_host::GuestStore::append(self, subject, b"", payload).map_err(guest_err)
@@ -226,6 +229,7 @@ impl StreamOps for wasm_host::GuestStore {
     }
 }
 
+#[cfg(feature = "guest")]
 impl Backend for Guest {
     fn name(&self) -> &'static str {
         "guest"

@@ -54,6 +54,7 @@ fn group_commit_path_is_clean_too() {
     );
 }
 
+#[cfg(feature = "guest")]
 #[test]
 fn the_wasm_guest_is_clean_too() {
     // the whole matrix with the store in the wasm guest and fault-fs on the host

@@ -15,6 +15,7 @@ fn seed_scenario_ablation_table() {
     table(&Native);
 }
 
+#[cfg(feature = "guest")]
 #[test]
 fn seed_scenario_ablation_table_in_the_wasm_guest() {
     // the same store, compiled to wasm32-wasip2, fault-fs served by the host: same table
