@@ -302,6 +302,10 @@ pub struct Store<F: Fs> {
     /// released by `cleanup` (tick, close, the next purge), not inside `purge`.
     retired: Vec<Block<F::File>>,
     purge_old_pending: bool,
+    /// The files a group-commit leader is fsyncing right now, without the lock (between
+    /// `begin_group_sync` and `end_group_sync`): their `dirty` flags are already clear, so a
+    /// `sync` in that window fsyncs them too rather than return before they are durable.
+    group_inflight: Vec<(Arc<F::File>, String)>,
 }
 
 /// A clock for [`Store::open`]: store-core reads no clock, so without one each call returns
@@ -634,6 +638,7 @@ impl<F: Fs> Store<F> {
             report: RecoveryReport::default(),
             retired: Vec::new(),
             purge_old_pending: false,
+            group_inflight: Vec::new(),
         };
         s.recover_purge()?;
         s.load()?;
@@ -1372,6 +1377,15 @@ impl<F: Fs> Store<F> {
                 self.sync_file(pos, site.data)?;
             }
         }
+        if !self.group_inflight.is_empty() && !self.skip(site.data, false) {
+            // a leader's fsync of these may still be running: do not rely on it
+            for (f, path) in &self.group_inflight {
+                if let Err(e) = f.sync_data() {
+                    self.poisoned = true;
+                    return Err(Error::io("sync_data", path.clone(), e));
+                }
+            }
+        }
         if self.msgs_dir_dirty {
             self.sync_dir(MSGS_DIR, site.dir)?;
             self.msgs_dir_dirty = false;
@@ -1391,6 +1405,8 @@ impl<F: Fs> Store<F> {
             self.msgs_dir_dirty = false;
         }
         let skip = self.skip(S_APPEND.data, false);
+        // one leader at a time (SharedStore): the previous ticket has ended
+        debug_assert!(self.group_inflight.is_empty());
         let mut files = Vec::new();
         for b in &mut self.blocks {
             if b.dirty {
@@ -1399,6 +1415,7 @@ impl<F: Fs> Store<F> {
                 files.push((Arc::clone(&b.file), b.path.clone()));
             }
         }
+        self.group_inflight.clone_from(&files);
         Ok(SyncTicket {
             files,
             upto: self.writes,
@@ -1408,6 +1425,7 @@ impl<F: Fs> Store<F> {
 
     /// Second half of a group commit (under the lock again): a failed fsync poisons the store.
     pub(crate) fn end_group_sync(&mut self, result: &Result<()>) {
+        self.group_inflight.clear();
         if result.is_err() {
             self.poisoned = true;
         } else {

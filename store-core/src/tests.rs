@@ -432,6 +432,59 @@ fn shared_store_group_commit() {
     assert_eq!(shared.get(1600).unwrap().seq, 1600);
 }
 
+#[test]
+fn shared_sync_waits_for_a_leaders_fsync_in_flight() {
+    // A leader's group fsync runs without the lock and has already cleared the blocks' dirty
+    // flags; a `sync` in that window must fsync those files itself, not return at once.
+    let fs = MemFs::with_sync_delay(300_000);
+    let shared = SharedStore::new(open(&fs, Config::default()));
+    let leader = {
+        let s = shared.clone();
+        std::thread::spawn(move || s.append("a", b"", b"x").unwrap())
+    };
+    // wait until the leader is inside its fsync (counted on entry)
+    while fs.syncs() == 0 {
+        std::thread::yield_now();
+    }
+    let before = fs.syncs();
+    shared.sync().unwrap();
+    let by_sync = fs.syncs() - before;
+    assert!(
+        by_sync >= 1,
+        "sync() returned without an fsync while the leader's was still running"
+    );
+    assert_eq!(leader.join().unwrap(), 1);
+}
+
+#[test]
+fn shared_group_commit_wakes_only_covered_writers_and_hands_the_lead_on() {
+    // 32 writers, slow fsyncs: every append returns with its own sequence, the fsyncs are
+    // shared, and no writer is left parked (the test would hang).
+    let fs = MemFs::with_sync_delay(2_000);
+    let shared = SharedStore::new(open(&fs, Config::default()));
+    let before = fs.syncs();
+    let hs: Vec<_> = (0..32)
+        .map(|t| {
+            let s = shared.clone();
+            std::thread::spawn(move || {
+                (0..50)
+                    .map(|_| s.append(&format!("w.{t}"), b"", b"p").unwrap())
+                    .collect::<Vec<u64>>()
+            })
+        })
+        .collect();
+    let mut seqs: Vec<u64> = hs.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=1600).collect::<Vec<_>>());
+    let syncs = fs.syncs() - before;
+    assert!(
+        syncs < 1600 / 8,
+        "{syncs} fsyncs for 1600 appends by 32 writers"
+    );
+    // the store is still usable by one thread afterwards (no leader flag left set)
+    assert_eq!(shared.append("w.0", b"", b"p").unwrap(), 1601);
+}
+
 // ------------------------------------------------------------------ model-based property test
 
 #[derive(Clone, Debug)]
