@@ -15,10 +15,17 @@ use host_fs::{HostFs, SystemClock};
 use store_core::{Config, Store, SyncPolicy};
 
 fn open(p: &std::path::Path, sync: SyncPolicy) -> Store<HostFs> {
-    let cfg = Config {
+    let mut cfg = Config {
         sync,
         ..Config::default()
     };
+    // PROFILE_CACHE=bytes: Config::block_cache (default: the store's default)
+    if let Some(c) = std::env::var("PROFILE_CACHE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        cfg.block_cache = c;
+    }
     Store::open_with_clock(HostFs::create(p).unwrap(), cfg, Box::new(SystemClock)).unwrap()
 }
 

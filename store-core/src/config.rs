@@ -72,6 +72,10 @@ pub struct Config {
     /// Bytes of appends buffered in memory before they are written to the block file (default
     /// 256 KiB). `Always` writes and syncs every append regardless.
     pub write_buffer: usize,
+    /// Bytes of sealed blocks kept in memory to serve reads (default 64 MiB; 0: none). A
+    /// block is cached whole once reads of it by `pread` have cost about as much as loading
+    /// it; least recently used blocks leave first. See `Store::get`.
+    pub block_cache: u64,
     /// Fsync call sites to skip, for the crash-proof tests and the demo only. See
     /// [`crate::Ablation`]: **it breaks durability on purpose**.
     #[cfg(feature = "ablation")]
@@ -93,6 +97,7 @@ impl Default for Config {
             limits: Limits::default(),
             recovery: RecoveryMode::default(),
             write_buffer: 256 << 10,
+            block_cache: 64 << 20,
             #[cfg(feature = "ablation")]
             ablation: crate::Ablation::Full,
         }

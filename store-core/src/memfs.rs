@@ -4,7 +4,7 @@
 use crate::fs::{split_path, DirEntry, Fs, FsFile, OpenOptions};
 use std::collections::BTreeMap;
 use std::io::{self, ErrorKind};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 type Data = Arc<Mutex<Vec<u8>>>;
@@ -21,9 +21,18 @@ pub struct MemFs {
     syncs: Arc<AtomicU64>,
     /// Microseconds each file fsync takes (to see group commit work).
     sync_us: u64,
+    /// What file fsyncs do from now on: `SYNC_OK`, `SYNC_ERR` or `SYNC_PANIC`.
+    sync_mode: Arc<AtomicU8>,
 }
 
-pub struct MemFile(Data, Arc<AtomicU64>, u64);
+/// File fsyncs succeed.
+pub const SYNC_OK: u8 = 0;
+/// File fsyncs return an I/O error.
+pub const SYNC_ERR: u8 = 1;
+/// File fsyncs panic (a buggy `Fs` implementation).
+pub const SYNC_PANIC: u8 = 2;
+
+pub struct MemFile(Data, Arc<AtomicU64>, u64, Arc<AtomicU8>);
 
 fn err(k: ErrorKind) -> io::Error {
     io::Error::new(k, format!("{k:?}"))
@@ -69,6 +78,10 @@ impl MemFs {
             ..Self::default()
         }
     }
+    /// Sets what file fsyncs do from now on (`SYNC_OK`, `SYNC_ERR`, `SYNC_PANIC`).
+    pub fn set_sync_mode(&self, mode: u8) {
+        self.sync_mode.store(mode, Ordering::SeqCst);
+    }
     /// File fsyncs so far.
     pub fn syncs(&self) -> u64 {
         self.syncs.load(Ordering::SeqCst)
@@ -108,7 +121,11 @@ impl FsFile for MemFile {
     fn sync_data(&self) -> io::Result<()> {
         self.1.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(std::time::Duration::from_micros(self.2));
-        Ok(())
+        match self.3.load(Ordering::SeqCst) {
+            SYNC_ERR => Err(err(ErrorKind::Other)),
+            SYNC_PANIC => panic!("MemFs: injected panic in sync_data"),
+            _ => Ok(()),
+        }
     }
     fn sync_all(&self) -> io::Result<()> {
         Ok(())
@@ -129,13 +146,23 @@ impl Fs for MemFs {
                 if o.truncate {
                     d.lock().unwrap().clear();
                 }
-                Ok(MemFile(d.clone(), self.syncs.clone(), self.sync_us))
+                Ok(MemFile(
+                    d.clone(),
+                    self.syncs.clone(),
+                    self.sync_us,
+                    self.sync_mode.clone(),
+                ))
             }
             None if o.create || o.create_new => {
                 Self::check_parent(&n, &p)?;
                 let d: Data = Default::default();
                 n.insert(p, Node::File(d.clone()));
-                Ok(MemFile(d, self.syncs.clone(), self.sync_us))
+                Ok(MemFile(
+                    d,
+                    self.syncs.clone(),
+                    self.sync_us,
+                    self.sync_mode.clone(),
+                ))
             }
             None => Err(err(ErrorKind::NotFound)),
         }

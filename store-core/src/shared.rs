@@ -89,6 +89,31 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Fails the group if a leader unwinds (a panicking `Fs`): poisons the store, clears the
+/// leader flag and wakes every queued writer with `FAILED`, so that no thread parks forever.
+struct LeadGuard<'a, F: Fs> {
+    inner: &'a Inner<F>,
+    armed: bool,
+}
+
+impl<F: Fs> Drop for LeadGuard<'_, F> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut g = lock(&self.inner.state);
+        g.failed = true;
+        g.syncing = false;
+        g.store.end_group_sync(&Err(Error::Poisoned));
+        let queued: Vec<_> = g.queue.drain(..).map(|w| w.slot).collect();
+        drop(g);
+        for s in queued {
+            s.state.store(FAILED, Ordering::Release);
+            s.thread.unpark();
+        }
+    }
+}
+
 impl<F: Fs> SharedStore<F> {
     /// Shares `store`.
     pub fn new(store: Store<F>) -> Self {
@@ -157,7 +182,16 @@ impl<F: Fs> SharedStore<F> {
 
     /// Runs one group fsync as the leader (`syncing` is set and owned by this thread), then
     /// wakes the writers it covered and hands the lead on.
-    fn lead<'a>(&'a self, mut g: MutexGuard<'a, State<F>>, write: u64) -> Result<()> {
+    fn lead<'a>(&'a self, g: MutexGuard<'a, State<F>>, write: u64) -> Result<()> {
+        // If the `Fs` panics inside the fsync, nobody else would ever lead or wake the queue:
+        // the guard fails the group instead (every queued writer gets `Poisoned`).
+        let mut guard = LeadGuard {
+            inner: &self.inner,
+            armed: true,
+        };
+        // declared after the guard so that an unwind releases the lock before the guard
+        // takes it
+        let mut g = g;
         let (result, upto) = match g.store.begin_group_sync() {
             Ok(ticket) => {
                 drop(g);
@@ -167,6 +201,7 @@ impl<F: Fs> SharedStore<F> {
             }
             Err(e) => (Err(e), 0),
         };
+        guard.armed = false;
         g.store.end_group_sync(&result);
         let mut covered = Vec::new();
         let mut next = None;

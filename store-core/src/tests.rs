@@ -485,6 +485,119 @@ fn shared_group_commit_wakes_only_covered_writers_and_hands_the_lead_on() {
     assert_eq!(shared.append("w.0", b"", b"p").unwrap(), 1601);
 }
 
+#[test]
+fn block_cache_serves_gets_within_its_limit_and_follows_erase_and_truncate() {
+    // 1 KiB blocks: a block is admitted on its first read (the admission rule asks for one
+    // pread per 4 KiB of block); a cache of 3 blocks over ~40 blocks must evict.
+    let fs = MemFs::new();
+    let cfg = Config {
+        block_cache: 3 * 1024,
+        ..small()
+    };
+    let mut s = open(&fs, cfg.clone());
+    let payload = |i: u64| format!("payload-{i:06}").into_bytes();
+    for i in 1..=400u64 {
+        assert_eq!(
+            s.append(&format!("c.{}", i % 5), b"", &payload(i)).unwrap(),
+            i
+        );
+    }
+    // a fixed xorshift walk over the sequences (replays exactly)
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..3000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let seq = x % 400 + 1;
+        assert_eq!(s.get(seq).unwrap().payload, payload(seq), "seq {seq}");
+        assert!(s.cache_held() <= 3 * 1024, "cache over its limit");
+    }
+    assert!(s.cache_held() > 0, "nothing was ever cached");
+    // erase a message whose block is cached: gone from the cache as from the file
+    let victim = (1..=400u64)
+        .find(|&q| s.cache_contains(&payload(q)))
+        .expect("some message is cached");
+    s.get(victim).unwrap();
+    s.erase(victim).unwrap();
+    assert!(matches!(s.get(victim), Err(Error::NotFound { .. })));
+    assert!(
+        !s.cache_contains(&payload(victim)),
+        "erased payload lives on in the cache"
+    );
+    assert_eq!(s.get(victim + 1).unwrap().payload, payload(victim + 1));
+    // truncate into a cached block, then append over the cut: reads see the new records
+    for seq in 200..=210 {
+        s.get(seq).unwrap();
+    }
+    s.truncate(205).unwrap();
+    for i in 206..=260u64 {
+        assert_eq!(s.append("c.new", b"", &payload(i + 1000)).unwrap(), i);
+    }
+    for seq in 195..=260u64 {
+        let want = if seq <= 205 {
+            payload(seq)
+        } else {
+            payload(seq + 1000)
+        };
+        assert_eq!(s.get(seq).unwrap().payload, want, "seq {seq}");
+    }
+    // the same reads with the cache off give the same answers
+    drop(s);
+    let mut off = open(
+        &fs,
+        Config {
+            block_cache: 0,
+            ..cfg
+        },
+    );
+    for seq in 1..=260u64 {
+        let got = off.get(seq);
+        if seq == victim {
+            assert!(got.is_err());
+        } else {
+            assert!(got.is_ok(), "seq {seq}");
+        }
+    }
+    assert_eq!(off.cache_held(), 0);
+}
+
+#[test]
+fn shared_group_fsync_failure_or_panic_fails_every_writer_and_strands_none() {
+    for mode in [crate::memfs::SYNC_ERR, crate::memfs::SYNC_PANIC] {
+        let fs = MemFs::with_sync_delay(5_000);
+        let shared = SharedStore::new(open(&fs, Config::default()));
+        shared.append("a", b"", b"ok").unwrap();
+        fs.set_sync_mode(mode);
+        // results come back over a channel with a deadline: a stranded writer fails the test
+        // instead of hanging it (the negative control without the guard hung forever)
+        let (tx, rx) = std::sync::mpsc::channel();
+        for t in 0..8 {
+            let (s, tx) = (shared.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    s.append(&format!("w.{t}"), b"", b"x")
+                }));
+                let _ = tx.send(r);
+            });
+        }
+        for _ in 0..8 {
+            match rx.recv_timeout(Duration::from_secs(30)) {
+                Err(_) => panic!("mode {mode}: a writer is stranded (no result in 30 s)"),
+                // the leader's own thread panics with the Fs; everyone else gets an error
+                Ok(Err(_)) => assert_eq!(mode, crate::memfs::SYNC_PANIC),
+                Ok(Ok(r)) => assert!(r.is_err(), "mode {mode}: a write was acknowledged"),
+            }
+        }
+        // poisoned for good, and nobody is left parked
+        fs.set_sync_mode(crate::memfs::SYNC_OK);
+        assert!(matches!(
+            shared.append("a", b"", b"after"),
+            Err(Error::Poisoned)
+        ));
+        assert!(shared.with(|s| s.is_poisoned()));
+    }
+}
+
 // ------------------------------------------------------------------ model-based property test
 
 #[derive(Clone, Debug)]

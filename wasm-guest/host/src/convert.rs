@@ -160,6 +160,7 @@ pub(crate) fn to_wit_config(c: &Config) -> wit::Config {
             RecoveryMode::Strict => wit::RecoveryMode::Strict,
         },
         write_buffer: c.write_buffer as u64,
+        block_cache: c.block_cache,
         ablation: c.ablation.name(),
     }
 }
@@ -283,5 +284,6 @@ mod tests {
         assert!(matches!(w.sync, wit::SyncPolicy::Interval(5_000_000)));
         assert_eq!(w.limits.max_age, Some(3_000_000_000));
         assert_eq!(w.write_buffer, c.write_buffer as u64);
+        assert_eq!(w.block_cache, c.block_cache);
     }
 }

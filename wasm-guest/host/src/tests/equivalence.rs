@@ -120,6 +120,7 @@ fn gen_config(rng: &mut Rng) -> Config {
     c.max_payload = 1024;
     c.max_headers = 32;
     c.write_buffer = *rng.pick(&[0, 512, 4096, 256 << 10]);
+    c.block_cache = *rng.pick(&[0, 2048, 64 << 20]);
     c.recovery = if rng.chance(50) {
         RecoveryMode::Strict
     } else {
