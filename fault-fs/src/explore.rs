@@ -362,19 +362,44 @@ impl<E> Recording<E> {
     }
 }
 
-fn record<S, E, W>(cfg: &ExploreConfig, steps: &[S], run_step: &mut W) -> Recording<E>
+/// The filesystem a workload starts on: a fresh one, or a copy of `start`'s state (live and
+/// durable as they are) with `cfg.fs`'s settings, which must be `start`'s.
+fn start_fs(cfg: &ExploreConfig, start: Option<&FaultFs>) -> Result<FaultFs, String> {
+    let fresh =
+        FaultFs::with_config(cfg.fs.clone()).map_err(|e| format!("invalid configuration: {e}"))?;
+    let Some(start) = start else {
+        return Ok(fresh);
+    };
+    let (start_cfg, core) = start.state();
+    // the images are built with cfg.fs: a state whose pending operations were logged under
+    // another model (or sector size) would be crashed by rules it was not recorded for
+    if start_cfg != cfg.fs {
+        return Err(format!(
+            "the start filesystem's settings {start_cfg:?} differ from the exploration's {:?}",
+            cfg.fs
+        ));
+    }
+    Ok(FaultFs::from_core(start_cfg, (*core).clone()))
+}
+
+fn record<S, E, W>(
+    cfg: &ExploreConfig,
+    start: Option<&FaultFs>,
+    steps: &[S],
+    run_step: &mut W,
+) -> Recording<E>
 where
     W: FnMut(&FaultFs, &S, &mut Journal<E>) -> Result<(), String>,
 {
     let mut journal = Journal::new();
-    let fs = match FaultFs::with_config(cfg.fs.clone()) {
+    let fs = match start_fs(cfg, start) {
         Ok(fs) => fs,
-        Err(e) => {
+        Err(error) => {
             return Recording {
                 trace: Vec::new(),
                 snaps: vec![(0, Arc::new(Core::new()))],
                 journal,
-                error: Some(format!("invalid configuration: {e}")),
+                error: Some(error),
             }
         }
     };
@@ -421,16 +446,44 @@ where
     W: FnMut(&FaultFs, &S, &mut Journal<E>) -> Result<(), String>,
     C: Fn(&FaultFs, &CrashCtx<'_, E>) -> Result<(), String>,
 {
-    explore_impl(cfg, steps, &mut run_step, &check)
+    explore_impl(cfg, None, steps, &mut run_step, &check)
 }
 
-fn explore_impl<S, E, W, C>(cfg: &ExploreConfig, steps: &[S], run_step: &mut W, check: &C) -> Report
+/// [`explore`] starting from an existing filesystem instead of an empty one: the workload runs
+/// on a copy of `start` (its live state, and what of it is not durable yet stays so; `start`
+/// itself is not touched), and crash point 0 is a crash of `start` as it is. This is how a
+/// crash *during recovery* is explored: `start` is a crash image (everything in it durable) and
+/// the workload is the recovery that runs on it. `cfg.fs` must be `start`'s settings
+/// ([`FaultFs::config`]); otherwise the report's `workload_error` says so, as for an invalid
+/// configuration.
+/// Open handles of `start` are not carried over.
+pub fn explore_from<S, E, W, C>(
+    cfg: &ExploreConfig,
+    start: &FaultFs,
+    steps: &[S],
+    mut run_step: W,
+    check: C,
+) -> Report
+where
+    W: FnMut(&FaultFs, &S, &mut Journal<E>) -> Result<(), String>,
+    C: Fn(&FaultFs, &CrashCtx<'_, E>) -> Result<(), String>,
+{
+    explore_impl(cfg, Some(start), steps, &mut run_step, &check)
+}
+
+fn explore_impl<S, E, W, C>(
+    cfg: &ExploreConfig,
+    start_fs: Option<&FaultFs>,
+    steps: &[S],
+    run_step: &mut W,
+    check: &C,
+) -> Report
 where
     W: FnMut(&FaultFs, &S, &mut Journal<E>) -> Result<(), String>,
     C: Fn(&FaultFs, &CrashCtx<'_, E>) -> Result<(), String>,
 {
     let start = Instant::now();
-    let rec = record(cfg, steps, run_step);
+    let rec = record(cfg, start_fs, steps, run_step);
     let points = rec.crash_points();
     let mut report = Report {
         model: cfg.fs.model,
@@ -606,7 +659,7 @@ where
     quick.progress = None;
     quick.blame = false;
     let mut fails = |s: &[S]| {
-        let r = explore_impl(&quick, s, &mut run_step, &check);
+        let r = explore_impl(&quick, None, s, &mut run_step, &check);
         r.workload_error.is_none() && r.violation_count > 0
     };
     let mut cur = steps.to_vec();
@@ -660,8 +713,40 @@ pub fn replay_image<S, E, W>(
 where
     W: FnMut(&FaultFs, &S, &mut Journal<E>) -> Result<(), String>,
 {
+    replay_impl(cfg, None, steps, &mut run_step, crash_point, image)
+}
+
+/// [`replay_image`] for an exploration made with [`explore_from`] on `start`.
+pub fn replay_image_from<S, E, W>(
+    cfg: &ExploreConfig,
+    start: &FaultFs,
+    steps: &[S],
+    mut run_step: W,
+    crash_point: usize,
+    image: usize,
+) -> Result<Replay<E>, Error>
+where
+    W: FnMut(&FaultFs, &S, &mut Journal<E>) -> Result<(), String>,
+{
+    replay_impl(cfg, Some(start), steps, &mut run_step, crash_point, image)
+}
+
+fn replay_impl<S, E, W>(
+    cfg: &ExploreConfig,
+    start: Option<&FaultFs>,
+    steps: &[S],
+    run_step: &mut W,
+    crash_point: usize,
+    image: usize,
+) -> Result<Replay<E>, Error>
+where
+    W: FnMut(&FaultFs, &S, &mut Journal<E>) -> Result<(), String>,
+{
     cfg.fs.validate()?;
-    let mut rec = record(cfg, steps, &mut run_step);
+    if start.is_some_and(|s| s.config() != cfg.fs) {
+        return Err(Error::StartSettingsDiffer);
+    }
+    let mut rec = record(cfg, start, steps, run_step);
     if crash_point > rec.trace.len() {
         return Err(Error::NoSuchCrashPoint {
             crash_point,

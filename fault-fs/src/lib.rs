@@ -154,6 +154,11 @@
 //! rebuilds one image for debugging; [`shrink`] removes workload steps while a violation
 //! persists.
 //!
+//! [`explore_from`] (and [`replay_image_from`]) run the workload on a copy of an existing
+//! filesystem instead of an empty one. Started on a crash image with recovery as the workload,
+//! it crashes the recovery itself at every operation boundary: the images it checks are the
+//! "crash during recovery" states.
+//!
 //! # Not modelled
 //! Symlinks and hard links, permissions and timestamps; `close` is not a sync (dropping a handle
 //! changes nothing durable); `sync_all` and `sync_data` are the same (data and length, never the
@@ -180,8 +185,8 @@ mod rng;
 mod types;
 
 pub use explore::{
-    explore, replay_image, shrink, Blame, CrashCtx, ExploreConfig, Journal, Progress, ProgressFn,
-    Replay, Report, Violation,
+    explore, explore_from, replay_image, replay_image_from, shrink, Blame, CrashCtx, ExploreConfig,
+    Journal, Progress, ProgressFn, Replay, Report, Violation,
 };
 pub use fs::{FaultFile, FaultFs};
 pub use types::{CallSite, Error, FaultFsConfig, FaultKind, Model, OpArg, OpKind, TraceEntry};

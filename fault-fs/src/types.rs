@@ -59,6 +59,8 @@ pub enum Error {
         /// The number of operations the workload issued (the last crash point).
         ops: usize,
     },
+    /// `replay_image_from` got a start filesystem whose settings are not the exploration's.
+    StartSettingsDiffer,
     /// `replay_image` was asked for an image number the crash point does not have.
     NoSuchImage {
         /// The crash point.
@@ -82,6 +84,10 @@ impl fmt::Display for Error {
                     "no crash point {crash_point}: the workload issued {ops} operations"
                 )
             }
+            Error::StartSettingsDiffer => write!(
+                f,
+                "the start filesystem's settings differ from the exploration's (cfg.fs)"
+            ),
             Error::NoSuchImage {
                 crash_point,
                 image,

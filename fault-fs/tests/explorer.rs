@@ -248,3 +248,77 @@ fn a_failing_workload_is_reported_and_its_prefix_still_checked() {
     assert_eq!(r.crash_points, 3);
     assert!(!r.is_clean());
 }
+
+/// `explore_from` runs the workload on a copy of an existing filesystem: crash point 0 is that
+/// filesystem itself, the start is left untouched, and what the workload then does unsafely is
+/// found (here by a checker that knows the start held v1: it must never get worse than that).
+#[test]
+fn explore_from_starts_on_an_existing_image() {
+    for model in Model::ALL {
+        let live = FaultFs::new(model);
+        let mut j = Journal::new();
+        run_step(&live, &Step::Replace { v: 1, synced: true }, &mut j).unwrap();
+        let start = live.crash();
+        let (hash, ops) = (start.image_hash(), start.op_count());
+        let at_zero = Mutex::new(Vec::new());
+        let check_from = |img: &FaultFs, cx: &CrashCtx<'_, u8>| {
+            if cx.crash_point == 0 {
+                at_zero.lock().unwrap().push(img.image_hash());
+            }
+            let got = img.read_file("cfg").map_err(|e| e.to_string())?;
+            if got == content(1) || got == content(2) {
+                Ok(())
+            } else {
+                Err(format!("cfg holds {:?}", String::from_utf8_lossy(&got)))
+            }
+        };
+        let cfg = ExploreConfig::new(model);
+        let steps = [Step::Replace {
+            v: 2,
+            synced: false,
+        }];
+        let r = fault_fs::explore_from(&cfg, &start, &steps, run_step, check_from);
+        println!("{r}");
+        assert!(r.workload_error.is_none(), "{r}");
+        assert!(
+            r.violation_count > 0,
+            "{model}: the unsynced replace is not found"
+        );
+        assert_eq!(
+            *at_zero.lock().unwrap(),
+            vec![hash],
+            "{model}: point 0 is the start"
+        );
+        assert_eq!((start.image_hash(), start.op_count()), (hash, ops));
+        // a violation replays from its numbers on the same start
+        let v = &r.violations[0];
+        let rep =
+            fault_fs::replay_image_from(&cfg, &start, &steps, run_step, v.crash_point, v.image)
+                .unwrap();
+        assert_eq!(rep.image_desc, v.image_desc);
+        let cx = CrashCtx {
+            crash_point: v.crash_point,
+            events: &rep.events,
+            model,
+            seed: cfg.seed,
+            image: v.image,
+            op: rep.trace.last(),
+            trace: &rep.trace,
+        };
+        assert_eq!(check_from(&rep.image, &cx), Err(v.message.clone()));
+        // the synced variant from the same start is clean
+        let safe = [Step::Replace { v: 2, synced: true }];
+        let r = fault_fs::explore_from(&cfg, &start, &safe, run_step, check_from);
+        assert!(r.is_clean(), "{r}");
+    }
+    // a start recorded under another model is refused, not crashed by the wrong rules
+    let start = FaultFs::new(Model::Posix);
+    let cfg = ExploreConfig::new(Model::Ordered);
+    let r = fault_fs::explore_from(&cfg, &start, &[Step::Pad(1)], run_step, check);
+    assert!(r.workload_error.is_some(), "{r}");
+    assert_eq!(
+        fault_fs::replay_image_from::<_, u8, _>(&cfg, &start, &[Step::Pad(1)], run_step, 0, 0)
+            .err(),
+        Some(fault_fs::Error::StartSettingsDiffer)
+    );
+}

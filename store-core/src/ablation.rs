@@ -22,6 +22,13 @@ pub enum Ablation {
     /// Exactly one named fsync call site is skipped (a name from
     /// [`crate::store::SYNC_SITES`]), to show what that one fsync protects.
     Skip(&'static str),
+    /// Not an fsync: recovery finishes an interrupted purge the wrong way, moving `purge.new`'s
+    /// block files one by one into a new `msgs/` and removing `purge.new`, instead of renaming
+    /// the directory. Without a crash it works (every test that recovers once passes); a crash
+    /// during or right after that recovery loses the stream, because a file renamed out of a
+    /// directory that is then removed, never fsynced, never becomes durable. The negative
+    /// control of the crash-during-recovery test (`tests/tests/recovery_crash.rs`).
+    MovePurgeBlocks,
 }
 
 impl Ablation {
@@ -38,6 +45,7 @@ impl Ablation {
             Ablation::NoTombstoneSync => "no-tombstone-sync".into(),
             Ablation::NoDirSync => "no-dir-sync".into(),
             Ablation::Skip(s) => format!("skip:{s}"),
+            Ablation::MovePurgeBlocks => "move-purge-blocks".into(),
         }
     }
 }
@@ -60,6 +68,7 @@ impl FromStr for Ablation {
         }
         Ablation::ALL
             .into_iter()
+            .chain([Ablation::MovePurgeBlocks])
             .find(|a| a.name() == s)
             .ok_or_else(|| {
                 format!(
@@ -78,6 +87,7 @@ impl Ablation {
             Ablation::NoTombstoneSync => site == "purge.tombstone",
             Ablation::NoDirSync => is_dir,
             Ablation::Skip(s) => s == site,
+            Ablation::MovePurgeBlocks => false,
         }
     }
 }

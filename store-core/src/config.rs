@@ -29,8 +29,9 @@ pub enum Discard {
 /// What recovery does with damage it finds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum RecoveryMode {
-    /// Cut a block at its first bad record (fsynced), skip a single bad record that is framed
-    /// by good ones, and report every cut and every lost sequence in
+    /// Cut a block at its first bad record (recovery does not fsync the cut: after a crash the
+    /// next open cuts again; ARCHITECTURE.md, "A crash during recovery"), skip a single bad
+    /// record that is framed by good ones, and report every cut and every lost sequence in
     /// [`crate::RecoveryReport`]. A torn tail after a crash is the expected case.
     #[default]
     TolerateCorruptTail,

@@ -747,6 +747,10 @@ impl<F: Fs> Store<F> {
             return Ok(());
         }
         if new && self.purge_block_valid()? {
+            #[cfg(feature = "ablation")]
+            if self.cfg.ablation == crate::Ablation::MovePurgeBlocks {
+                return self.finish_purge_by_moving(msgs, old);
+            }
             // Committed: the new block with the last sequence is durable. Finish the swap.
             if msgs {
                 if old {
@@ -792,6 +796,44 @@ impl<F: Fs> Store<F> {
                 ioe(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
             }
         }
+        Ok(())
+    }
+
+    /// **Deliberately wrong** (ablation `MovePurgeBlocks`, the negative control of the
+    /// crash-during-recovery test): finishes a committed purge by moving `purge.new`'s files
+    /// into a new `msgs/` one by one and removing `purge.new`. The moves wait for an fsync of
+    /// `purge.new` that never comes (it is removed), so after a crash `msgs/` is empty.
+    #[cfg(feature = "ablation")]
+    fn finish_purge_by_moving(&mut self, msgs: bool, old: bool) -> Result<()> {
+        if msgs {
+            if old {
+                ioe(
+                    self.fs.remove_dir_all(PURGE_OLD),
+                    "remove_dir_all",
+                    PURGE_OLD,
+                )?;
+            }
+            ioe(self.fs.rename(MSGS_DIR, PURGE_OLD), "rename", MSGS_DIR)?;
+        }
+        ioe(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
+        for e in ioe(self.fs.read_dir(PURGE_NEW), "read_dir", PURGE_NEW)? {
+            let from = format!("{PURGE_NEW}/{}", e.name);
+            let to = format!("{MSGS_DIR}/{}", e.name);
+            ioe(self.fs.rename(&from, &to), "rename", &from)?;
+        }
+        ioe(
+            self.fs.remove_dir_all(PURGE_NEW),
+            "remove_dir_all",
+            PURGE_NEW,
+        )?;
+        if msgs || old {
+            ioe(
+                self.fs.remove_dir_all(PURGE_OLD),
+                "remove_dir_all",
+                PURGE_OLD,
+            )?;
+        }
+        self.report.purge_completed = true;
         Ok(())
     }
 

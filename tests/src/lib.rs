@@ -16,7 +16,8 @@
 //! 5. the first append after recovery gets `recovered last_seq + 1`.
 //!
 //! The same code drives the native store and, through [`StreamOps`], any other backend (the
-//! wasm guest).
+//! wasm guest). [`recovery`] crashes the recovery of each crash image in turn (recovery of
+//! the recovery).
 
 use fault_fs::{CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report, Violation};
 use std::collections::BTreeMap;
@@ -24,6 +25,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 use store_core::{Ablation, Config, Error, ManualClock, Store, StoredMsg, StreamState, SyncPolicy};
+
+pub mod recovery;
 
 /// The operations a workload and the checker need from a store, so that the native `Store`
 /// and the wasm guest run the very same matrix.
@@ -799,12 +802,26 @@ pub fn check_image(
     image: &FaultFs,
     events: &[Event],
 ) -> Result<(), String> {
-    let x = Expect::from_events(events);
-    let clock = ManualClock::new(4_000_000_000);
     // 4. recovery never errors on a crash image
-    let mut s = backend
+    let mut s = open_image(backend, cfg, image)?;
+    check_opened(&mut *s, events)
+}
+
+/// Opens (recovers) a store on `image` the way [`check_image`] does (the same clock).
+fn open_image(
+    backend: &dyn Backend,
+    cfg: &Config,
+    image: &FaultFs,
+) -> Result<Box<dyn StreamOps>, String> {
+    let clock = ManualClock::new(4_000_000_000);
+    backend
         .open(image.clone(), cfg.clone(), clock)
-        .map_err(|e| format!("recovery failed: {e}"))?;
+        .map_err(|e| format!("recovery failed: {e}"))
+}
+
+/// [`check_image`]'s invariants 1-3 and 5 on a store just opened on a crash image.
+fn check_opened(s: &mut dyn StreamOps, events: &[Event]) -> Result<(), String> {
+    let x = Expect::from_events(events);
     let st = s.state().map_err(|e| format!("state: {e}"))?;
     let fail = |why: String| {
         format!(

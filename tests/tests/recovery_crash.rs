@@ -1,0 +1,201 @@
+//! Crash *during* recovery: every crash image of the crash matrix is recovered while the power
+//! is cut at every operation boundary of that recovery, and every image that leaves is recovered
+//! again and checked (see `crash_matrix::recovery` for the checks); a sample of those second
+//! recoveries is crashed too; every operation of a sample of recoveries fails with EIO and
+//! ENOSPC in turn. Plus the same for damaged and hostile directories (the `recover_dir` fuzz
+//! corpus), and the negative control: a deliberately non-idempotent recovery is caught here
+//! while the plain matrix does not see it.
+//!
+//! `SEQSTORE_SEED=N` replays (it seeds the workload explorations, from which every recovery's
+//! exploration seed and the samples are derived; failures print it);
+//! `SEQSTORE_WORKLOAD=<name>` runs one workload of the matrix only.
+//! The bigger sweep (~15 s in release):
+//! `cargo test -p crash-matrix --no-default-features --release --test recovery_crash -- --ignored`.
+
+use crash_matrix::recovery::{self, Opts, Stats};
+use crash_matrix::*;
+use std::path::PathBuf;
+use std::time::Instant;
+use store_core::{Ablation, Config, Limits, RecoveryMode};
+
+fn seed() -> u64 {
+    std::env::var("SEQSTORE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed)
+}
+
+fn cells(seed: u64) -> Vec<CellSpec> {
+    let w = std::env::var("SEQSTORE_WORKLOAD").ok();
+    matrix_cells(w.as_deref(), None, seed)
+}
+
+fn run(what: &str, seed: u64, opts: &Opts) -> Stats {
+    let t = Instant::now();
+    let (failures, st) = recovery::run_cells(&cells(seed), opts);
+    println!(
+        "{what}: {st:?} in {:.1?} (SEQSTORE_SEED={seed})",
+        t.elapsed()
+    );
+    assert!(
+        failures.is_empty(),
+        "{what}: {} cells fail (replay with SEQSTORE_SEED={seed} SEQSTORE_WORKLOAD=<name>):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    st
+}
+
+/// Every matrix image (13 workloads × 3 policies × 2 models, ~4,500 images) × every crash
+/// point of its recovery × every image there; and every such second recovery taken after a
+/// recovery write is crashed again at every point.
+#[test]
+fn crash_during_recovery_of_every_matrix_image() {
+    let st = run("crashes", seed(), &Opts::crashes());
+    if std::env::var("SEQSTORE_WORKLOAD").is_err() {
+        // the sweep reaches every kind of recovery write, not just crash point 0
+        assert!(st.images1 > 4000 && st.writing > 1000, "{st:?}");
+        assert!(
+            st.purge_completed > 50 && st.purge_rolled_back > 50,
+            "{st:?}"
+        );
+        assert!(
+            st.truncate_cleanup > 20 && st.cut > 100 && st.removed_blank > 100,
+            "{st:?}"
+        );
+        assert!(
+            st.points > st.images1 + st.writing && st.twice > 1000,
+            "{st:?}"
+        );
+    }
+}
+
+/// Every operation of the recovery of one writing matrix image in 5, failing with EIO, then
+/// ENOSPC: a typed error, never a panic; then the directory as left, and crash images of it,
+/// recover to the same store.
+#[test]
+fn io_errors_during_recovery() {
+    let st = run("I/O errors", seed(), &Opts::faults(5));
+    if std::env::var("SEQSTORE_WORKLOAD").is_err() {
+        assert!(st.fault_recoveries > 200 && st.fault_cases > 5000, "{st:?}");
+    }
+}
+
+/// One matrix image in 2 recovered with limits the workload did not have (3 messages, 1 per
+/// subject): open writes tombstones and a floor record and drops emptied front blocks; crashed
+/// at every point of that, each image reopens (with the same limits) to what the uninterrupted
+/// limited recovery came to, and the sequence never goes back.
+#[test]
+fn crash_during_recovery_that_enforces_limits() {
+    let mut o = Opts::crashes();
+    o.crash = false;
+    o.limits = Some(Limits {
+        max_msgs: 3,
+        max_msgs_per_subject: 1,
+        ..Limits::default()
+    });
+    o.limits_every = 2;
+    let st = run("limits", seed(), &o);
+    if std::env::var("SEQSTORE_WORKLOAD").is_err() {
+        assert!(st.limited_writing > 1000, "{st:?}");
+    }
+}
+
+/// Damaged and hostile directories (the `recover_dir` fuzz corpus: index.db, mid-block damage,
+/// forged records, half-done purges, stray files): crashing their recovery at every point
+/// changes nothing of what it comes to (a store with the same contents, or the same error),
+/// in both recovery modes.
+#[test]
+fn crash_during_recovery_of_damaged_directories() {
+    let seed = seed();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/recover_dir");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    let (mut points, mut images, mut writing) = (0, 0, 0);
+    let mut failures = Vec::new();
+    for (i, p) in files.iter().enumerate() {
+        let fs = robust::build_dir(&std::fs::read(p).expect("read corpus file"));
+        for mode in [RecoveryMode::TolerateCorruptTail, RecoveryMode::Strict] {
+            let cfg = Config {
+                recovery: mode,
+                ..Config::default()
+            };
+            let s = seed ^ ((i as u64) << 8) ^ (mode == RecoveryMode::Strict) as u64;
+            match recovery::crash_recovery_of_dir(&cfg, &fs, s) {
+                Ok((p, n)) => {
+                    points += p;
+                    images += n;
+                    writing += usize::from(p > 1);
+                }
+                Err(e) => failures.push(format!("{} {mode:?}: {e}", p.display())),
+            }
+        }
+    }
+    println!(
+        "{} directories × 2 modes: {writing} recoveries write, {points} crash points, {images} \
+         images (SEQSTORE_SEED={seed})",
+        files.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "SEQSTORE_SEED={seed}:\n{}",
+        failures.join("\n")
+    );
+    assert!(
+        files.len() > 100 && writing > 20,
+        "{writing} of {}",
+        files.len()
+    );
+}
+
+/// The negative control. `Ablation::MovePurgeBlocks` makes recovery finish an interrupted purge
+/// by moving purge.new's block files one by one into a new msgs/ and removing purge.new: live
+/// it works, so the plain crash matrix (which recovers each image once) stays clean; crashed
+/// during or right after that recovery, under posix, the moves never became durable (they
+/// wait for an fsync of purge.new, which is gone) and the stream is lost. This test must see it.
+#[test]
+fn a_non_idempotent_recovery_is_caught() {
+    let seed = seed();
+    let mut cells = matrix_cells(Some("seed"), None, seed);
+    for c in &mut cells {
+        c.ablation = Ablation::MovePurgeBlocks;
+        let plain = run_cell(&Native, c, None);
+        assert!(plain.report.is_clean(), "the plain matrix sees it: {plain}");
+    }
+    let (failures, st) = recovery::run_cells(&cells, &Opts::crashes());
+    println!("{st:?}");
+    for f in &failures {
+        println!("{}", f.lines().take(4).collect::<Vec<_>>().join("\n"));
+    }
+    // posix: every policy; ordered (renames durable at once, in order) has nothing to lose
+    assert_eq!(failures.len(), 3, "SEQSTORE_SEED={seed}: {failures:#?}");
+    for f in &failures {
+        assert!(f.contains(" posix "), "{f}");
+        assert!(
+            f.contains("recovered first=0 last=0; "),
+            "the stream comes back at 0,0: {f}"
+        );
+    }
+}
+
+/// The bigger sweep (not in CI): every part above at once, with more images per crash point,
+/// every writing recovery failed at every operation, limits on every image.
+/// `cargo test -p crash-matrix --no-default-features --release --test recovery_crash -- --ignored`
+#[test]
+#[ignore]
+fn full_sweep() {
+    let seed = seed();
+    let mut o = Opts::crashes();
+    o.max_images_per_point = 256;
+    o.random_images_per_point = 32;
+    o.faults_every = 1;
+    o.limits = Some(Limits {
+        max_msgs: 3,
+        max_msgs_per_subject: 1,
+        ..Limits::default()
+    });
+    run("full sweep", seed, &o);
+}
