@@ -2936,7 +2936,7 @@ impl<H: FsFile> SyncTicket<H> {
 /// map costs a full hash, a probe and a `memcmp` call (the map lookup was 22% of a rebuild).
 /// A miss, or a collision, falls through to the map: the memo only ever holds ids the map
 /// gave, and a hit is checked against the interned name, so it cannot change an answer.
-struct SubjMemo([MemoSlot; 64]);
+struct SubjMemo([MemoSlot; 256]);
 
 /// A memo slot: the id, and the name's length and first 16 bytes (zero-padded), so that a hit
 /// on a short subject is decided without touching the interned string.
@@ -2954,7 +2954,7 @@ impl SubjMemo {
                 id: u32::MAX,
                 len: usize::MAX,
                 head: [0; 2],
-            }; 64],
+            }; 256],
         )
     }
 
@@ -2981,7 +2981,7 @@ impl SubjMemo {
         let head = Self::head(b);
         let k = ((head[0] ^ head[1].rotate_left(29) ^ b.len() as u64)
             .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            >> 58) as usize;
+            >> 56) as usize;
         let m = self.0[k];
         if m.len == b.len()
             && m.head == head
