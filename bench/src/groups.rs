@@ -39,6 +39,7 @@ pub(crate) const NOSYNC_ENGINES: &[&str] = &[
     "fjall",
     "fjall_manual",
     "guest",
+    "guest_wasi",
 ];
 pub(crate) const EVERY_ENGINES: &[&str] = &["seqstore", "baseline", "okaywal", "fjall"];
 const ALWAYS_CELLS: &[&str] = &[
@@ -57,14 +58,24 @@ const GUEST_TODO: &str = "guest (the wasm guest on the host's filesystem, wasm-g
     wasm-host to build and `rustup target add wasm32-wasip2`); the lead's `seqstore bench` \
     enables it once wasm-host is done.";
 
+/// The wasm guest on the host's real filesystem. `wasi == false` ("guest"): the host serves
+/// the guest's `fs` import with host-fs (cap-std) on `path`, as `GuestStore::from_fs` does for
+/// any `Fs`; `wasi == true` ("guest_wasi"): the guest gets `path` as a WASI preopen and runs
+/// host-fs's WASI backend over wasmtime-wasi (`GuestStore::open_dir`), which caps a file read
+/// at 64 KiB and runs file I/O on a blocking thread.
 #[cfg(feature = "guest")]
-fn open_guest(path: &Path, sync: SyncPolicy) -> Result<wasm_host::GuestStore> {
+fn open_guest(path: &Path, sync: SyncPolicy, wasi: bool) -> Result<wasm_host::GuestStore> {
     let cfg = Config {
         sync,
         ..Config::default()
     };
-    wasm_host::GuestStore::open_dir(path, cfg, Box::new(SystemClock))
-        .with_context(|| format!("open guest store {}", path.display()))
+    let g = if wasi {
+        wasm_host::GuestStore::open_dir(path, cfg, Box::new(SystemClock))
+    } else {
+        let fs = HostFs::create(path).with_context(|| format!("guest root {}", path.display()))?;
+        wasm_host::GuestStore::from_fs(fs, cfg, Box::new(SystemClock))
+    };
+    g.with_context(|| format!("open guest store {}", path.display()))
 }
 
 fn open_store(path: &Path, sync: SyncPolicy) -> Result<Store<HostFs>> {
@@ -156,6 +167,7 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
             "okaywal",
             "fjall",
             "guest",
+            "guest_wasi",
             "fjall_manual",
         ],
     );
@@ -181,7 +193,7 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
         REBUILD,
         "recovery by scanning the blocks (s/GiB, warm)",
         Unit::SecPerGib,
-        &["seqstore", "guest"],
+        &["seqstore", "guest", "guest_wasi"],
     );
     let mut index = Table::new(
         INDEX,
@@ -429,6 +441,25 @@ fn goals(tables: &[Table]) -> Vec<Goal> {
             paired: None,
             target: 1e6,
         },
+        // The wasm guest against the native store (issue #5); `None` without the `guest`
+        // feature.
+        Goal {
+            name: "guest_nosync_vs_native",
+            what: "no sync: guest / seqstore",
+            value: ratio(NOSYNC, "guest", "seqstore"),
+            op: ">=",
+            paired: paired(NOSYNC, "guest", "seqstore"),
+            target: 0.6,
+        },
+        Goal {
+            // s/GiB: native over guest is the guest's speed relative to native
+            name: "guest_rebuild_vs_native",
+            what: "rebuild speed: guest / seqstore (seqstore s/GiB / guest s/GiB)",
+            value: ratio(REBUILD, "seqstore", "guest"),
+            op: ">=",
+            paired: paired(REBUILD, "seqstore", "guest"),
+            target: 0.5,
+        },
     ]
 }
 
@@ -494,8 +525,8 @@ fn nosync_cell(ctx: &mut Ctx<'_>, engine: &str, n: u64) -> Result<f64> {
             v
         }
         #[cfg(feature = "guest")]
-        "guest" => {
-            let mut g = open_guest(p, SyncPolicy::Never)?;
+        "guest" | "guest_wasi" => {
+            let mut g = open_guest(p, SyncPolicy::Never, engine == "guest_wasi")?;
             let t = Instant::now();
             for i in 0..n {
                 g.append(ctx.subject(i), b"", payload)?;
@@ -734,18 +765,18 @@ fn streams(
                 rebuild.push("seqstore", seconds_per_gib(d, big_bytes));
             }
             #[cfg(feature = "guest")]
-            {
+            for (cell, wasi) in [("guest", false), ("guest_wasi", true)] {
                 let t = Instant::now();
-                let mut g = open_guest(&bp, SyncPolicy::Never)?;
+                let mut g = open_guest(&bp, SyncPolicy::Never, wasi)?;
                 let d = t.elapsed();
                 let st = g.state()?;
                 ensure!(
                     !g.recovery_report().used_index && st.msgs == opts.big_msgs,
-                    "guest rebuild open: unexpected state {st:?}"
+                    "{cell} rebuild open: unexpected state {st:?}"
                 );
                 drop(g);
                 if r > 0 {
-                    rebuild.push("guest", seconds_per_gib(d, big_bytes));
+                    rebuild.push(cell, seconds_per_gib(d, big_bytes));
                 }
             }
         }

@@ -44,12 +44,15 @@
 //!   thread's, from `/proc/thread-self/schedstat`): their own work without the waits for the
 //!   disk, whose latency on this VM jumps between ~0.07 and ~4 ms per flush.
 //! - `get_random_msgs_per_s`: `Store::get` of uniformly random sequences on the warm
-//!   `big_msgs` stream.
+//!   `big_msgs` stream; `seqstore` with a block cache that holds the stream,
+//!   `seqstore_cache_64mib` with the default cache, `seqstore_no_cache` by pread.
 //!
 //! Every store is opened with `host_fs::SystemClock` (a wall-clock timestamp per message, as
-//! in production). The `guest` cells (the wasm guest, `wasm_host::GuestStore::open_dir` on a
-//! host directory) are measured only with the crate feature `guest`; without it they are
-//! `null` and the report lists a TODO.
+//! in production). The guest cells are measured only with the crate feature `guest` (without
+//! it they are `null` and the report lists a TODO): `guest` is the wasm guest on the host's
+//! real filesystem through its `fs` import (`wasm_host::GuestStore::from_fs` over host-fs on the
+//! same kind of directory), `guest_wasi` the same guest on a WASI preopen
+//! (`GuestStore::open_dir`, wasmtime-wasi's filesystem), for reference.
 
 #![warn(missing_docs)]
 

@@ -23,6 +23,8 @@ pub struct MemFs {
     sync_us: u64,
     /// What file fsyncs do from now on: `SYNC_OK`, `SYNC_ERR` or `SYNC_PANIC`.
     sync_mode: Arc<AtomicU8>,
+    /// `Some`: files say `batch_crc32()` (as the wasm guest's do) and count `crc32_ranges` calls.
+    batch_crc: Option<Arc<AtomicU64>>,
 }
 
 /// File fsyncs succeed.
@@ -32,7 +34,13 @@ pub const SYNC_ERR: u8 = 1;
 /// File fsyncs panic (a buggy `Fs` implementation).
 pub const SYNC_PANIC: u8 = 2;
 
-pub struct MemFile(Data, Arc<AtomicU64>, u64, Arc<AtomicU8>);
+pub struct MemFile(
+    Data,
+    Arc<AtomicU64>,
+    u64,
+    Arc<AtomicU8>,
+    Option<Arc<AtomicU64>>,
+);
 
 fn err(k: ErrorKind) -> io::Error {
     io::Error::new(k, format!("{k:?}"))
@@ -82,6 +90,20 @@ impl MemFs {
     pub fn set_sync_mode(&self, mode: u8) {
         self.sync_mode.store(mode, Ordering::SeqCst);
     }
+    /// A filesystem whose files ask for batched checksums (`FsFile::batch_crc32`), computed
+    /// here, the calls counted (`crc32_batches`).
+    pub fn with_batch_crc() -> Self {
+        MemFs {
+            batch_crc: Some(Arc::default()),
+            ..Self::default()
+        }
+    }
+    /// `crc32_ranges` calls so far (with `with_batch_crc`).
+    pub fn crc32_batches(&self) -> u64 {
+        self.batch_crc
+            .as_ref()
+            .map_or(0, |c| c.load(Ordering::SeqCst))
+    }
     /// File fsyncs so far.
     pub fn syncs(&self) -> u64 {
         self.syncs.load(Ordering::SeqCst)
@@ -92,6 +114,19 @@ impl MemFs {
 }
 
 impl FsFile for MemFile {
+    fn batch_crc32(&self) -> bool {
+        self.4.is_some()
+    }
+    fn crc32_ranges(&self, buf: &[u8], ranges: &[(u32, u32)], out: &mut Vec<u32>) {
+        if let Some(c) = &self.4 {
+            c.fetch_add(1, Ordering::SeqCst);
+        }
+        out.extend(
+            ranges
+                .iter()
+                .map(|&(s, l)| crc32fast::hash(&buf[s as usize..(s + l) as usize])),
+        );
+    }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let d = self.0.lock().unwrap();
         let off = offset as usize;
@@ -151,6 +186,7 @@ impl Fs for MemFs {
                     self.syncs.clone(),
                     self.sync_us,
                     self.sync_mode.clone(),
+                    self.batch_crc.clone(),
                 ))
             }
             None if o.create || o.create_new => {
@@ -162,6 +198,7 @@ impl Fs for MemFs {
                     self.syncs.clone(),
                     self.sync_us,
                     self.sync_mode.clone(),
+                    self.batch_crc.clone(),
                 ))
             }
             None => Err(err(ErrorKind::NotFound)),

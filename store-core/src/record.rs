@@ -176,6 +176,42 @@ pub fn crc32(bytes: &[u8]) -> u32 {
 
 /// Decodes the record at the start of `buf`, checking every field and the crc.
 pub fn decode(buf: &[u8]) -> Decoded<'_> {
+    decode_inner(buf, CrcCheck::Compute)
+}
+
+/// [`decode`], with the crc32 of the record's bytes before its crc field (`buf[..len - 4]`,
+/// `len` its length field) computed by the caller, elsewhere (the wasm guest's block scan has
+/// its host checksum many records in one call: crc32 in wasm has no SIMD). It is compared with
+/// the stored crc exactly as [`decode`] compares its own. A `computed` for other bytes fails the
+/// record (`checksum mismatch`), never accepts a damaged one unless the caller lied.
+pub fn decode_with_crc(buf: &[u8], computed: u32) -> Decoded<'_> {
+    decode_inner(buf, CrcCheck::Given(computed))
+}
+
+/// Decodes a record that this process's caller encoded itself ([`encode`], maybe in another
+/// process that shares this code: the wasm host encodes the guest's appends), checking every
+/// field **except the crc**, which is trusted. For [`Store::append_encoded`] only; never for
+/// bytes read from a disk. A wrong crc is still caught when the record is read back (every
+/// read and every recovery scan verifies it).
+///
+/// [`Store::append_encoded`]: crate::Store::append_encoded
+pub fn decode_trusting_crc(buf: &[u8]) -> Decoded<'_> {
+    decode_inner(buf, CrcCheck::Trust)
+}
+
+/// How [`decode_inner`] checks the crc.
+#[derive(Clone, Copy)]
+enum CrcCheck {
+    /// Computes it here.
+    Compute,
+    /// The caller computed it.
+    Given(u32),
+    /// The caller encoded the record: no check.
+    Trust,
+}
+
+#[inline(always)]
+fn decode_inner(buf: &[u8], check: CrcCheck) -> Decoded<'_> {
     if buf.len() < 4 {
         if buf.iter().all(|&b| b == 0) {
             return Decoded::End;
@@ -218,7 +254,12 @@ pub fn decode(buf: &[u8]) -> Decoded<'_> {
         };
     };
     let stored = u32_at(b, len - 4);
-    if crc32(&b[..len - 4]) != stored {
+    let computed = match check {
+        CrcCheck::Compute => crc32(&b[..len - 4]),
+        CrcCheck::Given(c) => c,
+        CrcCheck::Trust => stored,
+    };
+    if computed != stored {
         return Decoded::Bad {
             reason: "checksum mismatch",
             framed: Some(len),

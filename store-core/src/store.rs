@@ -344,6 +344,15 @@ fn ioe<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
     r.map_err(|e| Error::io(op, path, e))
 }
 
+/// A record encoded by the caller of [`Store::append_encoded`], with its decoded fields.
+#[derive(Clone, Copy)]
+struct Encoded<'a> {
+    bytes: &'a [u8],
+    seq: u64,
+    ts: i64,
+    crc: u32,
+}
+
 /// What scanning a block found at its end.
 pub(crate) enum ScanEnd {
     Clean,
@@ -390,6 +399,16 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
     mut visit: impl FnMut(u64, &record::Record<'_>) -> Result<()>,
     mut skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
 ) -> Result<ScanEnd> {
+    // With a file that batches checksums (`FsFile::batch_crc32`: the wasm guest's), the crcs
+    // of every whole record buffered from `pos` are computed in one call: `pre` holds (file
+    // offset, computed crc) of those records in order, `pre_end` where they stop. A record not
+    // in `pre` (after a resync) is checked the ordinary way.
+    let batch = file.batch_crc32();
+    let mut pre: Vec<(u64, u32)> = Vec::new();
+    let mut pre_i = 0usize;
+    let mut pre_end = start;
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    let mut crcs: Vec<u32> = Vec::new();
     // buf[..valid] holds file bytes from buf_off; the storage is reused (never re-zeroed),
     // also across calls when the caller passes the same buffer (rebuild: one per open, not a
     // fresh 1 MiB of page faults per block)
@@ -435,7 +454,43 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
         }
         let at = (pos - buf_off) as usize;
         let avail = valid - at;
-        match decode(&buf[at..valid]) {
+        let decoded = if batch {
+            if pos >= pre_end {
+                // Frame the whole records buffered from `pos` by their length fields (decode
+                // re-checks every field; a wrong frame only wastes a checksum).
+                ranges.clear();
+                crcs.clear();
+                let mut p = at;
+                while p + REC_OVERHEAD <= valid {
+                    let l = u32::from_le_bytes(buf[p..p + 4].try_into().expect("4 bytes")) as usize;
+                    if !(REC_OVERHEAD..=HARD_MAX_RECORD).contains(&l) || p + l > valid {
+                        break;
+                    }
+                    ranges.push((p as u32, (l - 4) as u32));
+                    p += l;
+                }
+                file.crc32_ranges(&buf[..valid], &ranges, &mut crcs);
+                pre.clear();
+                pre_i = 0;
+                pre.extend(
+                    ranges
+                        .iter()
+                        .zip(&crcs)
+                        .map(|(&(s, _), &c)| (buf_off + s as u64, c)),
+                );
+                pre_end = buf_off + p as u64;
+            }
+            while pre.get(pre_i).is_some_and(|&(o, _)| o < pos) {
+                pre_i += 1;
+            }
+            match pre.get(pre_i) {
+                Some(&(o, c)) if o == pos => record::decode_with_crc(&buf[at..valid], c),
+                _ => decode(&buf[at..valid]),
+            }
+        } else {
+            decode(&buf[at..valid])
+        };
+        match decoded {
             Decoded::Record(r) => {
                 visit(pos, &r)?;
                 pos += r.len as u64;
@@ -1580,6 +1635,23 @@ impl<F: Fs> Store<F> {
         headers: &[u8],
         payload: &[u8],
     ) -> Result<(usize, u64, u32)> {
+        self.write_record_from(kind, seq, ts, subject, headers, payload, None)
+    }
+
+    /// [`Self::write_record`]; `encoded` is the record already encoded (with its crc) by the
+    /// caller of [`Store::append_encoded`], whose fields are these: its bytes are copied as they
+    /// are.
+    #[allow(clippy::too_many_arguments)]
+    fn write_record_from(
+        &mut self,
+        kind: Kind,
+        seq: u64,
+        ts: i64,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+        encoded: Option<(&[u8], u32)>,
+    ) -> Result<(usize, u64, u32)> {
         let len = encoded_len(subject.len(), headers.len(), payload.len()) as u64;
         let roll = match self.blocks.last() {
             None => true,
@@ -1596,16 +1668,23 @@ impl<F: Fs> Store<F> {
         self.ensure_loaded(pos)?;
         let off = self.blocks[pos].len + self.wbuf.len() as u64;
         self.writes += 1;
-        let crc = encode(
-            &mut self.wbuf,
-            kind,
-            0,
-            seq,
-            ts,
-            subject.as_bytes(),
-            headers,
-            payload,
-        );
+        let crc = match encoded {
+            Some((bytes, crc)) => {
+                debug_assert_eq!(bytes.len() as u64, len);
+                self.wbuf.extend_from_slice(bytes);
+                crc
+            }
+            None => encode(
+                &mut self.wbuf,
+                kind,
+                0,
+                seq,
+                ts,
+                subject.as_bytes(),
+                headers,
+                payload,
+            ),
+        };
         let b = &mut self.blocks[pos];
         b.last_crc = crc;
         b.max_seq = b.max_seq.max(seq);
@@ -2013,7 +2092,7 @@ impl<F: Fs> Store<F> {
     /// Appends a message; returns its sequence (`last_seq + 1`). Under `Always` the message
     /// is durable when this returns.
     pub fn append(&mut self, subject: &str, headers: &[u8], payload: &[u8]) -> Result<u64> {
-        self.append_inner(subject, headers, payload, true)
+        self.append_inner(subject, headers, payload, true, None)
     }
 
     /// `append` without its `Always` fsync: the message is written (buffered) and indexed, and
@@ -2027,8 +2106,52 @@ impl<F: Fs> Store<F> {
         headers: &[u8],
         payload: &[u8],
     ) -> Result<(u64, u64)> {
-        let seq = self.append_inner(subject, headers, payload, false)?;
+        let seq = self.append_inner(subject, headers, payload, false, None)?;
         Ok((seq, self.writes))
+    }
+
+    /// Appends a message that the caller has already encoded as a record ([`record::encode`]:
+    /// kind message, no flags) for the sequence and timestamp it predicted: `last_seq + 1`, and
+    /// `max(clock reading at the time of its append call, last_ts)`. The store checks the
+    /// message exactly as [`Store::append`] does (same errors, same order, no side effect on
+    /// error), refuses a record whose sequence is not `last_seq + 1` or whose timestamp is
+    /// below `last_ts` (`InvalidArgument`, nothing written), takes the timestamp from the
+    /// record instead of reading its clock, and copies the bytes into the block as they are.
+    ///
+    /// **The crc is trusted, not recomputed**: that is the point (the wasm host encodes the
+    /// guest's appends natively, where crc32 has SIMD, and sends the records in batches). A
+    /// wrong crc harms only the caller's own message: every read and every recovery scan
+    /// verifies it, so it comes back as `Corrupt`, never as a wrong message.
+    pub fn append_encoded(&mut self, rec: &[u8]) -> Result<u64> {
+        let r = match record::decode_trusting_crc(rec) {
+            Decoded::Record(r) if r.len == rec.len() && r.kind == Kind::Msg && r.flags == 0 => r,
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "append_encoded: not one whole message record".into(),
+                ))
+            }
+        };
+        self.append_inner(
+            r.subject,
+            r.headers,
+            r.payload,
+            true,
+            Some(Encoded {
+                bytes: rec,
+                seq: r.seq,
+                ts: r.ts,
+                crc: r.crc,
+            }),
+        )
+    }
+
+    /// Marks the store poisoned: it refuses every write (`Error::Poisoned`) until reopened, as
+    /// after a failed write or fsync. For an embedder that acknowledged writes before the store
+    /// applied them (the wasm host's batching of unsynced appends) and saw one of them fail:
+    /// the sequences it handed out after the failed one were never assigned, and must not be
+    /// assigned to other messages by this instance.
+    pub fn poison(&mut self) {
+        self.poisoned = true;
     }
 
     fn append_inner(
@@ -2037,6 +2160,7 @@ impl<F: Fs> Store<F> {
         headers: &[u8],
         payload: &[u8],
         sync_always: bool,
+        encoded: Option<Encoded<'_>>,
     ) -> Result<u64> {
         self.check_writable()?;
         // a subject already in the index was validated when it was first stored
@@ -2074,8 +2198,20 @@ impl<F: Fs> Store<F> {
             });
         }
         let seq = self.last_seq + 1;
-        let ts = self.now().max(self.last_ts);
-        let (pos, off, len) = self.write_record(Kind::Msg, seq, ts, subject, headers, payload)?;
+        let (ts, pre) = match encoded {
+            None => (self.now().max(self.last_ts), None),
+            Some(e) => {
+                if e.seq != seq || e.ts < self.last_ts {
+                    return Err(Error::InvalidArgument(format!(
+                        "append_encoded: record for seq {} ts {}, the store is at seq {} ts {}",
+                        e.seq, e.ts, self.last_seq, self.last_ts
+                    )));
+                }
+                (e.ts, Some((e.bytes, e.crc)))
+            }
+        };
+        let (pos, off, len) =
+            self.write_record_from(Kind::Msg, seq, ts, subject, headers, payload, pre)?;
         let always = sync_always && self.cfg.sync == SyncPolicy::Always;
         if always {
             // acknowledged only once durable

@@ -35,6 +35,10 @@ pub(crate) fn engine() -> Result<&'static Engine, String> {
         .get_or_init(|| {
             let mut cfg = wasmtime::Config::new();
             cfg.epoch_interruption(true);
+            if std::env::var_os("SEQSTORE_WASM_PERFMAP").is_some() {
+                // For profiling: `perf` then names the guest's functions (/tmp/perf-PID.map).
+                cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
+            }
             let engine = Engine::new(&cfg).map_err(|e| format!("wasmtime engine: {e:?}"))?;
             let ticker = engine.clone();
             std::thread::Builder::new()

@@ -9,7 +9,7 @@ use wasmtime::ResourceLimiter;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::bindings::seqstore::store::{clock, fs as wit_fs};
+use crate::bindings::seqstore::store::{checksum, clock, fs as wit_fs};
 use crate::convert::to_fs_error;
 
 /// Largest read the host performs for one `read-at` call, whatever the guest asks for:
@@ -271,5 +271,29 @@ impl wit_fs::Host for HostState {
 impl clock::Host for HostState {
     fn now_ns(&mut self) -> wasmtime::Result<i64> {
         Ok(self.clock.now_ns())
+    }
+}
+
+impl checksum::Host for HostState {
+    fn crc32_ranges(&mut self, data: Vec<u8>, ranges: Vec<u32>) -> wasmtime::Result<Vec<u32>> {
+        if !ranges.len().is_multiple_of(2) {
+            return Err(wasmtime::format_err!(
+                "crc32-ranges: an odd number of values"
+            ));
+        }
+        ranges
+            .chunks_exact(2)
+            .map(|r| {
+                let (start, len) = (r[0] as usize, r[1] as usize);
+                match data.get(start..start.saturating_add(len)) {
+                    Some(bytes) => Ok(crc32fast::hash(bytes)),
+                    // The guest computed the ranges from this very buffer: a bug, so a trap.
+                    None => Err(wasmtime::format_err!(
+                        "crc32-ranges: range {start}+{len} outside {} bytes",
+                        data.len()
+                    )),
+                }
+            })
+            .collect()
     }
 }

@@ -77,3 +77,99 @@ fn crash_images_recover_in_guest_like_natively() {
         }
     }
 }
+
+#[test]
+fn batched_append_write_error_is_reported_by_the_flushing_call_and_poisons() {
+    // Under `Never` without limits the host queues appends (see `GuestStore::append`): an I/O
+    // error met when the queue is applied comes back from the call that sent it, and the store
+    // is then poisoned, so the sequences handed out after the failure are never reused.
+    let fs = FaultFs::new(Model::Posix);
+    let cfg = Config {
+        sync: SyncPolicy::Never,
+        // Every record is written out as the guest applies it: the failure is met at once.
+        write_buffer: 0,
+        ..Config::default()
+    };
+    let mut g = GuestStore::from_fs(fs.clone(), cfg.clone(), Box::new(clock())).unwrap();
+    // The first append goes to the guest (the host learns the state from it).
+    assert_eq!(g.append("a.b", b"", b"one").unwrap(), 1);
+    fs.fail_kind(fault_fs::OpKind::WriteAt, fault_fs::FaultKind::Eio);
+    for seq in 2..=10 {
+        assert_eq!(g.append("a.b", b"", b"queued").unwrap(), seq);
+    }
+    assert!(
+        g.batched >= 9,
+        "the appends were not queued ({})",
+        g.batched
+    );
+    match g.get(1) {
+        Err(crate::Error::Store(store_core::Error::Io { op, .. })) => assert_eq!(op, "write"),
+        other => panic!("the flushing get should return the write error, got {other:?}"),
+    }
+    assert!(g.is_poisoned().unwrap());
+    assert!(matches!(
+        g.append("a.b", b"", b"after"),
+        Err(crate::Error::Store(store_core::Error::Poisoned))
+    ));
+    // Reads still work; the lost messages are not there.
+    assert_eq!(g.get(1).unwrap().payload, b"one");
+    assert!(matches!(
+        g.get(2),
+        Err(crate::Error::Store(store_core::Error::NotFound { seq: 2 }))
+    ));
+    fs.clear_faults();
+    drop(g);
+    let mut g = GuestStore::from_fs(fs, cfg, Box::new(clock())).unwrap();
+    assert_eq!(g.state().unwrap().last_seq, 1);
+}
+
+#[test]
+fn damaged_block_recovers_in_guest_like_natively() {
+    // The guest's rebuild checks record checksums through the host in batches
+    // (`FsFile::crc32_ranges`); a flipped byte must be found exactly as natively.
+    let cfg = Config {
+        sync: SyncPolicy::Never,
+        block_size: 16 << 10,
+        ..Config::default()
+    };
+    let fs = FaultFs::new(Model::Posix);
+    let mut s =
+        store_core::Store::open_with_clock(fs.clone(), cfg.clone(), Box::new(clock())).unwrap();
+    for i in 0..300u32 {
+        s.append(
+            if i % 2 == 0 { "a.b" } else { "c" },
+            b"",
+            &i.to_le_bytes().repeat(30),
+        )
+        .unwrap();
+    }
+    s.sync().unwrap();
+    drop(s);
+    for (file, at) in [
+        ("msgs/1.blk", 5000u64),
+        ("msgs/2.blk", 700),
+        ("msgs/3.blk", 16),
+    ] {
+        let f = store_core::Fs::open(
+            &fs,
+            file,
+            store_core::OpenOptions::new().read(true).write(true),
+        )
+        .unwrap();
+        let mut b = [0u8; 1];
+        store_core::FsFile::read_exact_at(&f, &mut b, at).unwrap();
+        store_core::FsFile::write_all_at(&f, &[b[0] ^ 0x40], at).unwrap();
+        store_core::FsFile::sync_data(&f).unwrap();
+    }
+    let image = fs.crash();
+    let n =
+        store_core::Store::open_with_clock(image.crash(), cfg.clone(), Box::new(clock())).unwrap();
+    let mut g = GuestStore::from_fs(image, cfg, Box::new(clock())).unwrap();
+    assert!(
+        !n.recovery_report().skipped.is_empty(),
+        "{:?}",
+        n.recovery_report()
+    );
+    assert_eq!(n.recovery_report(), g.recovery_report());
+    assert_eq!(n.state(), g.state().unwrap());
+}

@@ -48,6 +48,59 @@ enum Op {
     Advance(i64),
     /// Closes both stores (or drops them, if false) and opens them again.
     Reopen(bool),
+    /// A run of operations, mostly appends, each after moving the clock by its `i64` (ns),
+    /// one step at a time on both stores: under `Never` without limits the guest's appends
+    /// queue on the host, so this checks the batched path's sequences, timestamps (read at
+    /// the call, not when the queue is sent), errors in the middle of a run, and reads that
+    /// follow.
+    Run(Vec<(i64, Op)>),
+}
+
+/// A run of appends, with now and then a read, a clock step, an invalid subject or an
+/// oversized payload in the middle.
+fn gen_run(rng: &mut Rng, last_seq: u64, max_payload: usize) -> Op {
+    let n = 1 + rng.below(120);
+    let steps = (0..n)
+        .map(|i| {
+            let adv = if rng.chance(30) {
+                rng.below(2_000) as i64
+            } else {
+                0
+            };
+            let op = match rng.below(100) {
+                0..=84 => {
+                    let (s, h, p) = gen_message(rng, max_payload);
+                    Op::Append(s, h, p)
+                }
+                85..=90 => Op::Get(rng.below(last_seq + i + 3)),
+                91..=94 => Op::State,
+                95..=97 => Op::Last(rng.pick(&SUBJECTS[..5]).to_string()),
+                _ => Op::IsPoisoned,
+            };
+            (adv, op)
+        })
+        .collect();
+    Op::Run(steps)
+}
+
+fn gen_message(rng: &mut Rng, max_payload: usize) -> (String, Vec<u8>, Vec<u8>) {
+    let subject = if rng.chance(90) {
+        rng.pick(&SUBJECTS[..5]).to_string()
+    } else {
+        rng.pick(SUBJECTS).to_string()
+    };
+    let headers = if rng.chance(20) {
+        rng.bytes(40)
+    } else {
+        Vec::new()
+    };
+    // Now and then just over the limit, to cross `TooLarge` too.
+    let max = if rng.chance(3) {
+        max_payload + 100
+    } else {
+        300
+    };
+    (subject, headers, rng.bytes(max))
 }
 
 fn gen_op(rng: &mut Rng, last_seq: u64, max_payload: usize) -> Op {
@@ -102,7 +155,8 @@ fn gen_op(rng: &mut Rng, last_seq: u64, max_payload: usize) -> Op {
         83..=84 => Op::Tick,
         85 => Op::Checkpoint,
         86 => Op::IsPoisoned,
-        87..=96 => Op::Advance(rng.below(3_000_000) as i64),
+        87..=95 => Op::Advance(rng.below(3_000_000) as i64),
+        96 => gen_run(rng, last_seq, max_payload),
         _ => Op::Reopen(rng.chance(50)),
     }
 }
@@ -165,7 +219,7 @@ fn native(s: &mut Store<HostFs>, op: &Op) -> String {
         Op::Tick => norm(&s.tick()),
         Op::Checkpoint => norm(&s.checkpoint()),
         Op::IsPoisoned => norm::<_>(&Ok(s.is_poisoned())),
-        Op::Advance(_) | Op::Reopen(_) => unreachable!("handled by the driver"),
+        Op::Advance(_) | Op::Reopen(_) | Op::Run(_) => unreachable!("handled by the driver"),
     }
 }
 
@@ -198,7 +252,7 @@ fn guest(s: &mut GuestStore, op: &Op) -> String {
         Op::Tick => norm(&store_result(s.tick())),
         Op::Checkpoint => norm(&store_result(s.checkpoint())),
         Op::IsPoisoned => norm(&store_result(s.is_poisoned())),
-        Op::Advance(_) | Op::Reopen(_) => unreachable!("handled by the driver"),
+        Op::Advance(_) | Op::Reopen(_) | Op::Run(_) => unreachable!("handled by the driver"),
     }
 }
 
@@ -234,9 +288,17 @@ impl Pair {
     }
 }
 
-fn run_case(seed: u64, case: u64, ops: usize) {
+/// Runs one seeded case; returns how many of the guest's appends went through the host's
+/// batching queue.
+fn run_case(seed: u64, case: u64, ops: usize, batchable: bool) -> u64 {
     let mut rng = Rng::new(seed ^ case.wrapping_mul(0x2545_f491_4f6c_dd1d));
-    let cfg = gen_config(&mut rng);
+    let mut cfg = gen_config(&mut rng);
+    if batchable {
+        // What the host batches: no sync policy, no limits (the rest stays random).
+        cfg.sync = SyncPolicy::Never;
+        cfg.limits = Default::default();
+    }
+    let mut batched = 0;
     let pair = Pair {
         ndir: tempfile::tempdir().unwrap(),
         gdir: tempfile::tempdir().unwrap(),
@@ -251,7 +313,18 @@ fn run_case(seed: u64, case: u64, ops: usize) {
         let ctx = format!("{ctx0}, op {i} {op:?}");
         match &op {
             Op::Advance(ns) => pair.clock.advance(*ns),
+            Op::Run(steps) => {
+                for (j, (adv, op)) in steps.iter().enumerate() {
+                    pair.clock.advance(*adv);
+                    let (rn, rg) = (native(&mut n, op), guest(&mut g, op));
+                    assert_eq!(
+                        rn, rg,
+                        "{ctx}: step {j} {op:?}: results differ (native left, guest right)"
+                    );
+                }
+            }
             Op::Reopen(close) => {
+                batched += g.batched;
                 if *close {
                     let (rn, rg) = (n.close(), g.close());
                     assert_eq!(norm(&rn), norm(&store_result(rg)), "{ctx}: close");
@@ -270,6 +343,7 @@ fn run_case(seed: u64, case: u64, ops: usize) {
         last_seq = n.state().last_seq;
     }
     eprintln!("{ctx0}: final state {:?}", n.state());
+    batched += g.batched;
     let (rn, rg) = (n.close(), g.close());
     assert_eq!(norm(&rn), norm(&store_result(rg)), "{ctx0}: final close");
     assert_same_tree(
@@ -277,12 +351,28 @@ fn run_case(seed: u64, case: u64, ops: usize) {
         pair.gdir.path(),
         &format!("{ctx0}: final"),
     );
+    batched
 }
 
 #[test]
 fn native_and_guest_agree() {
     let seed = seed("native_and_guest_agree");
     for case in 0..6 {
-        run_case(seed, case, 250);
+        run_case(seed, case, 250, false);
+    }
+}
+
+#[test]
+fn batched_appends_agree() {
+    // `SyncPolicy::Never` without limits, where the host queues appends: the same results
+    // call for call (errors in the middle of runs, reads after them, reopen with a queue
+    // pending) and the same files.
+    let seed = seed("batched_appends_agree");
+    for case in 0..6 {
+        let batched = run_case(seed, case, 250, true);
+        assert!(
+            batched > 0,
+            "seed {seed} case {case}: no append went through the host's queue"
+        );
     }
 }

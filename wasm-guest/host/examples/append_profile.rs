@@ -1,0 +1,62 @@
+//! A profiling target: unsynced appends in the guest and natively, as `seqstore-bench`'s
+//! no-sync cell does them (128-byte payloads, 64 subjects of 16 bytes, the system clock).
+//! `cargo run --release -p wasm-host --example append_profile [MSGS]`; under perf, set
+//! `SEQSTORE_WASM_PERFMAP=1` for the guest's symbols.
+
+use std::time::Instant;
+
+use store_core::{Clock, Config, SyncPolicy};
+
+struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ns(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64)
+    }
+}
+
+fn main() {
+    let n: u64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let subjects: Vec<String> = (0..64).map(|i| format!("orders.region{i:03}x")).collect();
+    let payload = [0x5au8; 128];
+    let cfg = Config {
+        sync: SyncPolicy::Never,
+        ..Config::default()
+    };
+    wasm_host::warm_up().expect("compile");
+    for round in 0..3 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = store_core::Store::open_with_clock(
+            host_fs::HostFs::open(dir.path()).expect("dir"),
+            cfg.clone(),
+            Box::new(SystemClock),
+        )
+        .expect("open");
+        let t = Instant::now();
+        for i in 0..n {
+            s.append(&subjects[(i % 64) as usize], b"", &payload)
+                .expect("append");
+        }
+        let native = n as f64 / t.elapsed().as_secs_f64();
+        drop(s);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut g = wasm_host::GuestStore::open_dir(dir.path(), cfg.clone(), Box::new(SystemClock))
+            .expect("open");
+        let t = Instant::now();
+        for i in 0..n {
+            g.append(&subjects[(i % 64) as usize], b"", &payload)
+                .expect("append");
+        }
+        let guest = n as f64 / t.elapsed().as_secs_f64();
+        drop(g);
+        println!(
+            "round {round}: native {native:.0}/s guest {guest:.0}/s ratio {:.2}",
+            guest / native
+        );
+    }
+}
