@@ -293,6 +293,8 @@ pub struct Store<F: Fs> {
     msgs: u64,
     bytes: u64,
     subj_names: Vec<String>,
+    /// The appends' memo in front of `subj_ids` (reset whenever the name table is).
+    subj_memo: Box<SubjMemo>,
     subj_ids: SubjMap,
     subj: Vec<SubjInfo>,
     num_subjects: u64,
@@ -703,6 +705,7 @@ impl<F: Fs> Store<F> {
             msgs: 0,
             bytes: 0,
             subj_names: Vec::new(),
+            subj_memo: Box::new(SubjMemo::new()),
             subj_ids: SubjMap::default(),
             subj: Vec::new(),
             num_subjects: 0,
@@ -1098,6 +1101,8 @@ impl<F: Fs> Store<F> {
         self.blocks.clear();
         self.subj_names.clear();
         self.subj_ids.clear();
+        // its ids are those of the table just cleared
+        *self.subj_memo = SubjMemo::new();
         self.subj.clear();
         self.num_subjects = 0;
         let mut memo = SubjMemo::new();
@@ -2164,7 +2169,9 @@ impl<F: Fs> Store<F> {
     ) -> Result<u64> {
         self.check_writable()?;
         // a subject already in the index was validated when it was first stored
-        let known = self.subj_ids.get(subject).copied();
+        let known = self
+            .subj_memo
+            .lookup(&self.subj_names, &self.subj_ids, subject);
         if known.is_none() {
             subject::validate_subject(subject)?;
         }
@@ -3067,11 +3074,14 @@ impl<H: FsFile> SyncTicket<H> {
     }
 }
 
-/// A direct-mapped memo in front of the subject map, for the block scans of open: most
-/// records repeat a recent subject, and a hit costs one multiply and a short compare where the
-/// map costs a full hash, a probe and a `memcmp` call (the map lookup was 22% of a rebuild).
-/// A miss, or a collision, falls through to the map: the memo only ever holds ids the map
-/// gave, and a hit is checked against the interned name, so it cannot change an answer.
+/// A direct-mapped memo in front of the subject map, for the block scans of open and for
+/// appends: most records repeat a recent subject, and a hit costs one multiply and a short
+/// compare where the map costs a full hash, a probe and a `memcmp` call (the map lookup was
+/// 22% of a rebuild; in the wasm guest `memcmp` is a byte loop). A miss, or a collision, falls
+/// through to the map: the memo only ever holds ids the map gave for the current name table
+/// (which only grows; the store's memo is reset with it in `rebuild`), and a hit is checked
+/// against the name (its first 16 bytes here, the rest against the interned string), so it
+/// cannot change an answer.
 struct SubjMemo([MemoSlot; 256]);
 
 /// A memo slot: the id, and the name's length and first 16 bytes (zero-padded), so that a hit
@@ -3105,6 +3115,22 @@ impl SubjMemo {
         ]
     }
 
+    /// The slot for `name` and its head, and the id there if it is `name`'s.
+    #[inline]
+    fn probe(&self, names: &[String], name: &str) -> (usize, [u64; 2], Option<u32>) {
+        let b = name.as_bytes();
+        let head = Self::head(b);
+        let k = ((head[0] ^ head[1].rotate_left(29) ^ b.len() as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            >> 56) as usize;
+        let m = self.0[k];
+        let hit = m.len == b.len()
+            && m.head == head
+            && (b.len() <= 16 || names.get(m.id as usize).is_some_and(|n| n.as_str() == name));
+        (k, head, hit.then_some(m.id))
+    }
+
+    /// The id of `name`, interning it if new.
     #[inline]
     fn intern(
         &mut self,
@@ -3113,25 +3139,33 @@ impl SubjMemo {
         subj: &mut Vec<SubjInfo>,
         name: &str,
     ) -> u32 {
-        let b = name.as_bytes();
-        let head = Self::head(b);
-        let k = ((head[0] ^ head[1].rotate_left(29) ^ b.len() as u64)
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            >> 56) as usize;
-        let m = self.0[k];
-        if m.len == b.len()
-            && m.head == head
-            && (b.len() <= 16 || names.get(m.id as usize).is_some_and(|n| n.as_str() == name))
-        {
-            return m.id;
+        let (k, head, hit) = self.probe(names, name);
+        if let Some(id) = hit {
+            return id;
         }
         let id = intern_in(names, ids, subj, name);
         self.0[k] = MemoSlot {
             id,
-            len: b.len(),
+            len: name.len(),
             head,
         };
         id
+    }
+
+    /// The id of `name` if the store holds it (memo, then map; a map hit is remembered).
+    #[inline]
+    fn lookup(&mut self, names: &[String], ids: &SubjMap, name: &str) -> Option<u32> {
+        let (k, head, hit) = self.probe(names, name);
+        if hit.is_some() {
+            return hit;
+        }
+        let id = *ids.get(name)?;
+        self.0[k] = MemoSlot {
+            id,
+            len: name.len(),
+            head,
+        };
+        Some(id)
     }
 }
 
