@@ -104,7 +104,7 @@ impl Snapshot {
                 o.extend_from_slice(&v.to_le_bytes());
             }
         }
-        let crc = crc32fast::hash(&o);
+        let crc = crate::record::crc32(&o);
         o.extend_from_slice(&crc.to_le_bytes());
         o
     }
@@ -128,7 +128,7 @@ impl Snapshot {
         }
         let body = &b[..b.len() - 4];
         let stored = u32::from_le_bytes(b[b.len() - 4..].try_into().expect("4"));
-        if crc32fast::hash(body) != stored {
+        if crate::record::crc32(body) != stored {
             return Err(Error::corrupt(
                 file,
                 (b.len() - 4) as u64,
@@ -287,7 +287,7 @@ mod tests {
         // overwrite the block count with u32::MAX and fix the crc: decode must refuse it
         b[64..68].copy_from_slice(&u32::MAX.to_le_bytes());
         let n = b.len();
-        let crc = crc32fast::hash(&b[..n - 4]);
+        let crc = crate::record::crc32(&b[..n - 4]);
         b[n - 4..].copy_from_slice(&crc.to_le_bytes());
         assert!(Snapshot::decode("i", &b).is_err());
     }

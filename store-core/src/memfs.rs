@@ -124,7 +124,7 @@ impl FsFile for MemFile {
         out.extend(
             ranges
                 .iter()
-                .map(|&(s, l)| crc32fast::hash(&buf[s as usize..(s + l) as usize])),
+                .map(|&(s, l)| crate::record::crc32(&buf[s as usize..(s + l) as usize])),
         );
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {

@@ -102,15 +102,28 @@ impl<F: Fs> Drop for LeadGuard<'_, F> {
             return;
         }
         let mut g = lock(&self.inner.state);
-        g.failed = true;
-        g.syncing = false;
         g.store.end_group_sync(&Err(Error::Poisoned));
-        let queued: Vec<_> = g.queue.drain(..).map(|w| w.slot).collect();
+        let queued = g.fail_group();
         drop(g);
-        for s in queued {
-            s.state.store(FAILED, Ordering::Release);
-            s.thread.unpark();
-        }
+        wake(queued, FAILED);
+    }
+}
+
+impl<F: Fs> State<F> {
+    /// A group fsync failed (or its leader unwound): the store is failed for good, nobody
+    /// leads, and every queued writer is taken off the queue to be told `FAILED`.
+    fn fail_group(&mut self) -> Vec<Arc<Slot>> {
+        self.failed = true;
+        self.syncing = false;
+        self.queue.drain(..).map(|w| w.slot).collect()
+    }
+}
+
+/// Tells parked writers `outcome` and unparks them (outside the lock).
+fn wake(slots: impl IntoIterator<Item = Arc<Slot>>, outcome: u8) {
+    for s in slots {
+        s.state.store(outcome, Ordering::Release);
+        s.thread.unpark();
     }
 }
 
@@ -218,23 +231,13 @@ impl<F: Fs> SharedStore<F> {
                     g.syncing = false;
                 }
             }
-            Err(_) => {
-                g.failed = true;
-                g.syncing = false;
-                covered.extend(g.queue.drain(..).map(|w| w.slot));
-            }
+            Err(_) => covered = g.fail_group(),
         }
         let outcome = if result.is_ok() { DURABLE } else { FAILED };
         drop(g);
         // the next leader first: its fsync is what everyone still queued waits for
-        if let Some(s) = next {
-            s.state.store(LEAD, Ordering::Release);
-            s.thread.unpark();
-        }
-        for s in covered {
-            s.state.store(outcome, Ordering::Release);
-            s.thread.unpark();
-        }
+        wake(next, LEAD);
+        wake(covered, outcome);
         result
     }
 

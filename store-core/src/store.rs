@@ -805,10 +805,6 @@ impl<F: Fs> Store<F> {
             return Ok(());
         }
         if new && self.purge_block_valid()? {
-            #[cfg(feature = "ablation")]
-            if self.cfg.ablation == crate::Ablation::MovePurgeBlocks {
-                return self.finish_purge_by_moving(msgs, old);
-            }
             // Committed: the new block with the last sequence is durable. Finish the swap.
             if msgs {
                 if old {
@@ -820,7 +816,7 @@ impl<F: Fs> Store<F> {
                 }
                 ioe(self.fs.rename(MSGS_DIR, PURGE_OLD), "rename", MSGS_DIR)?;
             }
-            ioe(self.fs.rename(PURGE_NEW, MSGS_DIR), "rename", PURGE_NEW)?;
+            self.install_purge_new()?;
             if msgs || old {
                 ioe(
                     self.fs.remove_dir_all(PURGE_OLD),
@@ -857,22 +853,21 @@ impl<F: Fs> Store<F> {
         Ok(())
     }
 
+    /// Makes `purge.new` the live `msgs/` (recovery finishing a committed purge): one rename.
+    fn install_purge_new(&mut self) -> Result<()> {
+        #[cfg(feature = "ablation")]
+        if self.cfg.ablation == crate::Ablation::MovePurgeBlocks {
+            return self.install_purge_new_by_moving();
+        }
+        ioe(self.fs.rename(PURGE_NEW, MSGS_DIR), "rename", PURGE_NEW)
+    }
+
     /// **Deliberately wrong** (ablation `MovePurgeBlocks`, the negative control of the
-    /// crash-during-recovery test): finishes a committed purge by moving `purge.new`'s files
-    /// into a new `msgs/` one by one and removing `purge.new`. The moves wait for an fsync of
+    /// crash-during-recovery test): instead of renaming `purge.new`, moves its files into a
+    /// new `msgs/` one by one and removes `purge.new`. The moves wait for an fsync of
     /// `purge.new` that never comes (it is removed), so after a crash `msgs/` is empty.
     #[cfg(feature = "ablation")]
-    fn finish_purge_by_moving(&mut self, msgs: bool, old: bool) -> Result<()> {
-        if msgs {
-            if old {
-                ioe(
-                    self.fs.remove_dir_all(PURGE_OLD),
-                    "remove_dir_all",
-                    PURGE_OLD,
-                )?;
-            }
-            ioe(self.fs.rename(MSGS_DIR, PURGE_OLD), "rename", MSGS_DIR)?;
-        }
+    fn install_purge_new_by_moving(&mut self) -> Result<()> {
         ioe(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
         for e in ioe(self.fs.read_dir(PURGE_NEW), "read_dir", PURGE_NEW)? {
             let from = format!("{PURGE_NEW}/{}", e.name);
@@ -883,16 +878,7 @@ impl<F: Fs> Store<F> {
             self.fs.remove_dir_all(PURGE_NEW),
             "remove_dir_all",
             PURGE_NEW,
-        )?;
-        if msgs || old {
-            ioe(
-                self.fs.remove_dir_all(PURGE_OLD),
-                "remove_dir_all",
-                PURGE_OLD,
-            )?;
-        }
-        self.report.purge_completed = true;
-        Ok(())
+        )
     }
 
     /// Lists `msgs/`: block indexes in order; anything else is reported and left alone.
@@ -1766,23 +1752,36 @@ impl<F: Fs> Store<F> {
     /// dropped at once, coldest first.
     pub fn set_block_cache(&mut self, bytes: u64) {
         self.cfg.block_cache = bytes;
-        let mut held: u64 = self
-            .blocks
+        let mut held = self.cache_held();
+        while held > bytes {
+            match self.evict_coldest(|_| true) {
+                Some(freed) => held -= freed,
+                None => break,
+            }
+        }
+    }
+
+    /// Bytes held by block caches.
+    pub(crate) fn cache_held(&self) -> u64 {
+        self.blocks
             .iter()
             .filter_map(|b| b.cache.as_ref().map(|c| c.len() as u64))
-            .sum();
-        while held > bytes {
-            let Some(v) = self
-                .blocks
-                .iter_mut()
-                .filter(|b| b.cache.is_some())
-                .min_by_key(|b| b.heat)
-            else {
-                break;
-            };
-            held -= v.cache.take().map_or(0, |c| c.len() as u64);
-            v.uncached_reads = 0;
+            .sum()
+    }
+
+    /// Drops the cached copy of the coldest cached block if `evict(its heat)` agrees; the
+    /// bytes freed, or `None` (nothing cached, or refused).
+    fn evict_coldest(&mut self, evict: impl FnOnce(u64) -> bool) -> Option<u64> {
+        let v = self
+            .blocks
+            .iter_mut()
+            .filter(|b| b.cache.is_some())
+            .min_by_key(|b| b.heat)?;
+        if !evict(v.heat) {
+            return None;
         }
+        v.uncached_reads = 0;
+        v.cache.take().map(|c| c.len() as u64)
     }
 
     /// Decides whether a read of block `pos` should first cache the whole block, and does it.
@@ -1820,24 +1819,12 @@ impl<F: Fs> Store<F> {
             return Ok(());
         }
         let (need, heat) = (b.len, b.heat);
-        let mut held: u64 = self
-            .blocks
-            .iter()
-            .filter_map(|b| b.cache.as_ref().map(|c| c.len() as u64))
-            .sum();
+        let mut held = self.cache_held();
         while held + need > limit {
-            let victim = self
-                .blocks
-                .iter_mut()
-                .filter(|b| b.cache.is_some())
-                .min_by_key(|b| b.heat);
-            match victim {
-                Some(v) if v.heat.saturating_mul(2) < heat => {
-                    held -= v.cache.take().map_or(0, |c| c.len() as u64);
-                    v.uncached_reads = 0;
-                }
+            match self.evict_coldest(|cold| cold.saturating_mul(2) < heat) {
+                Some(freed) => held -= freed,
                 // not clearly hotter than what is cached: stay with preads
-                _ => {
+                None => {
                     self.blocks[pos].uncached_reads = 0;
                     return Ok(());
                 }
@@ -1849,15 +1836,6 @@ impl<F: Fs> Store<F> {
         ioe(b.file.read_exact_at(&mut bytes, 0), "read", &b.path)?;
         b.cache = Some(bytes);
         Ok(())
-    }
-
-    /// Bytes held by block caches (tests).
-    #[cfg(test)]
-    pub(crate) fn cache_held(&self) -> u64 {
-        self.blocks
-            .iter()
-            .filter_map(|b| b.cache.as_ref().map(|c| c.len() as u64))
-            .sum()
     }
 
     /// Whether any block cache holds `needle` (tests: an erased payload must not).

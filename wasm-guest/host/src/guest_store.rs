@@ -322,9 +322,9 @@ impl GuestStore {
             ResourceAny,
         ) -> wasmtime::Result<W>,
     ) -> Result<W> {
-        self.flush_queue()?;
+        let r = self.raw_read(f);
         self.basis = None;
-        self.raw_unqueued(f)
+        r
     }
 
     /// [`Self::raw`] for a call that changes nothing in the store (neither its last sequence

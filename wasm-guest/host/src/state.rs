@@ -286,7 +286,7 @@ impl checksum::Host for HostState {
             .map(|r| {
                 let (start, len) = (r[0] as usize, r[1] as usize);
                 match data.get(start..start.saturating_add(len)) {
-                    Some(bytes) => Ok(crc32fast::hash(bytes)),
+                    Some(bytes) => Ok(store_core::record::crc32(bytes)),
                     // The guest computed the ranges from this very buffer: a bug, so a trap.
                     None => Err(wasmtime::format_err!(
                         "crc32-ranges: range {start}+{len} outside {} bytes",
