@@ -168,6 +168,42 @@ pub trait FsFile: Send + Sync {
         }));
     }
 
+    /// Reads exactly `len` bytes at `offset` into `buf[..len]` (or fails with
+    /// `UnexpectedEof`); `buf` may be longer after, and holds nothing meaningful after an
+    /// error. The default grows `buf` if needed (without re-zeroing what it has) and reads into
+    /// it. A file whose reads arrive in a buffer of their own (the wasm guest's: a list its
+    /// host wrote into guest memory) puts that buffer in `buf` instead of copying it. Recovery's
+    /// block scan reads through this.
+    #[track_caller]
+    fn read_vec_at(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        self.read_exact_at(&mut buf[..len], offset)
+    }
+
+    /// [`FsFile::read_vec_at`], and appends to `crcs` the crc32 of each whole record framed
+    /// from `buf[0]` by the records' length fields ([`crate::record::frame`]: the bytes each
+    /// record's crc covers), in order. Called only when [`FsFile::batch_crc32`] says true. The
+    /// default frames here and asks [`FsFile::crc32_ranges`]; the wasm guest's file has its
+    /// host read, frame and checksum in one call, so the bytes cross into the guest once and
+    /// never back. A wrong or missing crc cannot pass a damaged record: the scan compares each
+    /// with the stored one, and checks a record without one itself.
+    #[track_caller]
+    fn read_framed_at(
+        &self,
+        buf: &mut Vec<u8>,
+        len: usize,
+        offset: u64,
+        crcs: &mut Vec<u32>,
+    ) -> io::Result<()> {
+        self.read_vec_at(buf, len, offset)?;
+        let mut ranges = Vec::new();
+        crate::record::frame(&buf[..len], &mut ranges);
+        self.crc32_ranges(&buf[..len], &ranges, crcs);
+        Ok(())
+    }
+
     /// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.
     #[track_caller]
     fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {

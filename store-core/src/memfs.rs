@@ -127,6 +127,23 @@ impl FsFile for MemFile {
                 .map(|&(s, l)| crate::record::crc32(&buf[s as usize..(s + l) as usize])),
         );
     }
+    // With batched checksums (the wasm guest's model), a scan's read arrives in a buffer of
+    // its own, exactly `len` long, as the guest's list from its host does.
+    fn read_vec_at(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
+        if self.4.is_none() {
+            if buf.len() < len {
+                buf.resize(len, 0);
+            }
+            return self.read_exact_at(&mut buf[..len], offset);
+        }
+        let d = self.0.lock().unwrap();
+        let (off, end) = (offset as usize, offset as usize + len);
+        if end > d.len() {
+            return Err(err(ErrorKind::UnexpectedEof));
+        }
+        *buf = d[off..end].to_vec();
+        Ok(())
+    }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let d = self.0.lock().unwrap();
         let off = offset as usize;

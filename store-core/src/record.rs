@@ -174,6 +174,37 @@ pub fn crc32(bytes: &[u8]) -> u32 {
     h.finalize()
 }
 
+/// Frames the whole records at the start of `buf` by their length fields alone: appends to
+/// `out`, for each, `(start, len - 4)`: the bytes its crc covers. Stops at the first length
+/// out of range (a zero: the end of the data) or past the end of `buf`. The fields are not
+/// checked: a caller decodes each record before it uses it (a wrong frame only wastes a
+/// checksum).
+pub fn frame(buf: &[u8], out: &mut Vec<(u32, u32)>) {
+    let mut p = 0usize;
+    while let Some(l) = buf.get(p..p + 4) {
+        let l = u32::from_le_bytes(l.try_into().expect("4 bytes")) as usize;
+        if !(REC_OVERHEAD..=HARD_MAX_RECORD).contains(&l) || buf.len() - p < l {
+            break;
+        }
+        // A record is at most HARD_MAX_RECORD bytes; a buffer of records is a read, far
+        // below 4 GiB (the caller's chunk): the offsets fit in u32.
+        debug_assert!(p + l <= u32::MAX as usize);
+        out.push((p as u32, (l - 4) as u32));
+        p += l;
+    }
+}
+
+/// Appends to `out` the crc32 of each record [`frame`] finds at the start of `buf`, in order:
+/// what the wasm host computes for its guest's reads (`FsFile::read_framed_at`).
+pub fn framed_crcs(buf: &[u8], out: &mut Vec<u32>) {
+    let mut ranges = Vec::new();
+    frame(buf, &mut ranges);
+    out.extend(ranges.iter().map(|&(s, l)| {
+        let s = s as usize;
+        crc32(&buf[s..s + l as usize])
+    }));
+}
+
 /// Decodes the record at the start of `buf`, checking every field and the crc.
 pub fn decode(buf: &[u8]) -> Decoded<'_> {
     decode_inner(buf, CrcCheck::Compute)
@@ -210,26 +241,78 @@ enum CrcCheck {
     Trust,
 }
 
+/// A record whose every field [`decode_raw`] checked but the subject's UTF-8.
+#[derive(Clone, Copy)]
+pub(crate) struct RawRecord<'a> {
+    pub kind: Kind,
+    pub flags: u8,
+    pub seq: u64,
+    pub ts: i64,
+    pub subject: &'a [u8],
+    pub headers: &'a [u8],
+    pub payload: &'a [u8],
+    pub len: usize,
+    pub crc: u32,
+}
+
+/// [`decode_trusting_crc`] without the subject's UTF-8 check, for a caller that recognises
+/// the subject's bytes as a name it holds (`Store::append_encoded`); `Err` is the outcome that
+/// is not a record.
+pub(crate) fn decode_raw_trusting_crc(buf: &[u8]) -> Result<RawRecord<'_>, Decoded<'_>> {
+    decode_raw(buf, CrcCheck::Trust)
+}
+
 #[inline(always)]
 fn decode_inner(buf: &[u8], check: CrcCheck) -> Decoded<'_> {
+    let r = match decode_raw(buf, check) {
+        Ok(r) => r,
+        Err(d) => return d,
+    };
+    let subject = match std::str::from_utf8(r.subject) {
+        Ok(s) => s,
+        Err(_) if r.flags & FLAG_ERASED != 0 => "",
+        Err(_) => {
+            return Decoded::Bad {
+                reason: "subject is not UTF-8",
+                framed: Some(r.len),
+            }
+        }
+    };
+    Decoded::Record(Record {
+        kind: r.kind,
+        flags: r.flags,
+        seq: r.seq,
+        ts: r.ts,
+        subject,
+        headers: r.headers,
+        payload: r.payload,
+        len: r.len,
+        crc: r.crc,
+    })
+}
+
+/// Checks every field of the record at the start of `buf` ([`decode`]) but the subject's
+/// UTF-8, which the caller checks (or knows).
+#[inline(always)]
+fn decode_raw(buf: &[u8], check: CrcCheck) -> Result<RawRecord<'_>, Decoded<'_>> {
     if buf.len() < 4 {
         if buf.iter().all(|&b| b == 0) {
-            return Decoded::End;
+            return Err(Decoded::End);
         }
-        return Decoded::Short(REC_OVERHEAD);
+        return Err(Decoded::Short(REC_OVERHEAD));
     }
     let len = u32_at(buf, 0) as usize;
     if len == 0 {
-        return Decoded::End;
+        return Err(Decoded::End);
     }
     if !(REC_OVERHEAD..=HARD_MAX_RECORD).contains(&len) {
-        return Decoded::Bad {
+        return Err(Decoded::Bad {
             reason: "record length out of range",
             framed: None,
-        };
+        });
     }
     if buf.len() < len {
-        return Decoded::Short(len);
+        return Err(Decoded::Short(len));
     }
     let b = &buf[..len];
     let subj_len = u16_at(b, 6) as usize;
@@ -242,16 +325,16 @@ fn decode_inner(buf: &[u8], check: CrcCheck) -> Decoded<'_> {
         .and_then(|x| x.checked_add(REC_OVERHEAD))
         == Some(len);
     if !consistent {
-        return Decoded::Bad {
+        return Err(Decoded::Bad {
             reason: "record lengths disagree",
             framed: None,
-        };
+        });
     }
     let Some(kind) = kind else {
-        return Decoded::Bad {
+        return Err(Decoded::Bad {
             reason: "unknown record kind",
             framed: None,
-        };
+        });
     };
     let stored = u32_at(b, len - 4);
     let computed = match check {
@@ -260,47 +343,37 @@ fn decode_inner(buf: &[u8], check: CrcCheck) -> Decoded<'_> {
         CrcCheck::Trust => stored,
     };
     if computed != stored {
-        return Decoded::Bad {
+        return Err(Decoded::Bad {
             reason: "checksum mismatch",
             framed: Some(len),
-        };
+        });
     }
     let seq = u64_at(b, 8);
     if seq > MAX_SEQ || (seq == 0 && kind != Kind::Floor && kind != Kind::Truncate) {
-        return Decoded::Bad {
+        return Err(Decoded::Bad {
             reason: "sequence out of range",
             framed: Some(len),
-        };
+        });
     }
     let flags = b[5];
     if flags & !FLAG_ERASED != 0 {
-        return Decoded::Bad {
+        return Err(Decoded::Bad {
             reason: "unknown flag bits",
             framed: Some(len),
-        };
+        });
     }
     if kind != Kind::Msg && (len != REC_OVERHEAD || flags != 0) {
-        return Decoded::Bad {
+        return Err(Decoded::Bad {
             reason: "marker record with a body",
             framed: Some(len),
-        };
+        });
     }
-    let subject = match std::str::from_utf8(&b[32..32 + subj_len]) {
-        Ok(s) => s,
-        Err(_) if flags & FLAG_ERASED != 0 => "",
-        Err(_) => {
-            return Decoded::Bad {
-                reason: "subject is not UTF-8",
-                framed: Some(len),
-            }
-        }
-    };
-    Decoded::Record(Record {
+    Ok(RawRecord {
         kind,
         flags,
         seq,
         ts: u64_at(b, 16) as i64,
-        subject,
+        subject: &b[32..32 + subj_len],
         headers: &b[32 + subj_len..32 + subj_len + hdr_len],
         payload: &b[32 + subj_len + hdr_len..len - 4],
         len,

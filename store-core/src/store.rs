@@ -355,6 +355,14 @@ struct Encoded<'a> {
     crc: u32,
 }
 
+/// The subject of an append: its name, or (for a record encoded by the caller, whose bytes
+/// name it) the id of a subject the store holds.
+#[derive(Clone, Copy)]
+enum Subj<'a> {
+    Name(&'a str),
+    Known(u32),
+}
+
 /// What scanning a block found at its end.
 pub(crate) enum ScanEnd {
     Clean,
@@ -389,6 +397,17 @@ pub(crate) fn scan_block<H: FsFile>(
     )
 }
 
+/// What [`scan_block_chunked`] has read: `buf[..valid]` holds the file's bytes from `off`;
+/// with batched checksums, `frames`/`crcs` the records framed from `buf[0]` and their crcs,
+/// `pre_i` the next one to use.
+struct Window {
+    valid: usize,
+    off: u64,
+    frames: Vec<(u32, u32)>,
+    crcs: Vec<u32>,
+    pre_i: usize,
+}
+
 /// `scan_block` reading `chunk` bytes at a time (small when the caller stops early).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn scan_block_chunked<H: FsFile>(
@@ -401,93 +420,72 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
     mut visit: impl FnMut(u64, &record::Record<'_>) -> Result<()>,
     mut skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
 ) -> Result<ScanEnd> {
-    // With a file that batches checksums (`FsFile::batch_crc32`: the wasm guest's), the crcs
-    // of every whole record buffered from `pos` are computed in one call: `pre` holds (file
-    // offset, computed crc) of those records in order, `pre_end` where they stop. A record not
-    // in `pre` (after a resync) is checked the ordinary way.
+    // buf[..w.valid] holds file bytes from w.off. Every read starts at `pos`, a record
+    // boundary: the few bytes of a record cut by the previous read are read again rather
+    // than copied down, so that the read can land in a buffer of its own (the wasm guest's:
+    // `FsFile::read_vec_at`) and be framed from its first byte. The storage is reused (never
+    // re-zeroed), also across calls when the caller passes the same buffer (rebuild: one per
+    // open, not a fresh 1 MiB of page faults per block).
+    //
+    // With a file that batches checksums (`FsFile::batch_crc32`: the wasm guest's), each read
+    // comes with the crcs of the whole records it holds (`FsFile::read_framed_at`): `frames`
+    // holds their (offset in buf, covered length), `crcs` the checksums, `pre_i` the next one
+    // to use. A record without one (after a resync jumped inside the buffer; a host that
+    // returned fewer) is checked the ordinary way.
     let batch = file.batch_crc32();
-    let mut pre: Vec<(u64, u32)> = Vec::new();
-    let mut pre_i = 0usize;
-    let mut pre_end = start;
-    let mut ranges: Vec<(u32, u32)> = Vec::new();
-    let mut crcs: Vec<u32> = Vec::new();
-    // buf[..valid] holds file bytes from buf_off; the storage is reused (never re-zeroed),
-    // also across calls when the caller passes the same buffer (rebuild: one per open, not a
-    // fresh 1 MiB of page faults per block)
-    let mut valid = 0usize;
-    let mut buf_off = start; // file offset of buf[0]
+    let mut w = Window {
+        valid: 0,
+        off: start,
+        frames: Vec::new(),
+        crcs: Vec::new(),
+        pre_i: 0,
+    };
     let mut pos = start;
-    let fill = |buf: &mut Vec<u8>,
-                valid: &mut usize,
-                buf_off: &mut u64,
-                pos: u64,
-                want: usize|
-     -> Result<()> {
-        // drop consumed bytes, then read until `want` bytes from pos are buffered (or EOF)
-        // (a resync may have jumped past the buffered bytes)
-        let consumed = (pos - *buf_off) as usize;
-        if consumed >= *valid {
-            *valid = 0;
+    // `want` bytes from pos, at least a chunk, at most what the block has
+    let fill = |buf: &mut Vec<u8>, w: &mut Window, pos: u64, want: usize| -> Result<()> {
+        let n = (want.max(chunk) as u64).min(len - pos) as usize;
+        if batch {
+            w.crcs.clear();
+            w.frames.clear();
+            ioe(file.read_framed_at(buf, n, pos, &mut w.crcs), "read", path)?;
+            record::frame(&buf[..n], &mut w.frames);
+            w.pre_i = 0;
         } else {
-            buf.copy_within(consumed..*valid, 0);
-            *valid -= consumed;
+            ioe(file.read_vec_at(buf, n, pos), "read", path)?;
         }
-        *buf_off = pos;
-        let have_to = (pos + *valid as u64).min(len);
-        let target = (pos + want.max(chunk) as u64).min(len);
-        if target > have_to {
-            let need = *valid + (target - have_to) as usize;
-            if buf.len() < need {
-                buf.resize(need, 0);
-            }
-            ioe(
-                file.read_exact_at(&mut buf[*valid..need], have_to),
+        // Checked after the read, as before a write: the scan trusts these bounds (a broken
+        // `Fs` gets a typed error, not a panic).
+        if buf.len() < n {
+            return Err(Error::io(
                 "read",
                 path,
-            )?;
-            *valid = need;
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("read_vec_at returned {} of {n} bytes", buf.len()),
+                ),
+            ));
         }
+        w.valid = n;
+        w.off = pos;
         Ok(())
     };
     while pos < len {
-        let avail = (buf_off + valid as u64).saturating_sub(pos) as usize;
-        if avail < REC_OVERHEAD.min((len - pos) as usize) || avail == 0 {
-            fill(buf, &mut valid, &mut buf_off, pos, REC_OVERHEAD)?;
+        let avail = (w.off + w.valid as u64).saturating_sub(pos) as usize;
+        if pos < w.off || avail < REC_OVERHEAD.min((len - pos) as usize) || avail == 0 {
+            fill(buf, &mut w, pos, REC_OVERHEAD)?;
         }
+        let (valid, buf_off) = (w.valid, w.off);
         let at = (pos - buf_off) as usize;
         let avail = valid - at;
         let decoded = if batch {
-            if pos >= pre_end {
-                // Frame the whole records buffered from `pos` by their length fields (decode
-                // re-checks every field; a wrong frame only wastes a checksum).
-                ranges.clear();
-                crcs.clear();
-                let mut p = at;
-                while p + REC_OVERHEAD <= valid {
-                    let l = u32::from_le_bytes(buf[p..p + 4].try_into().expect("4 bytes")) as usize;
-                    if !(REC_OVERHEAD..=HARD_MAX_RECORD).contains(&l) || p + l > valid {
-                        break;
-                    }
-                    ranges.push((p as u32, (l - 4) as u32));
-                    p += l;
-                }
-                file.crc32_ranges(&buf[..valid], &ranges, &mut crcs);
-                pre.clear();
-                pre_i = 0;
-                pre.extend(
-                    ranges
-                        .iter()
-                        .zip(&crcs)
-                        .map(|(&(s, _), &c)| (buf_off + s as u64, c)),
-                );
-                pre_end = buf_off + p as u64;
+            let have = w.frames.len().min(w.crcs.len());
+            while w.pre_i < have && (w.frames[w.pre_i].0 as usize) < at {
+                w.pre_i += 1;
             }
-            while pre.get(pre_i).is_some_and(|&(o, _)| o < pos) {
-                pre_i += 1;
-            }
-            match pre.get(pre_i) {
-                Some(&(o, c)) if o == pos => record::decode_with_crc(&buf[at..valid], c),
-                _ => decode(&buf[at..valid]),
+            if w.pre_i < have && w.frames[w.pre_i].0 as usize == at {
+                record::decode_with_crc(&buf[at..valid], w.crcs[w.pre_i])
+            } else {
+                decode(&buf[at..valid])
             }
         } else {
             decode(&buf[at..valid])
@@ -517,7 +515,7 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
                         reason: "undecodable record".into(),
                     });
                 }
-                fill(buf, &mut valid, &mut buf_off, pos, n)?;
+                fill(buf, &mut w, pos, n)?;
             }
             Decoded::End => {
                 // zeros: the end of written data, if nothing but zeros follows
@@ -1312,11 +1310,18 @@ impl<F: Fs> Store<F> {
         Ok(None)
     }
 
-    /// Reads an unread block (known from `index.db`) and builds its entries.
+    /// Reads an unread block (known from `index.db`) and builds its entries. The check is
+    /// inlined (every append asks, about the newest block); the load is not.
+    #[inline]
     fn ensure_loaded(&mut self, pos: usize) -> Result<()> {
         if self.blocks[pos].entries.is_some() {
             return Ok(());
         }
+        self.load_entries(pos)
+    }
+
+    #[inline(never)]
+    fn load_entries(&mut self, pos: usize) -> Result<()> {
         let floor = self.floor;
         let Store {
             blocks,
@@ -1560,6 +1565,7 @@ impl<F: Fs> Store<F> {
 
     /// Syncs if the policy asks for it now.
     #[track_caller]
+    #[inline]
     fn maybe_sync(&mut self) -> Result<()> {
         match self.cfg.sync {
             SyncPolicy::Always => self.sync_inner(S_POLICY),
@@ -1643,7 +1649,11 @@ impl<F: Fs> Store<F> {
         payload: &[u8],
         encoded: Option<(&[u8], u32)>,
     ) -> Result<(usize, u64, u32)> {
-        let len = encoded_len(subject.len(), headers.len(), payload.len()) as u64;
+        // (pre-encoded: its own length; the name may be absent, see `Subj::Known`)
+        let len = match encoded {
+            Some((bytes, _)) => bytes.len() as u64,
+            None => encoded_len(subject.len(), headers.len(), payload.len()) as u64,
+        };
         let roll = match self.blocks.last() {
             None => true,
             Some(b) => {
@@ -1661,7 +1671,6 @@ impl<F: Fs> Store<F> {
         self.writes += 1;
         let crc = match encoded {
             Some((bytes, crc)) => {
-                debug_assert_eq!(bytes.len() as u64, len);
                 self.wbuf.extend_from_slice(bytes);
                 crc
             }
@@ -2075,7 +2084,7 @@ impl<F: Fs> Store<F> {
     /// Appends a message; returns its sequence (`last_seq + 1`). Under `Always` the message
     /// is durable when this returns.
     pub fn append(&mut self, subject: &str, headers: &[u8], payload: &[u8]) -> Result<u64> {
-        self.append_inner(subject, headers, payload, true, None)
+        self.append_inner(Subj::Name(subject), headers, payload, true, None)
     }
 
     /// `append` without its `Always` fsync: the message is written (buffered) and indexed, and
@@ -2089,7 +2098,7 @@ impl<F: Fs> Store<F> {
         headers: &[u8],
         payload: &[u8],
     ) -> Result<(u64, u64)> {
-        let seq = self.append_inner(subject, headers, payload, false, None)?;
+        let seq = self.append_inner(Subj::Name(subject), headers, payload, false, None)?;
         Ok((seq, self.writes))
     }
 
@@ -2106,26 +2115,34 @@ impl<F: Fs> Store<F> {
     /// wrong crc harms only the caller's own message: every read and every recovery scan
     /// verifies it, so it comes back as `Corrupt`, never as a wrong message.
     pub fn append_encoded(&mut self, rec: &[u8]) -> Result<u64> {
-        let r = match record::decode_trusting_crc(rec) {
-            Decoded::Record(r) if r.len == rec.len() && r.kind == Kind::Msg && r.flags == 0 => r,
+        let r = match record::decode_raw_trusting_crc(rec) {
+            Ok(r) if r.len == rec.len() && r.kind == Kind::Msg && r.flags == 0 => r,
             _ => {
                 return Err(Error::InvalidArgument(
                     "append_encoded: not one whole message record".into(),
                 ))
             }
         };
-        self.append_inner(
-            r.subject,
-            r.headers,
-            r.payload,
-            true,
-            Some(Encoded {
-                bytes: rec,
-                seq: r.seq,
-                ts: r.ts,
-                crc: r.crc,
-            }),
-        )
+        let enc = Encoded {
+            bytes: rec,
+            seq: r.seq,
+            ts: r.ts,
+            crc: r.crc,
+        };
+        // Subject bytes equal to a name the store holds are valid UTF-8 and a valid subject:
+        // neither check runs (the UTF-8 check was 5% of the guest's share of an append).
+        let subject = match self.subj_memo.hit(&self.subj_names, r.subject) {
+            Some(id) => Subj::Known(id),
+            None => match std::str::from_utf8(r.subject) {
+                Ok(s) => Subj::Name(s),
+                Err(_) => {
+                    return Err(Error::InvalidArgument(
+                        "append_encoded: not one whole message record".into(),
+                    ))
+                }
+            },
+        };
+        self.append_inner(subject, r.headers, r.payload, true, Some(enc))
     }
 
     /// Marks the store poisoned: it refuses every write (`Error::Poisoned`) until reopened, as
@@ -2139,7 +2156,7 @@ impl<F: Fs> Store<F> {
 
     fn append_inner(
         &mut self,
-        subject: &str,
+        subj: Subj<'_>,
         headers: &[u8],
         payload: &[u8],
         sync_always: bool,
@@ -2147,9 +2164,17 @@ impl<F: Fs> Store<F> {
     ) -> Result<u64> {
         self.check_writable()?;
         // a subject already in the index was validated when it was first stored
-        let known = self
-            .subj_memo
-            .lookup(&self.subj_names, &self.subj_ids, subject);
+        let (subject, known) = match subj {
+            Subj::Name(s) => (
+                s,
+                self.subj_memo.lookup(&self.subj_names, &self.subj_ids, s),
+            ),
+            // Only with the record encoded: the name is not needed to write it.
+            Subj::Known(id) => {
+                debug_assert!(encoded.is_some());
+                ("", Some(id))
+            }
+        };
         if known.is_none() {
             subject::validate_subject(subject)?;
         }
@@ -2167,7 +2192,10 @@ impl<F: Fs> Store<F> {
                 max: self.cfg.max_headers as u64,
             });
         }
-        let len = encoded_len(subject.len(), headers.len(), payload.len()) as u64;
+        let len = match encoded {
+            Some(e) => e.bytes.len() as u64,
+            None => encoded_len(subject.len(), headers.len(), payload.len()) as u64,
+        };
         let l = self.cfg.limits;
         if l.discard == Discard::New {
             if l.max_msgs > 0 && self.msgs >= l.max_msgs {
@@ -3052,15 +3080,20 @@ impl<H: FsFile> SyncTicket<H> {
     }
 }
 
-/// A direct-mapped memo in front of the subject map, for the block scans of open and for
-/// appends: most records repeat a recent subject, and a hit costs one multiply and a short
-/// compare where the map costs a full hash, a probe and a `memcmp` call (the map lookup was
-/// 22% of a rebuild; in the wasm guest `memcmp` is a byte loop). A miss, or a collision, falls
-/// through to the map: the memo only ever holds ids the map gave for the current name table
-/// (which only grows; the store's memo is reset with it in `rebuild`), and a hit is checked
-/// against the name (its first 16 bytes here, the rest against the interned string), so it
-/// cannot change an answer.
-struct SubjMemo([MemoSlot; 256]);
+/// A two-way set-associative memo in front of the subject map, for the block scans of open
+/// and for appends: most records repeat a recent subject, and a hit costs one multiply and a
+/// short compare where the map costs a full hash, a probe and a `memcmp` call (the map lookup
+/// was 22% of a rebuild; in the wasm guest `memcmp` is a byte loop). Two ways per set because
+/// direct-mapped, two subjects of a round-robin that share a slot evict each other on every
+/// record (4 of the bench's 64 subjects did: 6% of appends missed). A miss falls through to
+/// the map: the memo only ever holds ids the map gave for the current name table (which only
+/// grows; the store's memo is reset with it in `rebuild`), and a hit is checked against the
+/// name (its first 16 bytes here, the rest against the interned string), so it cannot change
+/// an answer.
+struct SubjMemo([MemoSlot; 2 * MEMO_SETS]);
+
+/// Sets of [`SubjMemo`] (a power of two: the set is the top bits of a multiplicative hash).
+const MEMO_SETS: usize = 256;
 
 /// A memo slot: the id, and the name's length and first 16 bytes (zero-padded), so that a hit
 /// on a short subject is decided without touching the interned string.
@@ -3078,34 +3111,58 @@ impl SubjMemo {
                 id: u32::MAX,
                 len: usize::MAX,
                 head: [0; 2],
-            }; 256],
+            }; 2 * MEMO_SETS],
         )
     }
 
+    /// The first 16 bytes of `name` as two little-endian words, zero-padded. Built without a
+    /// variable-length copy: in the wasm guest that is a `memory.copy` libcall per subject.
     #[inline]
     fn head(name: &[u8]) -> [u64; 2] {
-        let mut t = [0u8; 16];
-        let n = name.len().min(16);
-        t[..n].copy_from_slice(&name[..n]);
-        [
-            u64::from_le_bytes(t[..8].try_into().expect("8")),
-            u64::from_le_bytes(t[8..].try_into().expect("8")),
-        ]
+        if let Some(h) = name.get(..16) {
+            return [
+                u64::from_le_bytes(h[..8].try_into().expect("8")),
+                u64::from_le_bytes(h[8..].try_into().expect("8")),
+            ];
+        }
+        let mut w = [0u64; 2];
+        for (i, &c) in name.iter().enumerate() {
+            w[i / 8] |= u64::from(c) << (8 * (i % 8));
+        }
+        w
     }
 
-    /// The slot for `name` and its head, and the id there if it is `name`'s.
+    /// The set for `name`, its head, and the id there if it holds `name`.
     #[inline]
-    fn probe(&self, names: &[String], name: &str) -> (usize, [u64; 2], Option<u32>) {
-        let b = name.as_bytes();
+    fn probe(&self, names: &[String], b: &[u8]) -> (usize, [u64; 2], Option<u32>) {
         let head = Self::head(b);
         let k = ((head[0] ^ head[1].rotate_left(29) ^ b.len() as u64)
             .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            >> 56) as usize;
-        let m = self.0[k];
-        let hit = m.len == b.len()
-            && m.head == head
-            && (b.len() <= 16 || names.get(m.id as usize).is_some_and(|n| n.as_str() == name));
-        (k, head, hit.then_some(m.id))
+            >> (64 - MEMO_SETS.trailing_zeros())) as usize;
+        // The heads are compared as words, the rest of a long name by `same_bytes`: a slice
+        // `==` is a call to `memcmp`, which in the wasm guest is a byte loop (16% of the
+        // guest's rebuild for 17-byte subjects).
+        let holds = |m: &MemoSlot| {
+            m.len == b.len()
+                && ((m.head[0] ^ head[0]) | (m.head[1] ^ head[1])) == 0
+                && (b.len() <= 16
+                    || names
+                        .get(m.id as usize)
+                        .is_some_and(|n| same_bytes(&n.as_bytes()[16.min(n.len())..], &b[16..])))
+        };
+        let hit = self.0[2 * k..2 * k + 2]
+            .iter()
+            .find(|m| holds(m))
+            .map(|m| m.id);
+        (k, head, hit)
+    }
+
+    /// Remembers `id` for the name of length `len` and head `head` in set `k`: the newest
+    /// in way 0, the one it displaces in way 1 (the older of way 1 is forgotten).
+    #[inline]
+    fn remember(&mut self, k: usize, id: u32, len: usize, head: [u64; 2]) {
+        self.0[2 * k + 1] = self.0[2 * k];
+        self.0[2 * k] = MemoSlot { id, len, head };
     }
 
     /// The id of `name`, interning it if new.
@@ -3117,34 +3174,50 @@ impl SubjMemo {
         subj: &mut Vec<SubjInfo>,
         name: &str,
     ) -> u32 {
-        let (k, head, hit) = self.probe(names, name);
+        let (k, head, hit) = self.probe(names, name.as_bytes());
         if let Some(id) = hit {
             return id;
         }
         let id = intern_in(names, ids, subj, name);
-        self.0[k] = MemoSlot {
-            id,
-            len: name.len(),
-            head,
-        };
+        self.remember(k, id, name.len(), head);
         id
+    }
+
+    /// The id of the subject whose name is `name`, if the memo holds it (no map lookup).
+    #[inline]
+    fn hit(&self, names: &[String], name: &[u8]) -> Option<u32> {
+        self.probe(names, name).2
     }
 
     /// The id of `name` if the store holds it (memo, then map; a map hit is remembered).
     #[inline]
     fn lookup(&mut self, names: &[String], ids: &SubjMap, name: &str) -> Option<u32> {
-        let (k, head, hit) = self.probe(names, name);
+        let (k, head, hit) = self.probe(names, name.as_bytes());
         if hit.is_some() {
             return hit;
         }
         let id = *ids.get(name)?;
-        self.0[k] = MemoSlot {
-            id,
-            len: name.len(),
-            head,
-        };
+        self.remember(k, id, name.len(), head);
         Some(id)
     }
+}
+
+/// `a == b`, eight bytes at a time and without a call to `memcmp` (a byte loop in wasm).
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut wa, mut wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let mut diff = 0u64;
+    for (x, y) in (&mut wa).zip(&mut wb) {
+        diff |= u64::from_le_bytes(x.try_into().expect("8 bytes"))
+            ^ u64::from_le_bytes(y.try_into().expect("8 bytes"));
+    }
+    for (x, y) in wa.remainder().iter().zip(wb.remainder()) {
+        diff |= u64::from(x ^ y);
+    }
+    diff == 0
 }
 
 fn intern_in(
@@ -3197,4 +3270,69 @@ fn all_zero<H: FsFile>(file: &H, path: &str, len: u64) -> Result<bool> {
         p += n as u64;
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod memo_tests {
+    use super::{same_bytes, SubjMap, SubjMemo, MEMO_SETS};
+
+    #[test]
+    fn memo_answers_as_the_map_does() {
+        // Names of every length up to 40, sharing long prefixes, in more sets than there are:
+        // many collide. Interned through the memo twice over, then looked up.
+        let names: Vec<String> = (0..3 * MEMO_SETS)
+            .map(|i| {
+                let base = format!("orders.eu.{i:06}.tail-for-length");
+                base[..1 + i % base.len()].to_string() + &"x".repeat(i % 7)
+            })
+            .collect();
+        let (mut table, mut ids, mut subj) = (Vec::new(), SubjMap::default(), Vec::new());
+        let mut memo = SubjMemo::new();
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            for n in &names {
+                got.push(memo.intern(&mut table, &mut ids, &mut subj, n));
+            }
+        }
+        for (i, n) in names.iter().chain(&names).enumerate() {
+            assert_eq!(got[i], ids[n.as_str()], "{n:?}");
+            assert_eq!(table[got[i] as usize], *n);
+            assert_eq!(memo.lookup(&table, &ids, n), Some(ids[n.as_str()]), "{n:?}");
+        }
+        assert_eq!(memo.lookup(&table, &ids, "not.interned"), None);
+        // Two names of one set, alternating: both stay remembered (two ways).
+        let first = names[0].as_str();
+        let (k, _, _) = memo.probe(&table, first.as_bytes());
+        let other = names[1..]
+            .iter()
+            .find(|n| memo.probe(&table, n.as_bytes()).0 == k)
+            .expect("3x more names than sets: some share a set");
+        memo.lookup(&table, &ids, first);
+        memo.lookup(&table, &ids, other);
+        for _ in 0..3 {
+            assert_eq!(memo.hit(&table, first.as_bytes()), Some(ids[first]));
+            assert_eq!(
+                memo.hit(&table, other.as_bytes()),
+                Some(ids[other.as_str()])
+            );
+        }
+    }
+
+    #[test]
+    fn agrees_with_slice_eq() {
+        // every length up to 40 (whole words and remainders), equal and differing at each byte
+        let a: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37) ^ 0x55).collect();
+        for n in 0..=a.len() {
+            let x = &a[..n];
+            assert!(same_bytes(x, &a[..n]), "len {n}");
+            for i in 0..n {
+                let mut y = x.to_vec();
+                y[i] ^= 0x80;
+                assert!(!same_bytes(x, &y), "len {n}, differing at {i}");
+            }
+            if n > 0 {
+                assert!(!same_bytes(x, &a[..n - 1]), "len {n} against {}", n - 1);
+            }
+        }
+    }
 }

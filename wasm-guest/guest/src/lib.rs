@@ -176,12 +176,59 @@ fn host_crc32_ranges(buf: &[u8], ranges: &[(u32, u32)], out: &mut Vec<u32>) {
     }
 }
 
+impl ImportedFile {
+    /// Puts the host's answer to a read of `len` bytes at `offset` in `buf` without copying
+    /// it; reads the rest if the host returned fewer (it caps one read), and fails at the end
+    /// of the file as `read_exact_at`.
+    fn take_read(
+        &self,
+        buf: &mut Vec<u8>,
+        mut data: Vec<u8>,
+        len: usize,
+        offset: u64,
+    ) -> io::Result<()> {
+        // A host that returns more than asked is broken; never trust it past `len`.
+        data.truncate(len);
+        let got = data.len();
+        *buf = data;
+        if got < len {
+            buf.resize(len, 0);
+            self.read_exact_at(&mut buf[got..len], offset + got as u64)?;
+        }
+        Ok(())
+    }
+}
+
 impl FsFile for ImportedFile {
     fn batch_crc32(&self) -> bool {
         true
     }
     fn crc32_ranges(&self, buf: &[u8], ranges: &[(u32, u32)], out: &mut Vec<u32>) {
         host_crc32_ranges(buf, ranges, out)
+    }
+    // The list the host wrote into guest memory becomes the scan's buffer: one copy of the
+    // bytes (host to guest) instead of two.
+    fn read_vec_at(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
+        let data = self.0.read_at(len as u64, offset).map_err(from_fs_error)?;
+        self.take_read(buf, data, len, offset)
+    }
+    // The host reads, frames and checksums: the bytes never cross back for their crcs. A
+    // short read (the host caps one) keeps the crcs of the records it held; the scan checks
+    // any later record itself.
+    fn read_framed_at(
+        &self,
+        buf: &mut Vec<u8>,
+        len: usize,
+        offset: u64,
+        crcs: &mut Vec<u32>,
+    ) -> io::Result<()> {
+        let (data, c) = self
+            .0
+            .read_framed_at(len as u64, offset)
+            .map_err(from_fs_error)?;
+        self.take_read(buf, data, len, offset)?;
+        crcs.extend_from_slice(&c);
+        Ok(())
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let data = self
@@ -294,6 +341,28 @@ impl FsFile for GuestFile {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         on_file!(self, f => f.read_at(buf, offset))
+    }
+    fn read_vec_at(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
+        on_file!(self, f => f.read_vec_at(buf, len, offset))
+    }
+    fn read_framed_at(
+        &self,
+        buf: &mut Vec<u8>,
+        len: usize,
+        offset: u64,
+        crcs: &mut Vec<u32>,
+    ) -> io::Result<()> {
+        match self {
+            GuestFile::Imported(f) => f.read_framed_at(buf, len, offset, crcs),
+            // WASI's files cannot ask the host to frame: read, then send for the checksums.
+            GuestFile::Wasi(f) => {
+                f.read_vec_at(buf, len, offset)?;
+                let mut ranges = Vec::new();
+                store_core::record::frame(&buf[..len], &mut ranges);
+                host_crc32_ranges(&buf[..len], &ranges, crcs);
+                Ok(())
+            }
+        }
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         on_file!(self, f => f.write_all_at(buf, offset))

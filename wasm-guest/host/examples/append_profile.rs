@@ -1,5 +1,5 @@
 //! A profiling target: unsynced appends in the guest and natively, as `seqstore-bench`'s
-//! no-sync cell does them (128-byte payloads, 64 subjects of 16 bytes, the system clock).
+//! no-sync cell does them (128-byte payloads, 64 subjects of 16 bytes as the bench's, the system clock).
 //! `cargo run --release -p wasm-host --example append_profile [MSGS]`; under perf, set
 //! `SEQSTORE_WASM_PERFMAP=1` for the guest's symbols.
 
@@ -22,37 +22,58 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000_000);
-    let subjects: Vec<String> = (0..64).map(|i| format!("orders.region{i:03}x")).collect();
+    let subjects: Vec<String> = (0..64).map(|i| format!("orders.eu.{i:06}")).collect();
     let payload = [0x5au8; 128];
     let cfg = Config {
         sync: SyncPolicy::Never,
         ..Config::default()
     };
+    // `APPEND_PROFILE_ONLY=guest` skips the native rounds (a profile of the guest alone).
+    let guest_only = std::env::var("APPEND_PROFILE_ONLY").is_ok_and(|v| v == "guest");
+    // `APPEND_PROFILE_ROUNDS=N`: rounds, each on a fresh store (default 3).
+    let rounds: u32 = std::env::var("APPEND_PROFILE_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
     wasm_host::warm_up().expect("compile");
-    for round in 0..3 {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut s = store_core::Store::open_with_clock(
-            host_fs::HostFs::open(dir.path()).expect("dir"),
-            cfg.clone(),
-            Box::new(SystemClock),
-        )
-        .expect("open");
-        let t = Instant::now();
-        for i in 0..n {
-            s.append(&subjects[(i % 64) as usize], b"", &payload)
-                .expect("append");
-        }
-        let native = n as f64 / t.elapsed().as_secs_f64();
-        drop(s);
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut g = wasm_host::GuestStore::open_dir(dir.path(), cfg.clone(), Box::new(SystemClock))
+    for round in 0..rounds {
+        let mut native = f64::NAN;
+        if !guest_only {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut s = store_core::Store::open_with_clock(
+                host_fs::HostFs::open(dir.path()).expect("dir"),
+                cfg.clone(),
+                Box::new(SystemClock),
+            )
             .expect("open");
+            let t = Instant::now();
+            for i in 0..n {
+                s.append(&subjects[(i % 64) as usize], b"", &payload)
+                    .expect("append");
+            }
+            native = n as f64 / t.elapsed().as_secs_f64();
+            drop(s);
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        // As seqstore-bench's "guest" cell: the guest's `fs` import served by host-fs.
+        let fs = host_fs::HostFs::open(dir.path()).expect("dir");
+        let mut g =
+            wasm_host::GuestStore::from_fs(fs, cfg.clone(), Box::new(SystemClock)).expect("open");
         let t = Instant::now();
         for i in 0..n {
             g.append(&subjects[(i % 64) as usize], b"", &payload)
                 .expect("append");
         }
         let guest = n as f64 / t.elapsed().as_secs_f64();
+        // The same count again on the warm instance: what a short run's first appends cost
+        // over the steady state (the guest's memory growing, its first block).
+        let t = Instant::now();
+        for i in 0..n {
+            g.append(&subjects[(i % 64) as usize], b"", &payload)
+                .expect("append");
+        }
+        let warm = n as f64 / t.elapsed().as_secs_f64();
+        println!("round {round}: guest, warm instance {warm:.0}/s");
         drop(g);
         println!(
             "round {round}: native {native:.0}/s guest {guest:.0}/s ratio {:.2}",

@@ -183,6 +183,36 @@ impl wit_fs::HostFile for HostState {
         fs_result(r)
     }
 
+    fn read_framed_at(
+        &mut self,
+        h: Resource<FileRep>,
+        len: u64,
+        offset: u64,
+    ) -> FsResult<(Vec<u8>, Vec<u32>)> {
+        let f = self.file(&h)?;
+        // `len` comes from the guest: never allocate more than MAX_READ for it.
+        let mut buf = vec![0u8; len.min(MAX_READ) as usize];
+        // Read on until full or the end: the framing is only as good as the bytes read.
+        let mut got = 0;
+        let r = loop {
+            if got == buf.len() {
+                break Ok(());
+            }
+            match f.read_at(&mut buf[got..], offset + got as u64) {
+                Ok(0) => break Ok(()),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        fs_result(r.map(|()| {
+            buf.truncate(got);
+            let mut crcs = Vec::new();
+            store_core::record::framed_crcs(&buf, &mut crcs);
+            (buf, crcs)
+        }))
+    }
+
     fn write_at(&mut self, h: Resource<FileRep>, data: Vec<u8>, offset: u64) -> FsResult<()> {
         fs_result(self.file(&h)?.write_all_at(&data, offset))
     }
