@@ -609,6 +609,15 @@ impl wit::GuestStore for GuestStoreRes {
             })
         })
     }
+    fn append_encoded_one(&self, encoded: Vec<u8>) -> R<wit::Appended> {
+        self.with(|s| {
+            let seq = s.append_encoded(&encoded)?;
+            Ok(wit::Appended {
+                seq,
+                last_ts: s.state().last_ts,
+            })
+        })
+    }
     fn append_encoded(&self, records: Vec<u8>) -> wit::BatchOutcome {
         let mut store = self.0.borrow_mut();
         let mut rest = &records[..];

@@ -24,8 +24,13 @@ fn main() {
         .unwrap_or(1_000_000);
     let subjects: Vec<String> = (0..64).map(|i| format!("orders.eu.{i:06}")).collect();
     let payload = [0x5au8; 128];
+    // `APPEND_PROFILE_SYNC=always`: every append durable before it returns.
+    let sync = match std::env::var("APPEND_PROFILE_SYNC").as_deref() {
+        Ok("always") => SyncPolicy::Always,
+        _ => SyncPolicy::Never,
+    };
     let cfg = Config {
-        sync: SyncPolicy::Never,
+        sync,
         ..Config::default()
     };
     // `APPEND_PROFILE_ONLY=guest` skips the native rounds (a profile of the guest alone).

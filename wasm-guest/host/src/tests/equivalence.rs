@@ -289,8 +289,8 @@ impl Pair {
 }
 
 /// Runs one seeded case; returns how many of the guest's appends went through the host's
-/// batching queue.
-fn run_case(seed: u64, case: u64, ops: usize, batchable: bool) -> u64 {
+/// batching queue, and how many the host sent encoded one at a time.
+fn run_case(seed: u64, case: u64, ops: usize, batchable: bool) -> (u64, u64) {
     let mut rng = Rng::new(seed ^ case.wrapping_mul(0x2545_f491_4f6c_dd1d));
     let mut cfg = gen_config(&mut rng);
     if batchable {
@@ -298,7 +298,7 @@ fn run_case(seed: u64, case: u64, ops: usize, batchable: bool) -> u64 {
         cfg.sync = SyncPolicy::Never;
         cfg.limits = Default::default();
     }
-    let mut batched = 0;
+    let (mut batched, mut encoded_one) = (0, 0);
     let pair = Pair {
         ndir: tempfile::tempdir().unwrap(),
         gdir: tempfile::tempdir().unwrap(),
@@ -325,6 +325,7 @@ fn run_case(seed: u64, case: u64, ops: usize, batchable: bool) -> u64 {
             }
             Op::Reopen(close) => {
                 batched += g.batched;
+                encoded_one += g.encoded_one;
                 if *close {
                     let (rn, rg) = (n.close(), g.close());
                     assert_eq!(norm(&rn), norm(&store_result(rg)), "{ctx}: close");
@@ -344,6 +345,7 @@ fn run_case(seed: u64, case: u64, ops: usize, batchable: bool) -> u64 {
     }
     eprintln!("{ctx0}: final state {:?}", n.state());
     batched += g.batched;
+    encoded_one += g.encoded_one;
     let (rn, rg) = (n.close(), g.close());
     assert_eq!(norm(&rn), norm(&store_result(rg)), "{ctx0}: final close");
     assert_same_tree(
@@ -351,15 +353,23 @@ fn run_case(seed: u64, case: u64, ops: usize, batchable: bool) -> u64 {
         pair.gdir.path(),
         &format!("{ctx0}: final"),
     );
-    batched
+    (batched, encoded_one)
 }
 
 #[test]
 fn native_and_guest_agree() {
+    // Any policy and limits. Under a policy the host does not batch, appends it can predict
+    // go to the guest encoded one at a time (`append-encoded-one`): the same results and
+    // files as the guest's own encoding.
     let seed = seed("native_and_guest_agree");
+    let mut encoded_one = 0;
     for case in 0..6 {
-        run_case(seed, case, 250, false);
+        encoded_one += run_case(seed, case, 250, false).1;
     }
+    assert!(
+        encoded_one > 0,
+        "seed {seed}: no append went through append-encoded-one"
+    );
 }
 
 #[test]
@@ -369,7 +379,7 @@ fn batched_appends_agree() {
     // pending) and the same files.
     let seed = seed("batched_appends_agree");
     for case in 0..6 {
-        let batched = run_case(seed, case, 250, true);
+        let (batched, _) = run_case(seed, case, 250, true);
         assert!(
             batched > 0,
             "seed {seed} case {case}: no append went through the host's queue"
