@@ -398,14 +398,14 @@ pub(crate) fn scan_block<H: FsFile>(
 }
 
 /// What [`scan_block_chunked`] has read: `buf[..valid]` holds the file's bytes from `off`;
-/// with batched checksums, `frames`/`crcs` the records framed from `buf[0]` and their crcs,
-/// `pre_i` the next one to use.
+/// with batched checksums, `crcs` those of the records framed from `buf[0]`, `pre_i` the next
+/// one to use and `frame_at` where its record starts in `buf`.
 struct Window {
     valid: usize,
     off: u64,
-    frames: Vec<(u32, u32)>,
     crcs: Vec<u32>,
     pre_i: usize,
+    frame_at: usize,
 }
 
 /// `scan_block` reading `chunk` bytes at a time (small when the caller stops early).
@@ -428,17 +428,19 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
     // open, not a fresh 1 MiB of page faults per block).
     //
     // With a file that batches checksums (`FsFile::batch_crc32`: the wasm guest's), each read
-    // comes with the crcs of the whole records it holds (`FsFile::read_framed_at`): `frames`
-    // holds their (offset in buf, covered length), `crcs` the checksums, `pre_i` the next one
-    // to use. A record without one (after a resync jumped inside the buffer; a host that
-    // returned fewer) is checked the ordinary way.
+    // comes with the crcs of the whole records it holds (`FsFile::read_framed_at`), framed
+    // from its first byte by their length fields. The scan steps through records by the same
+    // length fields, so the i-th record it meets from the start of a read is the i-th frame:
+    // `frame_at` follows where that is (no second framing pass in the guest). A record that
+    // is not where the next frame starts (after a resync jumped inside the buffer), or beyond
+    // the crcs given (a host that returned fewer), is checked the ordinary way.
     let batch = file.batch_crc32();
     let mut w = Window {
         valid: 0,
         off: start,
-        frames: Vec::new(),
         crcs: Vec::new(),
         pre_i: 0,
+        frame_at: 0,
     };
     let mut pos = start;
     // `want` bytes from pos, at least a chunk, at most what the block has
@@ -446,10 +448,9 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
         let n = (want.max(chunk) as u64).min(len - pos) as usize;
         if batch {
             w.crcs.clear();
-            w.frames.clear();
             ioe(file.read_framed_at(buf, n, pos, &mut w.crcs), "read", path)?;
-            record::frame(&buf[..n], &mut w.frames);
             w.pre_i = 0;
+            w.frame_at = 0;
         } else {
             ioe(file.read_vec_at(buf, n, pos), "read", path)?;
         }
@@ -477,22 +478,23 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
         let (valid, buf_off) = (w.valid, w.off);
         let at = (pos - buf_off) as usize;
         let avail = valid - at;
-        let decoded = if batch {
-            let have = w.frames.len().min(w.crcs.len());
-            while w.pre_i < have && (w.frames[w.pre_i].0 as usize) < at {
-                w.pre_i += 1;
-            }
-            if w.pre_i < have && w.frames[w.pre_i].0 as usize == at {
-                record::decode_with_crc(&buf[at..valid], w.crcs[w.pre_i])
-            } else {
-                decode(&buf[at..valid])
-            }
+        let framed = batch && at == w.frame_at && w.pre_i < w.crcs.len();
+        let decoded = if framed {
+            record::decode_with_crc(&buf[at..valid], w.crcs[w.pre_i])
         } else {
             decode(&buf[at..valid])
+        };
+        // The record here spans the frame whose crc was used: the next frame follows it.
+        let next_frame = |w: &mut Window, len: usize| {
+            if framed {
+                w.frame_at += len;
+                w.pre_i += 1;
+            }
         };
         match decoded {
             Decoded::Record(r) => {
                 visit(pos, &r)?;
+                next_frame(&mut w, r.len);
                 pos += r.len as u64;
             }
             Decoded::Short(n) => {
@@ -572,6 +574,7 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
                             u64::from_le_bytes(buf[at + 8..at + 16].try_into().expect("8"))
                         });
                         skipped(pos, reason, seq)?;
+                        next_frame(&mut w, l);
                         pos += l as u64;
                     }
                     _ => match resync(file, path, pos + 1, len)? {
