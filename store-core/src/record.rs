@@ -258,6 +258,7 @@ pub(crate) struct RawRecord<'a> {
 /// [`decode_trusting_crc`] without the subject's UTF-8 check, for a caller that recognises
 /// the subject's bytes as a name it holds (`Store::append_encoded`); `Err` is the outcome that
 /// is not a record.
+#[inline]
 pub(crate) fn decode_raw_trusting_crc(buf: &[u8]) -> Result<RawRecord<'_>, Decoded<'_>> {
     decode_raw(buf, CrcCheck::Trust)
 }

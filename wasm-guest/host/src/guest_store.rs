@@ -498,45 +498,21 @@ impl GuestStore {
         let seq = last_seq + 1;
         // The timestamp the guest's clock import would return during its own append call now.
         let ts = self.store.data().clock.now_ns().max(last_ts);
-        let encode = |buf: &mut Vec<u8>| {
-            store_core::record::encode(
-                buf,
-                store_core::record::Kind::Msg,
-                0,
-                seq,
-                ts,
-                subject.as_bytes(),
-                headers,
-                payload,
-            )
-        };
         if !self.batchable {
-            // Not queued (this policy or these limits may act during the append): the guest
-            // appends it now, exactly as `append`; only the encoding (and its crc) is the
-            // host's. Any error is this append's own.
-            let mut buf = std::mem::take(&mut self.pack);
-            buf.clear();
-            encode(&mut buf);
-            let r = self.call(|g, s, h| g.call_append_encoded_one(s, h, &buf));
-            self.keep_pack(buf);
-            let a = r?;
-            if a.seq != seq || a.last_ts != ts {
-                // The guest checks the record's sequence and timestamp against the store's,
-                // so this cannot happen unless host and guest run different rules.
-                return Err(Error::Store(store_core::Error::InvalidArgument(format!(
-                    "encoded append: the guest stored seq {} ts {}, the host predicted seq \
-                     {seq} ts {ts}",
-                    a.seq, a.last_ts
-                ))));
-            }
-            self.basis = Some((seq, ts));
-            #[cfg(test)]
-            {
-                self.encoded_one += 1;
-            }
-            return Ok(Some(seq));
+            return self
+                .append_encoded_now(seq, ts, subject, headers, payload)
+                .map(Some);
         }
-        encode(&mut self.queue);
+        store_core::record::encode(
+            &mut self.queue,
+            store_core::record::Kind::Msg,
+            0,
+            seq,
+            ts,
+            subject.as_bytes(),
+            headers,
+            payload,
+        );
         self.queued += 1;
         self.basis = Some((seq, ts));
         #[cfg(test)]
@@ -547,6 +523,51 @@ impl GuestStore {
             self.flush_queue()?;
         }
         Ok(Some(seq))
+    }
+
+    /// The append of a message the host checked and predicted (`seq`, `ts`) under a policy
+    /// that does not batch: encoded here, appended by the guest now, exactly as `append`; only
+    /// the encoding (and its crc) is the host's. Any error is this append's own. Out of line:
+    /// the queued path around it is the hot one.
+    #[inline(never)]
+    fn append_encoded_now(
+        &mut self,
+        seq: u64,
+        ts: i64,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+    ) -> Result<u64> {
+        let mut buf = std::mem::take(&mut self.pack);
+        buf.clear();
+        store_core::record::encode(
+            &mut buf,
+            store_core::record::Kind::Msg,
+            0,
+            seq,
+            ts,
+            subject.as_bytes(),
+            headers,
+            payload,
+        );
+        let r = self.call(|g, s, h| g.call_append_encoded_one(s, h, &buf));
+        self.keep_pack(buf);
+        let a = r?;
+        if a.seq != seq || a.last_ts != ts {
+            // The guest checks the record's sequence and timestamp against the store's, so
+            // this cannot happen unless host and guest run different rules.
+            return Err(Error::Store(store_core::Error::InvalidArgument(format!(
+                "encoded append: the guest stored seq {} ts {}, the host predicted seq {seq} \
+                 ts {ts}",
+                a.seq, a.last_ts
+            ))));
+        }
+        self.basis = Some((seq, ts));
+        #[cfg(test)]
+        {
+            self.encoded_one += 1;
+        }
+        Ok(seq)
     }
 
     /// Sends the queued appends to the guest (see [`Self::append`]). An error is that of the
