@@ -197,11 +197,7 @@ pub trait FsFile: Send + Sync {
         offset: u64,
         crcs: &mut Vec<u32>,
     ) -> io::Result<()> {
-        self.read_vec_at(buf, len, offset)?;
-        let mut ranges = Vec::new();
-        crate::record::frame(&buf[..len], &mut ranges);
-        self.crc32_ranges(&buf[..len], &ranges, crcs);
-        Ok(())
+        read_framed_by_ranges(self, buf, len, offset, crcs)
     }
 
     /// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.
@@ -266,6 +262,23 @@ pub trait Fs: Send + Sync {
     /// directory and fsync it. `""` is the root.
     #[track_caller]
     fn sync_dir(&self, path: &str) -> io::Result<()>;
+}
+
+/// The default [`FsFile::read_framed_at`]: `file.read_vec_at`, then the frames' checksums
+/// from `file.crc32_ranges`. For an implementation that overrides the method for some of its
+/// files only (the wasm guest's, whose WASI files cannot ask the host to frame).
+pub fn read_framed_by_ranges<H: FsFile + ?Sized>(
+    file: &H,
+    buf: &mut Vec<u8>,
+    len: usize,
+    offset: u64,
+    crcs: &mut Vec<u32>,
+) -> io::Result<()> {
+    file.read_vec_at(buf, len, offset)?;
+    let mut ranges = Vec::new();
+    crate::record::frame(&buf[..len], &mut ranges);
+    file.crc32_ranges(&buf[..len], &ranges, crcs);
+    Ok(())
 }
 
 fn invalid(msg: &str) -> io::Error {

@@ -354,13 +354,10 @@ impl FsFile for GuestFile {
     ) -> io::Result<()> {
         match self {
             GuestFile::Imported(f) => f.read_framed_at(buf, len, offset, crcs),
-            // WASI's files cannot ask the host to frame: read, then send for the checksums.
-            GuestFile::Wasi(f) => {
-                f.read_vec_at(buf, len, offset)?;
-                let mut ranges = Vec::new();
-                store_core::record::frame(&buf[..len], &mut ranges);
-                host_crc32_ranges(&buf[..len], &ranges, crcs);
-                Ok(())
+            // WASI's files cannot ask the host to frame: read, then send for the checksums
+            // (this file's `crc32_ranges`: the host's).
+            GuestFile::Wasi(_) => {
+                store_core::fs::read_framed_by_ranges(self, buf, len, offset, crcs)
             }
         }
     }

@@ -60,6 +60,22 @@ impl std::hash::Hasher for FxHasher {
 /// ~60 ns tokenization per append (store-core likewise skips it for subjects it holds).
 type ValidSubjects = std::collections::HashSet<Box<str>, std::hash::BuildHasherDefault<FxHasher>>;
 
+/// Appends to `buf` the message record the guest's store would write for this append at
+/// sequence `seq` and timestamp `ts`: store-core's own encoder (crc32 with SIMD, natively).
+#[inline]
+fn encode_msg(buf: &mut Vec<u8>, seq: u64, ts: i64, subject: &str, headers: &[u8], payload: &[u8]) {
+    store_core::record::encode(
+        buf,
+        store_core::record::Kind::Msg,
+        0,
+        seq,
+        ts,
+        subject.as_bytes(),
+        headers,
+        payload,
+    );
+}
+
 /// Epoch ticks that stand for "no deadline" (far from overflowing `current + delta`).
 const NO_DEADLINE: u64 = u64::MAX / 4;
 
@@ -503,16 +519,7 @@ impl GuestStore {
                 .append_encoded_now(seq, ts, subject, headers, payload)
                 .map(Some);
         }
-        store_core::record::encode(
-            &mut self.queue,
-            store_core::record::Kind::Msg,
-            0,
-            seq,
-            ts,
-            subject.as_bytes(),
-            headers,
-            payload,
-        );
+        encode_msg(&mut self.queue, seq, ts, subject, headers, payload);
         self.queued += 1;
         self.basis = Some((seq, ts));
         #[cfg(test)]
@@ -540,16 +547,7 @@ impl GuestStore {
     ) -> Result<u64> {
         let mut buf = std::mem::take(&mut self.pack);
         buf.clear();
-        store_core::record::encode(
-            &mut buf,
-            store_core::record::Kind::Msg,
-            0,
-            seq,
-            ts,
-            subject.as_bytes(),
-            headers,
-            payload,
-        );
+        encode_msg(&mut buf, seq, ts, subject, headers, payload);
         let r = self.call(|g, s, h| g.call_append_encoded_one(s, h, &buf));
         self.keep_pack(buf);
         let a = r?;
