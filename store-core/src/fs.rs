@@ -118,6 +118,17 @@ pub struct DirEntry {
     pub is_dir: bool,
 }
 
+/// Which step of [`FsFile::write_all_at_sync_data`] failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum WriteSyncError {
+    /// The write failed: nothing was synced, and the file's bytes at the offset are unknown.
+    Write(io::Error),
+    /// The write succeeded and the sync failed: the data may be lost (see the contract on a
+    /// failed sync).
+    Sync(io::Error),
+}
+
 /// An open file. Methods take `&self` (positioned I/O, like `std::os::unix::fs::FileExt`).
 #[allow(clippy::len_without_is_empty)] // `len` is a fallible I/O call, as std's `metadata().len()`
 pub trait FsFile: Send + Sync {
@@ -146,6 +157,18 @@ pub trait FsFile: Send + Sync {
     /// Makes the file's data and metadata durable. Like `File::sync_all` (fsync).
     #[track_caller]
     fn sync_all(&self) -> io::Result<()>;
+
+    /// [`FsFile::write_all_at`], then, if it succeeded, [`FsFile::sync_data`]: the store's
+    /// durable append, which writes its record and syncs it at once, says so in one call. The
+    /// default makes exactly those two calls, so a backend sees (and a crash test enumerates)
+    /// the same operations either way. The wasm guest's file overrides it: its host does both
+    /// for one crossing of the boundary instead of two. The error says which step failed.
+    #[track_caller]
+    fn write_all_at_sync_data(&self, buf: &[u8], offset: u64) -> Result<(), WriteSyncError> {
+        self.write_all_at(buf, offset)
+            .map_err(WriteSyncError::Write)?;
+        self.sync_data().map_err(WriteSyncError::Sync)
+    }
 
     /// Whether the checksums of data read from this file are better computed many records per
     /// call by [`FsFile::crc32_ranges`] than one record at a time in this process. False by

@@ -44,7 +44,7 @@ pub use ablation::Ablation;
 pub use clock::{Clock, ManualClock};
 pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use error::{Error, Result};
-pub use fs::{DirEntry, Fs, FsFile, OpenOptions};
+pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 pub use shared::SharedStore;
 pub use store::{RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SYNC_SITES};
 pub use verify::{verify, IndexStatus, Problem, VerifyReport};

@@ -19,7 +19,7 @@ use std::cell::RefCell;
 use std::io;
 use std::time::Duration;
 
-use store_core::{Clock, Config, DirEntry, Fs, FsFile, OpenOptions, Store};
+use store_core::{Clock, Config, DirEntry, Fs, FsFile, OpenOptions, Store, WriteSyncError};
 
 /// The bindings wit-bindgen generates from `wasm-guest/wit` (undocumented generated code).
 #[allow(missing_docs)]
@@ -252,6 +252,13 @@ impl FsFile for ImportedFile {
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data().map_err(from_fs_error)
     }
+    // One crossing for a durable append's write and fsync.
+    fn write_all_at_sync_data(&self, buf: &[u8], offset: u64) -> Result<(), WriteSyncError> {
+        self.0.write_at_sync_data(buf, offset).map_err(|e| match e {
+            wit_fs::WriteSyncError::Write(e) => WriteSyncError::Write(from_fs_error(e)),
+            wit_fs::WriteSyncError::Sync(e) => WriteSyncError::Sync(from_fs_error(e)),
+        })
+    }
     fn sync_all(&self) -> io::Result<()> {
         self.0.sync_all().map_err(from_fs_error)
     }
@@ -372,6 +379,9 @@ impl FsFile for GuestFile {
     }
     fn sync_data(&self) -> io::Result<()> {
         on_file!(self, f => f.sync_data())
+    }
+    fn write_all_at_sync_data(&self, buf: &[u8], offset: u64) -> Result<(), WriteSyncError> {
+        on_file!(self, f => f.write_all_at_sync_data(buf, offset))
     }
     fn sync_all(&self) -> io::Result<()> {
         on_file!(self, f => f.sync_all())

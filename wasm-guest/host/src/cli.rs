@@ -59,6 +59,8 @@ pub fn run_guest_command(dir: &Path, args: &[&str], opts: &GuestOptions) -> Resu
         stderr: stderr.clone(),
         open_files: 0,
         max_open_files: opts.max_open_files,
+        #[cfg(test)]
+        write_syncs: 0,
     };
     let mut store = wasmtime::Store::new(pre.engine(), state);
     store.limiter(|s| &mut s.limiter);

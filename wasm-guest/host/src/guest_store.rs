@@ -285,6 +285,8 @@ impl GuestStore {
             stderr,
             open_files: 0,
             max_open_files: opts.max_open_files,
+            #[cfg(test)]
+            write_syncs: 0,
         };
         let mut store = wasmtime::Store::new(pre.engine(), state);
         store.limiter(|s| &mut s.limiter);
@@ -736,6 +738,12 @@ impl GuestStore {
     /// Writes `index.db` so the next open need not read the blocks.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.call(|g, s, h| g.call_checkpoint(s, h))
+    }
+
+    /// `write-at-sync-data` calls the host served to this instance (for the tests).
+    #[cfg(test)]
+    pub(crate) fn write_syncs(&self) -> u64 {
+        self.store.data().write_syncs
     }
 
     /// Whether an earlier I/O failure poisoned the store.

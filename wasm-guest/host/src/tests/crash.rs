@@ -173,3 +173,56 @@ fn damaged_block_recovers_in_guest_like_natively() {
     assert_eq!(n.recovery_report(), g.recovery_report());
     assert_eq!(n.state(), g.state().unwrap());
 }
+
+#[test]
+fn durable_append_write_or_sync_error_is_typed_in_guest_like_natively() {
+    // Under `Always` an append's write and fsync reach the host as one call
+    // (`write-at-sync-data`). A failure of either step must come back as it does natively: an
+    // `Io` error naming the step, the store poisoned, and nothing it did not acknowledge
+    // surviving a crash.
+    use fault_fs::{FaultKind, OpKind};
+    let cfg = Config {
+        sync: SyncPolicy::Always,
+        ..Config::default()
+    };
+    for (kind, op) in [(OpKind::WriteAt, "write"), (OpKind::SyncData, "sync_data")] {
+        let (nfs, gfs) = (FaultFs::new(Model::Posix), FaultFs::new(Model::Posix));
+        let mut n = store_core::Store::open_with_clock(nfs.clone(), cfg.clone(), Box::new(clock()))
+            .unwrap();
+        let mut g = GuestStore::from_fs(gfs.clone(), cfg.clone(), Box::new(clock())).unwrap();
+        let before = g.write_syncs();
+        for i in 0..3u8 {
+            assert_eq!(n.append("a.b", b"", &[i; 50]).unwrap(), u64::from(i) + 1);
+            assert_eq!(g.append("a.b", b"", &[i; 50]).unwrap(), u64::from(i) + 1);
+        }
+        // one host call each for the write and the fsync
+        assert_eq!(g.write_syncs() - before, 3, "{op}");
+        nfs.fail_kind(kind, FaultKind::Eio);
+        gfs.fail_kind(kind, FaultKind::Eio);
+        let ne = n.append("a.b", b"", b"never acked").unwrap_err();
+        let ge = match g.append("a.b", b"", b"never acked") {
+            Err(crate::Error::Store(e)) => e,
+            other => panic!("{op}: expected a store error, got {other:?}"),
+        };
+        assert!(
+            matches!(&ge, store_core::Error::Io { op: o, .. } if *o == op),
+            "{op}: {ge:?}"
+        );
+        assert_eq!(norm_err(&ne), norm_err(&ge), "{op}");
+        assert!(n.is_poisoned() && g.is_poisoned().unwrap(), "{op}");
+        assert!(matches!(
+            g.append("a.b", b"", b"x"),
+            Err(crate::Error::Store(store_core::Error::Poisoned))
+        ));
+        assert_eq!(
+            g.get(3).unwrap().payload,
+            [2u8; 50],
+            "{op}: reads still work"
+        );
+        gfs.clear_faults();
+        drop(g);
+        let mut g = GuestStore::from_fs(gfs.crash(), cfg.clone(), Box::new(clock())).unwrap();
+        let st = g.state().unwrap();
+        assert_eq!((st.msgs, st.last_seq), (3, 3), "{op}: {st:?}");
+    }
+}
