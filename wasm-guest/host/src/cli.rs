@@ -60,7 +60,7 @@ pub fn run_guest_command(dir: &Path, args: &[&str], opts: &GuestOptions) -> Resu
         open_files: 0,
         max_open_files: opts.max_open_files,
         #[cfg(test)]
-        write_syncs: 0,
+        write_syncs: Default::default(),
     };
     let mut store = wasmtime::Store::new(pre.engine(), state);
     store.limiter(|s| &mut s.limiter);

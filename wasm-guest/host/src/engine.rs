@@ -67,6 +67,8 @@ fn link_store(wasm: &[u8]) -> Result<StorePre<HostState>, String> {
         |s| s,
     )
     .map_err(|e| format!("linking the fs and clock imports: {e:?}"))?;
+    crate::state::link_fs_writes(&mut linker)
+        .map_err(|e| format!("linking the fs imports that write: {e:?}"))?;
     let pre = linker
         .instantiate_pre(&component)
         .map_err(|e| format!("linking the component: {e:?}"))?;

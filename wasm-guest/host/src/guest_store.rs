@@ -286,7 +286,7 @@ impl GuestStore {
             open_files: 0,
             max_open_files: opts.max_open_files,
             #[cfg(test)]
-            write_syncs: 0,
+            write_syncs: Default::default(),
         };
         let mut store = wasmtime::Store::new(pre.engine(), state);
         store.limiter(|s| &mut s.limiter);
@@ -743,7 +743,7 @@ impl GuestStore {
     /// `write-at-sync-data` calls the host served to this instance (for the tests).
     #[cfg(test)]
     pub(crate) fn write_syncs(&self) -> u64 {
-        self.store.data().write_syncs
+        self.store.data().write_syncs.get()
     }
 
     /// Whether an earlier I/O failure poisoned the store.
