@@ -15,7 +15,7 @@
 //! Cases panic (assert) on a mismatch: this module is test support, only compiled with the
 //! `conformance` feature.
 
-use crate::fs::{DirEntry, Fs, FsFile, OpenOptions};
+use crate::fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 use std::io::ErrorKind;
 
 fn rw() -> OpenOptions {
@@ -319,6 +319,25 @@ pub fn large_unaligned_io<F: Fs>(fs: &F) {
     f.sync_data().unwrap();
 }
 
+/// `write_all_at_sync_data` writes as `write_all_at` does (gaps zero-filled) and its bytes
+/// read back; through a read-only handle it fails at the write step and changes nothing.
+pub fn write_then_sync<F: Fs>(fs: &F) {
+    let f = fs.open("w", rw()).unwrap();
+    f.write_all_at(b"head", 0).unwrap();
+    f.write_all_at_sync_data(b"tail", 6).unwrap();
+    assert_eq!(f.len().unwrap(), 10);
+    f.write_all_at_sync_data(b"EA", 1).unwrap();
+    drop(f);
+    assert_eq!(read_all(fs, "w"), b"hEAd\0\0tail");
+    let r = fs.open("w", OpenOptions::read_only()).unwrap();
+    match r.write_all_at_sync_data(b"no", 0) {
+        Err(WriteSyncError::Write(_)) => {}
+        other => panic!("a write through a read-only handle: {other:?}"),
+    }
+    drop(r);
+    assert_eq!(read_all(fs, "w"), b"hEAd\0\0tail");
+}
+
 /// Generates one `#[test]` per conformance case. `$make` is an expression evaluating to a
 /// closure returning `(guard, fs)`; the guard (e.g. a temp dir) lives as long as the test.
 #[macro_export]
@@ -327,7 +346,7 @@ macro_rules! fs_conformance_tests {
         $crate::fs_conformance_tests!(@cases $make;
             write_read_len, handles_share_contents, set_len_truncates_and_extends, open_flags,
             dirs_create_and_list, rename_over, remove, path_confinement, large_unaligned_io,
-            type_errors);
+            type_errors, write_then_sync);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
