@@ -913,3 +913,155 @@ proptest! {
         run_ops(&ops)?;
     }
 }
+
+/// `append_encoded_run` against one `append_encoded` per record, on the same random batches:
+/// the same count applied and the same error for every batch, the same state, messages and
+/// block files after. Batches mix records its short path takes (known subjects, room in the
+/// block and the write buffer) with every reason to leave it: new subjects, block rolls,
+/// write-buffer flushes, wrong sequences or timestamps, oversized payloads, records that are
+/// not messages, length fields past the buffer; under each sync policy, with and without
+/// limits. Seeded (`SEQSTORE_SEED`), printed on failure.
+#[test]
+fn append_encoded_run_agrees_with_one_call_per_record() {
+    let seed = std::env::var("SEQSTORE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x0e5c_0de5u64);
+    let mut x = seed;
+    let mut next = move || {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut short_runs = 0u64;
+    for case in 0..60u64 {
+        let ctx = format!("seed {seed} case {case}");
+        let cfg = Config {
+            block_size: [1024, 4096, 1 << 20][(next() % 3) as usize],
+            write_buffer: [0, 300, 2000, 256 << 10][(next() % 4) as usize],
+            max_payload: 400,
+            sync: match next() % 4 {
+                0 => SyncPolicy::Always,
+                1 => SyncPolicy::Interval(Duration::from_millis(5)),
+                _ => SyncPolicy::Never,
+            },
+            limits: if next() % 4 == 0 {
+                Limits {
+                    max_msgs: 50,
+                    ..Limits::default()
+                }
+            } else {
+                Limits::default()
+            },
+            ..Config::default()
+        };
+        let (fa, fb) = (MemFs::new(), MemFs::new());
+        let clock = ManualClock::new(1_000);
+        let mut a = Store::open_with_clock(fa.clone(), cfg.clone(), Box::new(clock.clone()))
+            .expect("open a");
+        let mut b = Store::open_with_clock(fb.clone(), cfg.clone(), Box::new(clock.clone()))
+            .expect("open b");
+        let subjects: Vec<String> = (0..12).map(|i| format!("s.{i}")).collect();
+        for batch in 0..8 {
+            let ctx = format!("{ctx} batch {batch}");
+            let st = a.state();
+            let (mut seq, mut ts) = (st.last_seq + 1, st.last_ts);
+            let mut buf = Vec::new();
+            for _ in 0..(next() % 40) {
+                let subject = subjects[(next() % subjects.len() as u64) as usize].as_bytes();
+                let mut payload = vec![seq as u8; (next() % 200) as usize];
+                let (mut s, mut t, mut kind) = (seq, ts + (next() % 3) as i64, record::Kind::Msg);
+                match next() % 60 {
+                    0 => s += 1,                         // a sequence ahead
+                    1 => t = ts - 1,                     // a timestamp back
+                    2 => payload = vec![0; 500],         // over max_payload
+                    3 => kind = record::Kind::Tombstone, // not a message
+                    _ => {}
+                }
+                record::encode(&mut buf, kind, 0, s, t, subject, b"", &payload);
+                seq += 1;
+                ts = t.max(ts);
+            }
+            if next() % 8 == 0 && !buf.is_empty() {
+                // a length field running past the buffer
+                let n = buf.len();
+                buf.truncate(n - 1 - (next() % n as u64) as usize % n.min(30));
+            }
+            let (applied, ra) = a.append_encoded_run(&buf);
+            // the reference: one call per record, as the guest made them before
+            let (mut applied_b, mut rb) = (0usize, Ok(()));
+            let mut rest = &buf[..];
+            while !rest.is_empty() {
+                let len = rest
+                    .get(..4)
+                    .map_or(0, |l| u32::from_le_bytes(l.try_into().unwrap()) as usize);
+                let Some(rec) = rest.get(..len).filter(|_| len > 0) else {
+                    rb = Err(Error::InvalidArgument(
+                        "append_encoded_run: a record's length field runs past the buffer".into(),
+                    ));
+                    break;
+                };
+                if let Err(e) = b.append_encoded(rec) {
+                    rb = Err(e);
+                    break;
+                }
+                applied_b += 1;
+                rest = &rest[len..];
+            }
+            assert_eq!(applied, applied_b, "{ctx}: {ra:?} / {rb:?}");
+            assert_eq!(
+                ra.as_ref().map_err(ToString::to_string),
+                rb.as_ref().map_err(ToString::to_string),
+                "{ctx}"
+            );
+            assert_eq!(a.state(), b.state(), "{ctx}");
+            assert_eq!(a.is_poisoned(), b.is_poisoned(), "{ctx}");
+            assert_eq!(
+                a.subjects_state(">").expect("subjects a"),
+                b.subjects_state(">").expect("subjects b"),
+                "{ctx}"
+            );
+            // the same writes so far: the write buffer flushed at the same records
+            assert_eq!(blocks(&fa), blocks(&fb), "{ctx}");
+            for p in blocks(&fa) {
+                assert!(
+                    fa.bytes(&p) == fb.bytes(&p),
+                    "{ctx}: {p} written differently"
+                );
+            }
+            if cfg.sync == SyncPolicy::Never && cfg.limits == Limits::default() && applied > 1 {
+                short_runs += 1;
+            }
+            clock.advance(1_000_000);
+        }
+        let st = a.state();
+        for seq in st.first_seq..=st.last_seq {
+            let (ga, gb) = (a.get(seq), b.get(seq));
+            assert_eq!(
+                ga.as_ref().map_err(ToString::to_string),
+                gb.as_ref().map_err(ToString::to_string),
+                "{ctx}: get {seq}"
+            );
+        }
+        for subject in &subjects {
+            let (la, lb) = (a.last_for_subject(subject), b.last_for_subject(subject));
+            assert_eq!(
+                la.as_ref().map_err(ToString::to_string),
+                lb.as_ref().map_err(ToString::to_string),
+                "{ctx}: last for {subject}"
+            );
+        }
+        a.sync().expect("sync a");
+        b.sync().expect("sync b");
+        assert_eq!(blocks(&fa), blocks(&fb), "{ctx}");
+        for p in blocks(&fa) {
+            assert!(fa.bytes(&p) == fb.bytes(&p), "{ctx}: {p} differs");
+        }
+    }
+    assert!(
+        short_runs > 20,
+        "the short path ran in only {short_runs} batches"
+    );
+}

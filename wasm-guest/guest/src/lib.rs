@@ -627,33 +627,16 @@ impl wit::GuestStore for GuestStoreRes {
     }
     fn append_encoded(&self, records: Vec<u8>) -> wit::BatchOutcome {
         let mut store = self.0.borrow_mut();
-        let mut rest = &records[..];
-        let mut applied = 0u32;
-        let mut error = None;
-        while !rest.is_empty() {
-            // Each record starts with its total length; decode checks the rest.
-            let len = rest
-                .get(..4)
-                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
-            let r = match rest.get(..len).filter(|_| len > 0) {
-                Some(rec) => store.append_encoded(rec),
-                None => Err(store_core::Error::InvalidArgument(
-                    "append-encoded: a record's length exceeds the buffer".into(),
-                )),
-            };
-            if let Err(e) = r {
-                // The host acknowledged the records after this one with sequences the store
-                // will now never assign to them: no other message may get them.
-                store.poison();
-                error = Some(to_wit_error(e));
-                break;
-            }
-            applied += 1;
-            rest = &rest[len..];
-        }
+        let (applied, r) = store.append_encoded_run(&records);
+        let error = r.err().map(|e| {
+            // The host acknowledged the records after this one with sequences the store
+            // will now never assign to them: no other message may get them.
+            store.poison();
+            to_wit_error(e)
+        });
         let st = store.state();
         wit::BatchOutcome {
-            applied,
+            applied: applied as u32,
             error,
             last_seq: st.last_seq,
             last_ts: st.last_ts,
