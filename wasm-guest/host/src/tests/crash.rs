@@ -195,7 +195,7 @@ fn durable_append_write_or_sync_error_is_typed_in_guest_like_natively() {
             assert_eq!(n.append("a.b", b"", &[i; 50]).unwrap(), u64::from(i) + 1);
             assert_eq!(g.append("a.b", b"", &[i; 50]).unwrap(), u64::from(i) + 1);
         }
-        // one host call each for the write and the fsync
+        // each append: one host call for both its write and its fsync
         assert_eq!(g.write_syncs() - before, 3, "{op}");
         nfs.fail_kind(kind, FaultKind::Eio);
         gfs.fail_kind(kind, FaultKind::Eio);
