@@ -1703,6 +1703,60 @@ impl<F: Fs> Store<F> {
         Ok(())
     }
 
+    /// What writing record `seq` (checksum `crc`) into block `pos` changes in memory, whoever
+    /// wrote it (`write_record_from`, or `append_in_run` for a run of records).
+    #[inline(always)]
+    fn note_written(&mut self, pos: usize, seq: u64, crc: u32) {
+        self.writes += 1;
+        let b = &mut self.blocks[pos];
+        b.last_crc = crc;
+        b.max_seq = b.max_seq.max(seq);
+        b.dirty = true;
+    }
+
+    /// Indexes message `seq` (timestamp `ts`, subject `sid`), whose record of `len` bytes is at
+    /// `off` in block `pos` (loaded): its entry and every counter an append moves, once the
+    /// record is written (and, under `Always`, durable). For `append_inner` and `append_in_run`.
+    #[inline(always)]
+    fn index_msg(&mut self, pos: usize, seq: u64, ts: i64, off: u64, len: u64, sid: u32) {
+        let block_size = self.cfg.block_size;
+        let b = &mut self.blocks[pos];
+        let entries = b.entries.as_mut().expect("the newest block is loaded");
+        if entries.len() == entries.capacity() {
+            reserve_by_density(entries, off + len, block_size.max(b.len));
+        }
+        entries.push(Entry {
+            seq,
+            ts,
+            off: off as u32,
+            len: len as u32,
+            subj: sid,
+            deleted: false,
+        });
+        if b.msg_first == 0 {
+            b.msg_first = seq;
+        }
+        b.msg_last = seq;
+        b.hi = seq;
+        b.live += 1;
+        b.live_bytes += len;
+        self.msgs += 1;
+        self.bytes += len;
+        self.last_seq = seq;
+        self.last_ts = ts;
+        if self.msgs == 1 {
+            self.first_seq = seq;
+            self.first_ts = ts;
+        }
+        let s = &mut self.subj[sid as usize];
+        if s.msgs == 0 {
+            self.num_subjects += 1;
+            s.first = seq;
+        }
+        s.msgs += 1;
+        s.last = seq;
+    }
+
     /// Encodes one record into the newest block (rolling over if it is full). Returns the
     /// block position, offset and length.
     #[allow(clippy::too_many_arguments)]
@@ -1751,7 +1805,6 @@ impl<F: Fs> Store<F> {
         // appends index into the newest block's entries: read it if open left it unread
         self.ensure_loaded(pos)?;
         let off = self.blocks[pos].len + self.wbuf.len() as u64;
-        self.writes += 1;
         let crc = match encoded {
             Some((bytes, crc)) => {
                 self.wbuf.extend_from_slice(bytes);
@@ -1768,10 +1821,7 @@ impl<F: Fs> Store<F> {
                 payload,
             ),
         };
-        let b = &mut self.blocks[pos];
-        b.last_crc = crc;
-        b.max_seq = b.max_seq.max(seq);
-        b.dirty = true;
+        self.note_written(pos, seq, crc);
         if self.wbuf.len() >= self.cfg.write_buffer {
             self.flush()?;
         }
@@ -2308,57 +2358,19 @@ impl<F: Fs> Store<F> {
         let Some(sid) = self.subj_memo.hit(&self.subj_names, r.subject) else {
             return false;
         };
-        let block_size = self.cfg.block_size;
-        let Some(b) = self.blocks.last_mut() else {
+        let Some(b) = self.blocks.last() else {
             return false;
         };
         let off = b.len + (self.wbuf.len() + pending) as u64;
         let len = rec.len() as u64;
         // as `write_record_from`: a roll is the ordinary path's
-        if off > BLOCK_HEADER_LEN && off + len > block_size {
+        if (off > BLOCK_HEADER_LEN && off + len > self.cfg.block_size) || b.entries.is_none() {
             return false;
         }
-        let Some(entries) = b.entries.as_mut() else {
-            return false;
-        };
         // Nothing can fail from here: `write_record_from`'s and `append_inner`'s updates.
-        if entries.len() == entries.capacity() {
-            reserve_by_density(entries, off + len, block_size.max(b.len));
-        }
-        entries.push(Entry {
-            seq,
-            ts: r.ts,
-            off: off as u32,
-            len: len as u32,
-            subj: sid,
-            deleted: false,
-        });
-        self.writes += 1;
-        b.last_crc = r.crc;
-        b.max_seq = b.max_seq.max(seq);
-        b.dirty = true;
-        if b.msg_first == 0 {
-            b.msg_first = seq;
-        }
-        b.msg_last = seq;
-        b.hi = seq;
-        b.live += 1;
-        b.live_bytes += len;
-        self.msgs += 1;
-        self.bytes += len;
-        self.last_seq = seq;
-        self.last_ts = r.ts;
-        if self.msgs == 1 {
-            self.first_seq = seq;
-            self.first_ts = r.ts;
-        }
-        let s = &mut self.subj[sid as usize];
-        if s.msgs == 0 {
-            self.num_subjects += 1;
-            s.first = seq;
-        }
-        s.msgs += 1;
-        s.last = seq;
+        let pos = self.blocks.len() - 1;
+        self.note_written(pos, seq, r.crc);
+        self.index_msg(pos, seq, r.ts, off, len, sid);
         true
     }
 
@@ -2451,42 +2463,7 @@ impl<F: Fs> Store<F> {
             Some(id) => id,
             None => self.intern(subject),
         };
-        let block_size = self.cfg.block_size;
-        let b = &mut self.blocks[pos];
-        let entries = b.entries.as_mut().expect("the newest block is loaded");
-        if entries.len() == entries.capacity() {
-            reserve_by_density(entries, off + len as u64, block_size.max(b.len));
-        }
-        entries.push(Entry {
-            seq,
-            ts,
-            off: off as u32,
-            len,
-            subj: sid,
-            deleted: false,
-        });
-        if b.msg_first == 0 {
-            b.msg_first = seq;
-        }
-        b.msg_last = seq;
-        b.hi = seq;
-        b.live += 1;
-        b.live_bytes += len as u64;
-        self.msgs += 1;
-        self.bytes += len as u64;
-        self.last_seq = seq;
-        self.last_ts = ts;
-        if self.msgs == 1 {
-            self.first_seq = seq;
-            self.first_ts = ts;
-        }
-        let s = &mut self.subj[sid as usize];
-        if s.msgs == 0 {
-            self.num_subjects += 1;
-            s.first = seq;
-        }
-        s.msgs += 1;
-        s.last = seq;
+        self.index_msg(pos, seq, ts, off, len as u64, sid);
         if l != crate::config::Limits::default() {
             self.enforce_limits(Some(sid))?;
             if always {
