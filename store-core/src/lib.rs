@@ -48,3 +48,23 @@ pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 pub use shared::SharedStore;
 pub use store::{RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SYNC_SITES};
 pub use verify::{verify, IndexStatus, Problem, VerifyReport};
+
+/// The seed of a randomized test (`SEQSTORE_SEED` if set, to replay a failure; else
+/// `default`) and a splitmix64 generator over it, the same on every platform. The caller
+/// prints the seed in its failure messages.
+#[cfg(test)]
+pub(crate) fn seeded_rng(default: u64) -> (u64, impl FnMut() -> u64) {
+    let seed = std::env::var("SEQSTORE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    let mut x = seed;
+    let next = move || {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    (seed, next)
+}

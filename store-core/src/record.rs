@@ -497,18 +497,7 @@ mod tests {
         // damage, cut at random ends: never panics, frames are contiguous from 0 and inside
         // the buffer, each covers its record's bytes but the crc, and `framed_crcs` gives
         // the crc `decode_with_crc` accepts for exactly the records `decode` accepts.
-        let seed = std::env::var("SEQSTORE_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0x5eed_f4a3u64);
-        let mut x = seed;
-        let mut next = move || {
-            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        };
+        let (seed, mut next) = crate::seeded_rng(0x5eed_f4a3u64);
         for case in 0..2000 {
             let mut buf = Vec::new();
             for i in 0..(next() % 6) {

@@ -923,18 +923,7 @@ proptest! {
 /// limits. Seeded (`SEQSTORE_SEED`), printed on failure.
 #[test]
 fn append_encoded_run_agrees_with_one_call_per_record() {
-    let seed = std::env::var("SEQSTORE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x0e5c_0de5u64);
-    let mut x = seed;
-    let mut next = move || {
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
+    let (seed, mut next) = crate::seeded_rng(0x0e5c_0de5u64);
     let mut short_runs = 0u64;
     for case in 0..60u64 {
         let ctx = format!("seed {seed} case {case}");
