@@ -29,6 +29,12 @@ pub enum Ablation {
     /// directory that is then removed, never fsynced, never becomes durable. The negative
     /// control of the crash-during-recovery test (`tests/tests/recovery_crash.rs`).
     MovePurgeBlocks,
+    /// Not an fsync: the compact fix reverted. `compact(seq)` returns early, writing and syncing
+    /// nothing, when memory already shows every sequence below `seq` removed — although the
+    /// removals it sees may be deletes that were never synced, so a crash brings them back and
+    /// can lose the last sequence. The negative control of the random-workload explorer
+    /// (`tests/tests/random_workloads.rs`).
+    CompactEarlyReturn,
 }
 
 impl Ablation {
@@ -46,6 +52,7 @@ impl Ablation {
             Ablation::NoDirSync => "no-dir-sync".into(),
             Ablation::Skip(s) => format!("skip:{s}"),
             Ablation::MovePurgeBlocks => "move-purge-blocks".into(),
+            Ablation::CompactEarlyReturn => "compact-early-return".into(),
         }
     }
 }
@@ -68,7 +75,7 @@ impl FromStr for Ablation {
         }
         Ablation::ALL
             .into_iter()
-            .chain([Ablation::MovePurgeBlocks])
+            .chain([Ablation::MovePurgeBlocks, Ablation::CompactEarlyReturn])
             .find(|a| a.name() == s)
             .ok_or_else(|| {
                 format!(
@@ -87,7 +94,7 @@ impl Ablation {
             Ablation::NoTombstoneSync => site == "purge.tombstone",
             Ablation::NoDirSync => is_dir,
             Ablation::Skip(s) => s == site,
-            Ablation::MovePurgeBlocks => false,
+            Ablation::MovePurgeBlocks | Ablation::CompactEarlyReturn => false,
         }
     }
 }

@@ -101,6 +101,10 @@ const S_COMPACT: Site = Site {
     data: "compact.data",
     dir: "compact.dir",
 };
+const S_OPEN_LIMITS: Site = Site {
+    data: "open.limits-data",
+    dir: "open.limits-dir",
+};
 const S_TRUNCATE_COMMIT: Site = Site {
     data: "truncate.commit-data",
     dir: "truncate.commit-dir",
@@ -110,6 +114,8 @@ const S_TRUNCATE_COMMIT: Site = Site {
 pub const SYNC_SITES: &[&str] = &[
     "open.msgs-dir",
     "open.root-dir",
+    "open.limits-data",
+    "open.limits-dir",
     "append.data",
     "append.dir",
     "policy.data",
@@ -707,7 +713,8 @@ impl<F: Fs> Store<F> {
     /// Recovery, in order: finish or roll back an interrupted purge (from the directories it
     /// finds); load `index.db` if it matches the blocks exactly, else rebuild from the blocks
     /// (cutting torn tails, reporting lost sequences); fsync both directories so that nothing
-    /// acknowledged later can depend on a name that is not durable; re-enforce limits.
+    /// acknowledged later can depend on a name that is not durable; re-enforce limits, and
+    /// fsync what they removed.
     pub fn open_with_clock(fs: F, cfg: Config, clock: Box<dyn Clock>) -> Result<Self> {
         cfg.validate().map_err(Error::InvalidConfig)?;
         let now = clock.now_ns();
@@ -750,7 +757,14 @@ impl<F: Fs> Store<F> {
         // The newest block (like every block known from index.db) is read on first use: the
         // first append or read that needs it, not here, so that open does not depend on how
         // full it is.
+        // What the limits remove at open is a structural change like a compact: durable before
+        // open returns, in every policy, so no reader of this instance sees a message gone
+        // that a crash brings back.
+        let writes = s.writes;
         s.enforce_limits_all()?;
+        if s.writes != writes {
+            s.sync_inner(S_OPEN_LIMITS)?;
+        }
         s.maybe_sync()?;
         Ok(s)
     }
@@ -2614,10 +2628,18 @@ impl<F: Fs> Store<F> {
 
     /// Deletes message `seq` and overwrites its subject, headers and payload on disk with
     /// zeros. The tombstone is made durable before the overwrite, so an interrupted overwrite
-    /// recovers as an erased message, never as a lost one.
+    /// recovers as an erased message, never as a lost one. A message already removed is
+    /// `NotFound`, and its removal (perhaps an unsynced delete) is fsynced first: it does not
+    /// come back after a crash either. Its bytes are not overwritten: erase, not delete, when
+    /// the payload must go.
     pub fn erase(&mut self, seq: u64) -> Result<()> {
         self.check_writable()?;
-        let (pos, i) = self.find(seq)?.ok_or(Error::NotFound { seq })?;
+        let Some((pos, i)) = self.find(seq)? else {
+            // Already removed, perhaps by an unsynced delete: an erase promises that the
+            // message never comes back, so make the removal durable before saying so.
+            self.sync_inner(S_ERASE)?;
+            return Err(Error::NotFound { seq });
+        };
         let e = self.blocks[pos].entries.as_ref().expect("loaded")[i];
         let old = self.read_entry(pos, i)?;
         let mut erased = Vec::with_capacity(e.len as usize);
@@ -2783,6 +2805,12 @@ impl<F: Fs> Store<F> {
 
     /// Removes the messages matching `filter` with a sequence below `up_to_seq` (0: no
     /// bound), keeping the newest `keep` of each subject. Tombstones, fsynced before return.
+    ///
+    /// The promise, in every sync policy: once this returns, no crash brings back a message
+    /// that matched `filter`, was below `up_to_seq` and was not among the `keep` newest live
+    /// ones of its subject — including messages that earlier unsynced deletes had removed
+    /// (they are not counted in the returned number, but their removal is made durable
+    /// here too, as is everything written before the call).
     pub fn purge_ex(&mut self, filter: &str, up_to_seq: u64, keep: u64) -> Result<u64> {
         self.check_writable()?;
         let filter = if filter.is_empty() { ">" } else { filter };
@@ -2837,6 +2865,10 @@ impl<F: Fs> Store<F> {
             });
         }
         if cands.is_empty() {
+            // Nothing left to remove in memory, but earlier unsynced deletes may be what
+            // removed the matching messages: after `purge_ex` returns none of them may come
+            // back, so make them durable (the rule for structural operations).
+            self.sync_inner(S_PURGE_EX)?;
             return Ok(0);
         }
         let ts = self.now();
@@ -2854,7 +2886,10 @@ impl<F: Fs> Store<F> {
 
     /// Removes every message with a sequence below `seq`; `first_seq` becomes at least `seq`
     /// (and `last_seq` too, `seq - 1`, if it was lower). One floor record, fsynced before
-    /// return. Returns the number of messages removed.
+    /// return; when memory already shows nothing below `seq`, no record is needed, but what
+    /// removed it (perhaps unsynced deletes) is fsynced instead. Either way, once this returns
+    /// no crash recovers a message below `seq` or a last sequence below `seq - 1`. Returns the
+    /// number of messages removed.
     pub fn compact(&mut self, seq: u64) -> Result<u64> {
         self.check_writable()?;
         if seq == 0 || seq - 1 > record::MAX_SEQ {
@@ -2862,6 +2897,15 @@ impl<F: Fs> Store<F> {
         }
         let f = seq - 1;
         if f < self.first_seq && f <= self.last_seq {
+            // Memory already shows every sequence below `seq` gone, but possibly only through
+            // removals that were never synced (a delete under `Never`): a crash would bring
+            // them back, and with them a last sequence below `f`. Nothing new to write; make
+            // what is there durable (ARCHITECTURE.md, "The rule for structural operations").
+            #[cfg(feature = "ablation")]
+            if self.cfg.ablation == crate::Ablation::CompactEarlyReturn {
+                return Ok(0);
+            }
+            self.sync_inner(S_COMPACT)?;
             return Ok(0);
         }
         let raises_last = f > self.last_seq;
@@ -2883,7 +2927,9 @@ impl<F: Fs> Store<F> {
     }
 
     /// Removes every message with a sequence above `seq`; `last_seq` becomes `seq` (this is
-    /// the one operation that lowers it, on purpose). Refused below `first_seq - 1`.
+    /// the one operation that lowers it, on purpose). Refused below `first_seq - 1`. At or
+    /// above `last_seq` nothing is removed, but everything written so far is fsynced, so that
+    /// in both cases a crash after return recovers `last_seq = min(seq, last_seq)`.
     ///
     /// Crash-atomic: a new block with the tombstones that must outlive the cut and one
     /// truncate record is fsynced first (the commit point); only then are the later blocks
@@ -2891,6 +2937,10 @@ impl<F: Fs> Store<F> {
     pub fn truncate(&mut self, seq: u64) -> Result<u64> {
         self.check_writable()?;
         if seq >= self.last_seq {
+            // Nothing above `seq` to remove. The promise still holds as for a real cut: once
+            // this returns, a crash recovers `last_seq = min(seq, last)` with the removals
+            // made so far, so make what memory shows durable (the structural-operation rule).
+            self.sync_inner(S_TRUNCATE_COMMIT)?;
             return Ok(0);
         }
         // Below first - 1 there is nothing left to remove, and lowering `last` there would
@@ -3211,8 +3261,10 @@ pub(crate) fn load_index<F: Fs>(
         && snap.first_seq <= snap.last_seq + 1
         && (snap.msgs == 0 || (snap.first_seq >= first_live && snap.first_seq <= hi))
         && snap.subjects.iter().all(|s| {
+            // 0 is "not known" for a subject's first or last (found on first use, as after a
+            // truncate that removed a subject's newest messages): only two known ones order
             s.msgs > 0
-                && s.first <= s.last
+                && (s.first == 0 || s.last == 0 || s.first <= s.last)
                 && (s.first == 0 || s.first >= snap.first_seq)
                 && s.last <= snap.last_seq
         });

@@ -255,6 +255,35 @@ fn purge_ex_compact_truncate() {
 }
 
 #[test]
+fn the_open_after_a_truncate_takes_the_index_path() {
+    // `truncate` leaves a subject's newest sequence unknown (0) in memory; the index written
+    // at close used to fail its own validation on that, and every later open rebuilt
+    for (cut, subjects) in [(5, 1), (5, 3), (0, 1), (9, 2)] {
+        let fs = MemFs::new();
+        let mut s = open(&fs, small());
+        for i in 0..10 {
+            s.append(["t.a", "t.b", "t.c"][i % subjects], b"", b"payload")
+                .unwrap();
+        }
+        s.truncate(cut).unwrap();
+        let st = s.state();
+        let subjects_before = s.subjects_state(">").unwrap();
+        s.close().unwrap();
+        let mut s = open(&fs, small());
+        let r = s.recovery_report();
+        assert!(r.used_index, "truncate({cut}), {subjects} subjects: {r:?}");
+        assert_eq!(r.index_rejected, None);
+        assert_eq!(s.state(), st);
+        assert_eq!(s.subjects_state(">").unwrap(), subjects_before);
+        for (name, _) in subjects_before {
+            let last = s.last_for_subject(&name).unwrap().expect("a last message");
+            assert!(last.seq <= cut, "{name}: {}", last.seq);
+        }
+        assert_eq!(s.append("t.a", b"", b"next").unwrap(), cut + 1);
+    }
+}
+
+#[test]
 fn limits() {
     let fs = MemFs::new();
     let clock = ManualClock::new(1_000);
