@@ -1,6 +1,8 @@
 //! `seqstore`: the purge demo (the main job), the crash matrix, and store operations on a real
 //! directory.
 
+mod random;
+
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use crash_matrix::{Backend, CellResult, CellSpec, Expected, Guest, Native};
@@ -76,6 +78,19 @@ enum Cmd {
         /// Run the store inside the wasm guest (fault-fs served by the host).
         #[arg(long)]
         guest: bool,
+        /// Instead of the named workloads, explore N random valid workloads (each under every
+        /// sync policy and model); `--seed` seeds them; the first violation is shrunk.
+        #[arg(long, value_name = "N")]
+        random: Option<u64>,
+        /// With --random: start at workload I of the seed's sequence (replays one workload).
+        #[arg(long, default_value_t = 0, value_name = "I")]
+        first: u64,
+        /// With --random: at most this many steps per workload.
+        #[arg(long, default_value_t = 24)]
+        max_steps: usize,
+        /// With --random: through SharedStore (group commit) instead of the plain store.
+        #[arg(long, conflicts_with = "guest")]
+        shared: bool,
     },
     /// Measure seqstore against a naive log, okaywal, fjall and the wasm guest, in one run
     /// (ratios, never absolute times: this machine's fsync latency swings 20x).
@@ -210,7 +225,43 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
             ablation,
             json,
             guest,
-        } => crashcheck(&workload, model.as_deref(), seed, &ablation, json, guest),
+            random: Some(n),
+            first,
+            max_steps,
+            shared,
+        } if workload == "all" => random::crashcheck_random(
+            random::Args {
+                workloads: n,
+                first,
+                max_steps,
+                seed,
+                model: model.as_deref(),
+                ablation: &ablation,
+                backend: if guest {
+                    &Guest
+                } else if shared {
+                    &crash_matrix::Shared
+                } else {
+                    &Native
+                },
+            },
+            json,
+        ),
+        Cmd::Crashcheck {
+            workload,
+            model,
+            seed,
+            ablation,
+            json,
+            guest,
+            random,
+            ..
+        } => {
+            if random.is_some() {
+                bail!("--random explores random workloads: it takes no --workload");
+            }
+            crashcheck(&workload, model.as_deref(), seed, &ablation, json, guest)
+        }
         Cmd::Verify { dir, json } => verify(&dir.dir, json),
         Cmd::Bench { quick, json, dir } => bench(quick, json, dir),
         other => store_op(other),

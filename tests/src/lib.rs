@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use store_core::{Ablation, Config, Error, ManualClock, Store, StoredMsg, StreamState, SyncPolicy};
 
+pub mod random;
 pub mod recovery;
 
 /// The operations a workload and the checker need from a store, so that the native `Store`
@@ -53,6 +54,8 @@ pub trait StreamOps {
     fn compact(&mut self, seq: u64) -> Result<u64, Error>;
     /// `Store::truncate`.
     fn truncate(&mut self, seq: u64) -> Result<u64, Error>;
+    /// `Store::checkpoint` (sync, then write `index.db`).
+    fn checkpoint(&mut self) -> Result<(), Error>;
 }
 
 impl<F: store_core::Fs> StreamOps for Store<F> {
@@ -88,6 +91,9 @@ impl<F: store_core::Fs> StreamOps for Store<F> {
     }
     fn truncate(&mut self, seq: u64) -> Result<u64, Error> {
         Store::truncate(self, seq)
+    }
+    fn checkpoint(&mut self) -> Result<(), Error> {
+        Store::checkpoint(self)
     }
 }
 
@@ -158,6 +164,9 @@ impl<F: store_core::Fs> StreamOps for store_core::SharedStore<F> {
     }
     fn truncate(&mut self, seq: u64) -> Result<u64, Error> {
         self.with(|s| s.truncate(seq))
+    }
+    fn checkpoint(&mut self) -> Result<(), Error> {
+        self.with(|s| s.checkpoint())
     }
 }
 
@@ -230,6 +239,9 @@ impl StreamOps for wasm_host::GuestStore {
     fn truncate(&mut self, seq: u64) -> Result<u64, Error> {
         wasm_host::GuestStore::truncate(self, seq).map_err(guest_err)
     }
+    fn checkpoint(&mut self) -> Result<(), Error> {
+        wasm_host::GuestStore::checkpoint(self).map_err(guest_err)
+    }
 }
 
 #[cfg(feature = "guest")]
@@ -273,6 +285,14 @@ pub enum Step {
     Truncate(u64),
     /// Advance the clock and `tick()` (drives the `Interval` policy).
     Tick(u64),
+    /// `checkpoint()`: sync, then write `index.db`.
+    Checkpoint,
+    /// What `close()` does — checkpoint, then drop — and open again: the open takes the
+    /// `index.db` path.
+    Close,
+    /// Drop the store and open it with `max_msgs = n` (the limits remove the oldest messages at
+    /// open), then drop it and open it again without limits.
+    TrimOnOpen(u64),
 }
 
 /// What the workload learned, noted in the journal as it happened.
@@ -512,6 +532,76 @@ pub fn workloads() -> Vec<Workload> {
             block_size: 1 << 20,
         },
         Workload {
+            // found by a user (issue 13): the delete of seq 3 is unsynced under never and
+            // interval, so compact(4) found nothing to do in memory and used to return without
+            // a floor record or a sync: a crash brought back last=2, or seq 3
+            name: "compact-after-unsynced-delete",
+            steps: vec![
+                Step::Open,
+                Step::Append("a.x", 40),
+                Step::Append("a.x", 40),
+                Step::Purge,
+                Step::Append("c", 40),
+                Step::Delete(3),
+                Step::Compact(4),
+                Step::Append("a.y", 8),
+                Step::Reopen,
+                Step::Sync,
+            ],
+            block_size: 1024,
+        },
+        Workload {
+            // every match of the filter was removed by unsynced deletes: purge_ex finds nothing
+            // to remove and must still leave none of them to come back
+            name: "purge-ex-after-unsynced-deletes",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["a.1", "b.1"], 4, 40),
+                vec![
+                    Step::Sync,
+                    Step::Delete(1),
+                    Step::Delete(3),
+                    Step::PurgeEx("a.*", 0, 0),
+                    Step::Append("b.1", 40),
+                ],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
+            // truncate at or above the last sequence cuts nothing, and still promises last
+            name: "truncate-at-last",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["t"], 3, 40),
+                vec![Step::Truncate(3), Step::Truncate(7), Step::Append("t", 40)],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
+            // erase of a message an unsynced delete removed: NotFound, and it stays removed
+            name: "erase-after-unsynced-delete",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["e"], 2, 40),
+                vec![Step::Sync, Step::Delete(2), Step::Erase(2)],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
+            // the limits remove the oldest messages at open, their floor record starting block
+            // 2 (six 167-byte records leave 6 bytes in block 1); then index.db is written and
+            // the next open takes the index path
+            name: "limits-on-open-and-index",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["l.1", "l.2"], 6, 128),
+                vec![Step::TrimOnOpen(2), Step::Append("l.1", 40), Step::Close],
+                appends(&["l.2"], 2, 40),
+                vec![Step::Truncate(8), Step::Close, Step::Append("l.1", 40)],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
             name: "rollover",
             steps: cat(vec![
                 vec![Step::Open],
@@ -570,6 +660,8 @@ pub struct Runner<'b> {
     clock: ManualClock,
     store: Option<Box<dyn StreamOps>>,
     next_id: u64,
+    /// The subject each sequence was appended under (for what `purge_ex` promises).
+    subjects: BTreeMap<u64, &'static str>,
 }
 
 impl<'b> Runner<'b> {
@@ -581,7 +673,25 @@ impl<'b> Runner<'b> {
             clock: ManualClock::new(1_000_000_000),
             store: None,
             next_id: 0,
+            subjects: BTreeMap::new(),
         }
+    }
+
+    /// Drops the open store and opens one with `cfg` on `fs`, as a restarted process would.
+    fn reopen(&mut self, fs: &FaultFs, cfg: Config) -> Result<(), Error> {
+        self.store = None;
+        self.store = Some(self.backend.open(fs.clone(), cfg, self.clock.clone())?);
+        Ok(())
+    }
+
+    /// The sequences the open store can read now.
+    fn present(&mut self) -> Result<Vec<u64>, String> {
+        let st = self.store()?.state().map_err(|e| format!("state: {e}"))?;
+        let s = self.store()?;
+        let hi = st.last_seq.min(st.first_seq.saturating_add(10_000));
+        Ok((st.first_seq.max(1)..=hi)
+            .filter(|&q| s.get(q).is_ok())
+            .collect())
     }
 
     fn store(&mut self) -> Result<&mut Box<dyn StreamOps>, String> {
@@ -602,16 +712,20 @@ impl<'b> Runner<'b> {
         let e = |e: Error| format!("{step:?}: {e}");
         match *step {
             Step::Open | Step::Reopen => {
-                self.store = None;
                 if *step == Step::Open {
                     self.next_id = 0;
+                    self.subjects.clear();
                 }
-                self.store = Some(
-                    self.backend
-                        .open(fs.clone(), self.cfg.clone(), self.clock.clone())
-                        .map_err(e)?,
-                );
+                self.reopen(fs, self.cfg.clone()).map_err(e)?;
             }
+            Step::Checkpoint | Step::Close => {
+                self.store()?.checkpoint().map_err(e)?;
+                j.note(fs, Event::Synced);
+                if *step == Step::Close {
+                    self.reopen(fs, self.cfg.clone()).map_err(e)?;
+                }
+            }
+            Step::TrimOnOpen(n) => self.trim_on_open(fs, n, j).map_err(e)?,
             Step::Append(subject, size) => {
                 let id = self.next_id;
                 self.next_id += 1;
@@ -624,6 +738,7 @@ impl<'b> Runner<'b> {
                 if seq != next {
                     return Err(format!("append got seq {seq}, expected {next}"));
                 }
+                self.subjects.insert(seq, subject);
                 j.note(
                     fs,
                     Event::Appended {
@@ -643,18 +758,21 @@ impl<'b> Runner<'b> {
             }
             Step::Delete(seq) | Step::Erase(seq) => {
                 j.note(fs, Event::Deleting { seq });
-                if matches!(step, Step::Delete(_)) {
-                    self.store()?.delete(seq).map_err(e)?;
+                let erase = matches!(step, Step::Erase(_));
+                let r = if erase {
+                    self.store()?.erase(seq)
                 } else {
-                    self.store()?.erase(seq).map_err(e)?;
-                }
-                j.note(
-                    fs,
-                    Event::Deleted {
-                        seq,
-                        durable: always,
-                    },
-                );
+                    self.store()?.delete(seq)
+                };
+                let durable = match r {
+                    Ok(()) => always,
+                    // already gone: an erase makes that durable before it says so, a delete
+                    // promises nothing (there is nothing to delete)
+                    Err(Error::NotFound { .. }) if erase => true,
+                    Err(Error::NotFound { .. }) => return Ok(()),
+                    Err(err) => return Err(e(err)),
+                };
+                j.note(fs, Event::Deleted { seq, durable });
             }
             Step::Purge => {
                 let upto = self.store()?.state().map_err(e)?.last_seq;
@@ -667,23 +785,41 @@ impl<'b> Runner<'b> {
                 self.store()?.compact(seq).map_err(e)?;
                 j.note(fs, Event::FloorDone { upto: seq - 1 });
             }
+            Step::PurgeEx(filter, 0, 0) if filter.is_empty() || filter == ">" => {
+                // purge_ex(">", 0, 0) is purge, and promises what purge promises
+                let upto = self.store()?.state().map_err(e)?.last_seq;
+                j.note(fs, Event::FloorStart { upto });
+                self.store()?.purge_ex(filter, 0, 0).map_err(e)?;
+                j.note(fs, Event::FloorDone { upto });
+            }
             Step::PurgeEx(filter, up_to, keep) => {
-                let st = self.store()?.state().map_err(e)?;
-                let before: Vec<u64> = (st.first_seq..=st.last_seq)
-                    .filter(|&s| self.store.as_mut().is_some_and(|x| x.get(s).is_ok()))
-                    .collect();
+                let last = self.store()?.state().map_err(e)?.last_seq;
+                let before = self.present()?;
                 j.note(fs, Event::Removing);
                 self.store()?.purge_ex(filter, up_to, keep).map_err(e)?;
-                let seqs = before
-                    .into_iter()
-                    .filter(|&s| self.store.as_mut().is_some_and(|x| x.get(s).is_err()))
+                let after = self.present()?;
+                let mut seqs: Vec<u64> = before
+                    .iter()
+                    .copied()
+                    .filter(|q| after.binary_search(q).is_err())
                     .collect();
+                // what the promise covers beyond its own tombstones: matching messages that
+                // were gone already (an unsynced delete among them) stay gone
+                let filter = if filter.is_empty() { ">" } else { filter };
+                seqs.extend(self.subjects.iter().filter_map(|(&q, subject)| {
+                    let gone = before.binary_search(&q).is_err();
+                    let covered = q <= last && (up_to == 0 || q < up_to);
+                    (gone && covered && store_core::subject::matches(filter, subject)).then_some(q)
+                }));
                 j.note(fs, Event::Removed { seqs });
             }
             Step::Truncate(seq) => {
+                let last = self.store()?.state().map_err(e)?.last_seq;
                 j.note(fs, Event::TruncateStart { seq });
                 self.store()?.truncate(seq).map_err(e)?;
-                j.note(fs, Event::TruncateDone { seq });
+                // at or above the last sequence nothing is cut: last stays where it was
+                j.note(fs, Event::TruncateDone { seq: seq.min(last) });
+                self.subjects.retain(|&q, _| q <= seq);
             }
         }
         Ok(())
@@ -1153,6 +1289,26 @@ impl Expected {
 // =================================================================================================
 
 impl Runner<'_> {
+    /// [`Step::TrimOnOpen`]: an open whose limits remove the oldest messages; what it removed
+    /// must stay removed once the open returned.
+    fn trim_on_open(&mut self, fs: &FaultFs, n: u64, j: &mut Journal<Event>) -> Result<(), Error> {
+        let before = self
+            .present()
+            .map_err(|m| Error::InvalidArgument(m.clone()))?;
+        let mut cfg = self.cfg.clone();
+        cfg.limits.max_msgs = n;
+        self.store = None;
+        j.note(fs, Event::Removing);
+        self.reopen(fs, cfg)?;
+        let after = self.present().map_err(Error::InvalidArgument)?;
+        let seqs = before
+            .into_iter()
+            .filter(|q| after.binary_search(q).is_err())
+            .collect();
+        j.note(fs, Event::Removed { seqs });
+        self.reopen(fs, self.cfg.clone())
+    }
+
     /// The open store, if any: the robustness tests inspect it after an injected fault.
     pub fn ops(&mut self) -> Option<&mut (dyn StreamOps + 'static)> {
         self.store.as_deref_mut()
@@ -1570,7 +1726,7 @@ pub mod robust {
         "purge.new/5.blk",
         "lost+found",
     ];
-    const SUBJECTS: &[&str] = &["a.1", "a.2", "b.1", "c"];
+    pub(crate) const SUBJECTS: &[&str] = &["a.1", "a.2", "b.1", "c"];
 
     /// Builds a store directory from fuzz input (see [`fuzz_recover_dir`]) and settles it.
     pub fn build_dir(data: &[u8]) -> FaultFs {
@@ -1927,7 +2083,7 @@ pub mod robust {
 
     // ------------------------------------------------------------------ model_ops
 
-    const FILTERS: &[&str] = &[">", "a.*", "a.1", "b.>", "*.1", "c", "a.>"];
+    pub(crate) const FILTERS: &[&str] = &[">", "a.*", "a.1", "b.>", "*.1", "c", "a.>"];
 
     /// One raw operation of the model target; arguments are resolved against the model's
     /// state when it runs (a delete picks one of the live messages, ...).
@@ -2029,14 +2185,14 @@ pub mod robust {
 
     /// The reference model: what is stored, by sequence (subject index, payload id).
     #[derive(Clone, Debug, Default)]
-    struct RefModel {
-        live: BTreeMap<u64, (usize, u64)>,
-        last: u64,
+    pub(crate) struct RefModel {
+        pub(crate) live: BTreeMap<u64, (usize, u64)>,
+        pub(crate) last: u64,
         next_id: u64,
     }
 
     impl RefModel {
-        fn first(&self) -> u64 {
+        pub(crate) fn first(&self) -> u64 {
             self.live.keys().next().copied().unwrap_or(self.last + 1)
         }
 
@@ -2065,25 +2221,23 @@ pub mod robust {
                     },
                     keep as u64 % 3,
                 ),
-                // never a no-op compact (f >= first): a no-op writes nothing, and the journal
-                // would count its `upto` as durable
+                // from just below `first` (nothing left to remove in memory: the compact must
+                // still make that durable) to past the end
                 FuzzOp::Compact(k) => {
-                    let lo = self.first() + 1;
-                    Step::Compact(lo + k as u64 % (self.last + 3 + 1 - lo.min(self.last + 3)))
+                    let lo = self.first().saturating_sub(2).max(1);
+                    Step::Compact(lo + k as u64 % (self.last + 4 - lo))
                 }
-                // never a no-op truncate (seq >= last), never a refused one (below first - 1)
+                // from `first - 1` to past the end (at or above last nothing is cut, and last
+                // is still promised); never a refused one (below first - 1)
                 FuzzOp::Truncate(k) => {
                     let lo = self.first() - 1;
-                    if self.last == 0 || lo >= self.last {
-                        return None;
-                    }
-                    Step::Truncate(lo + k as u64 % (self.last - lo))
+                    Step::Truncate(lo + k as u64 % (self.last + 2 - lo))
                 }
                 FuzzOp::Tick(k) => Step::Tick(k as u64 * 100_000),
             })
         }
 
-        fn apply(&mut self, step: &Step) {
+        pub(crate) fn apply(&mut self, step: &Step) {
             match *step {
                 Step::Open => self.next_id = 0,
                 Step::Append(subj, _) => {
@@ -2137,7 +2291,12 @@ pub mod robust {
                         self.last = seq;
                     }
                 }
-                Step::Sync | Step::Reopen | Step::Tick(_) => {}
+                Step::TrimOnOpen(n) => {
+                    while self.live.len() as u64 > n.max(1) {
+                        self.live.pop_first();
+                    }
+                }
+                Step::Sync | Step::Reopen | Step::Tick(_) | Step::Checkpoint | Step::Close => {}
             }
         }
 

@@ -118,6 +118,9 @@ impl StreamOps for RecOps {
     fn truncate(&mut self, seq: u64) -> Result<u64, Error> {
         note(&self.log, "truncate", self.inner.truncate(seq))
     }
+    fn checkpoint(&mut self) -> Result<(), Error> {
+        note(&self.log, "checkpoint", self.inner.checkpoint())
+    }
 }
 
 // ------------------------------------------------------------------ the sweep
