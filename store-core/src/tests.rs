@@ -283,6 +283,87 @@ fn the_open_after_a_truncate_takes_the_index_path() {
     }
 }
 
+/// Files checked in under `store-core/tests/golden/`: the bytes a fixed workload leaves on
+/// disk. `SEQSTORE_BLESS=1 cargo test -p store-core golden` rewrites them (only when the format
+/// changes on purpose, with a version bump).
+fn golden_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+/// The files of `fs` (not its directories), sorted, named `<stage>.<path with / as __>`.
+fn golden_files(fs: &MemFs, stage: &str) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = fs
+        .paths()
+        .into_iter()
+        .filter(|p| fs.open(p, OpenOptions::read_only()).is_ok())
+        .map(|p| (format!("{stage}.{}", p.replace('/', "__")), fs.bytes(&p)))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A workload over every record kind and both files: messages across several blocks, a
+/// tombstone, an erased record, purge_ex, a floor, a truncate and index.db (stage 1); then a
+/// purge and more (stage 2).
+fn golden_workload() -> Vec<(String, Vec<u8>)> {
+    let fs = MemFs::new();
+    let mut s = open(&fs, small());
+    for i in 0..24u32 {
+        let subject = ["orders.eu", "orders.us", "audit"][i as usize % 3];
+        let payload = vec![b'a' + (i % 26) as u8; (i as usize * 37) % 300];
+        s.append(subject, &i.to_le_bytes(), &payload).unwrap();
+    }
+    s.delete(3).unwrap();
+    s.erase(5).unwrap();
+    s.purge_ex("orders.*", 12, 1).unwrap();
+    s.compact(8).unwrap();
+    s.truncate(20).unwrap();
+    s.checkpoint().unwrap();
+    s.append("after.checkpoint", b"", b"x").unwrap();
+    s.close().unwrap();
+    let mut files = golden_files(&fs, "1");
+    let mut s = open(&fs, small());
+    s.purge().unwrap();
+    s.append("after.purge", b"h", b"payload").unwrap();
+    s.close().unwrap();
+    files.extend(golden_files(&fs, "2"));
+    files
+}
+
+#[test]
+fn golden_on_disk_format_is_byte_identical() {
+    let got = golden_workload();
+    let dir = golden_dir();
+    if std::env::var("SEQSTORE_BLESS").is_ok_and(|v| v == "1") {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, b) in &got {
+            std::fs::write(dir.join(name), b).unwrap();
+        }
+    }
+    let mut want: Vec<String> = std::fs::read_dir(&dir)
+        .expect("store-core/tests/golden (SEQSTORE_BLESS=1 writes it)")
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    want.sort();
+    let names: Vec<&String> = got.iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        want.iter().collect::<Vec<_>>(),
+        "the files the workload leaves"
+    );
+    for (name, b) in &got {
+        let w = std::fs::read(dir.join(name)).unwrap();
+        assert!(
+            *b == w,
+            "{name}: {} bytes, golden {} bytes; first difference at {:?}",
+            b.len(),
+            w.len(),
+            b.iter().zip(&w).position(|(x, y)| x != y)
+        );
+    }
+}
+
 #[test]
 fn limits() {
     let fs = MemFs::new();
