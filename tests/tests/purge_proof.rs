@@ -60,7 +60,8 @@ fn table(backend: &dyn Backend) {
             // natively the call site is the store's line; across the WIT boundary it is the
             // host's forwarding line (a caller location does not cross a component call)
             assert!(
-                backend.name() == "guest" || ex.call_site.starts_with("store-core/src/store.rs:"),
+                backend.name() == "guest"
+                    || ex.call_site.starts_with("store-core/src/store/purge.rs:"),
                 "{tag}: {ex:?}"
             );
             assert!(

@@ -1,0 +1,305 @@
+//! The blocks in memory: entries, loading them lazily, finding a sequence, marking removals.
+
+use super::subjects::SubjMemo;
+use super::*;
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Entry {
+    pub(super) seq: u64,
+    pub(super) ts: i64,
+    pub(super) off: u32,
+    pub(super) len: u32,
+    pub(super) subj: u32,
+    pub(super) deleted: bool,
+}
+
+pub(super) struct Block<H> {
+    pub(super) index: u64,
+    pub(super) path: String,
+    /// Shared so that a group commit can fsync it without holding the store (see
+    /// `SharedStore`).
+    pub(super) file: Arc<H>,
+    /// Bytes in the file (the write buffer holds more, for the newest block).
+    pub(super) len: u64,
+    /// Sequences of the first and last message records in the block (0 if none).
+    pub(super) msg_first: u64,
+    pub(super) msg_last: u64,
+    /// Highest message sequence in this or any earlier block: non-decreasing, so a lookup
+    /// by sequence is a binary search over blocks.
+    pub(super) hi: u64,
+    /// Highest sequence of any record in the block.
+    pub(super) max_seq: u64,
+    pub(super) live: u64,
+    pub(super) live_bytes: u64,
+    pub(super) last_crc: u32,
+    /// `None` until the block is read (blocks known from `index.db` are read on first use).
+    pub(super) entries: Option<Vec<Entry>>,
+    /// Deleted sequences of an unread block (from `index.db`), sorted.
+    pub(super) dmap: Vec<u64>,
+    /// Has writes that are not fsynced.
+    pub(super) dirty: bool,
+    /// The block's bytes `[0, cache.len())`, kept for reads (sealed blocks only; see
+    /// `Store::prepare_read`). Every write inside that range updates or drops it.
+    pub(super) cache: Option<Box<[u8]>>,
+    /// Reads of this block, halved now and then (`Store::prepare_read`): how hot it is.
+    pub(super) heat: u64,
+    /// Reads by `pread` since the block was last cached or evicted (admission counter).
+    pub(super) uncached_reads: u64,
+}
+
+/// Before a full `entries` of a block grows (the rebuild scan's, or the newest block's on
+/// append): reserves room for as many entries as the block holds at the density seen so far
+/// (`seen` bytes of its `len`), bounded by the most it could hold. Doubling from empty copied
+/// a block's vector ~17 times, and in the wasm guest each copy touches fresh linear memory (no
+/// `mremap`): page faults were a tenth of its rebuild, and of a fresh instance's appends.
+pub(super) fn reserve_by_density(entries: &mut Vec<Entry>, seen: u64, len: u64) {
+    // One estimate reserves at most this many entries beyond what the vector holds (8 MiB):
+    // a huge block's first, tiny record must not reserve for the whole block at once.
+    const MAX_STEP: u64 = 1 << 18;
+    let body = |x: u64| x.saturating_sub(BLOCK_HEADER_LEN).max(1);
+    let n = entries.len() as u64 + 1;
+    let most = body(len) / record::REC_OVERHEAD as u64;
+    // (the estimate over-reserves by up to 1/8 rather than grow again for a few records; it
+    // never grows by less than doubling would, in case records shrink along the block)
+    let est = (n.saturating_mul(body(len)) / body(seen)).saturating_mul(9) / 8;
+    let want = est.min(n + MAX_STEP).max(2 * n).min(most.max(n));
+    entries.reserve(want as usize - entries.len());
+}
+
+/// Marks message `seq` deleted in fully loaded blocks (rebuild). Whether it was found.
+pub(super) fn mark_in<H>(blocks: &mut [Block<H>], seq: u64) -> bool {
+    let pos = blocks.partition_point(|b| b.hi < seq);
+    if let Some(b) = blocks.get_mut(pos) {
+        if let Some(entries) = b.entries.as_mut() {
+            if let Ok(i) = entries.binary_search_by_key(&seq, |e| e.seq) {
+                entries[i].deleted = true;
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// The first message record above `s` in fully loaded blocks: (block position, offset).
+pub(super) fn first_void<H>(blocks: &[Block<H>], s: u64) -> Option<(usize, u64)> {
+    let pos = blocks.partition_point(|b| b.hi <= s);
+    let b = blocks.get(pos)?;
+    let e = b.entries.as_ref()?.iter().find(|e| e.seq > s)?;
+    Some((pos, e.off as u64))
+}
+
+impl<F: Fs> Store<F> {
+    /// Reads an unread block (known from `index.db`) and builds its entries. The check is
+    /// inlined (every append asks, about the newest block); the load is not.
+    #[inline]
+    pub(super) fn ensure_loaded(&mut self, pos: usize) -> Result<()> {
+        if self.blocks[pos].entries.is_some() {
+            return Ok(());
+        }
+        self.load_entries(pos)
+    }
+
+    #[inline(never)]
+    pub(super) fn load_entries(&mut self, pos: usize) -> Result<()> {
+        let floor = self.floor;
+        let Store {
+            blocks,
+            subj_names,
+            subj_ids,
+            subj,
+            ..
+        } = &mut *self;
+        let b = &blocks[pos];
+        let mut entries = Vec::with_capacity((b.live as usize).saturating_add(b.dmap.len()));
+        let mut memo = SubjMemo::new();
+        let mut bad: Option<(u64, String)> = None;
+        let end = scan_block(
+            &*b.file,
+            &b.path,
+            BLOCK_HEADER_LEN,
+            b.len,
+            |off, r| {
+                if r.kind == Kind::Msg {
+                    let deleted = r.flags & FLAG_ERASED != 0
+                        || r.seq <= floor
+                        || b.dmap.binary_search(&r.seq).is_ok();
+                    entries.push(Entry {
+                        seq: r.seq,
+                        ts: r.ts,
+                        off: off as u32,
+                        len: r.len as u32,
+                        subj: memo.intern(subj_names, subj_ids, subj, r.subject),
+                        deleted,
+                    });
+                }
+                Ok(())
+            },
+            |off, reason, _| {
+                bad.get_or_insert((off, reason.to_string()));
+                Ok(())
+            },
+        )?;
+        if let ScanEnd::Stop { offset, reason } = end {
+            bad.get_or_insert((offset, reason));
+        }
+        if let Some((off, reason)) = bad {
+            return Err(Error::corrupt(b.path.clone(), off, reason));
+        }
+        let live = entries.iter().filter(|e| !e.deleted).count() as u64;
+        if live != b.live
+            || entries.first().map_or(0, |e| e.seq) != b.msg_first
+            || entries.last().map_or(0, |e| e.seq) != b.msg_last
+        {
+            return Err(Error::corrupt(
+                b.path.clone(),
+                0,
+                "block contents disagree with index.db",
+            ));
+        }
+        let b = &mut blocks[pos];
+        b.entries = Some(entries);
+        b.dmap = Vec::new();
+        Ok(())
+    }
+
+    /// Sets `first_seq`/`first_ts` to the first live message at or after `from`.
+    pub(super) fn set_first_from(&mut self, from: u64) -> Result<()> {
+        if self.msgs == 0 {
+            self.first_seq = self.last_seq + 1;
+            self.first_ts = 0;
+            return Ok(());
+        }
+        let mut pos = self.blocks.partition_point(|b| b.hi < from);
+        while pos < self.blocks.len() {
+            if self.blocks[pos].live > 0 {
+                self.ensure_loaded(pos)?;
+                let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+                if let Some(e) = entries.iter().find(|e| !e.deleted && e.seq >= from) {
+                    self.first_seq = e.seq;
+                    self.first_ts = e.ts;
+                    return Ok(());
+                }
+            }
+            pos += 1;
+        }
+        Err(Error::corrupt(
+            MSGS_DIR,
+            0,
+            "message count says more messages than the blocks hold",
+        ))
+    }
+
+    /// Marks entry `i` of block `pos` deleted and updates every counter. `first_seq` is fixed
+    /// by the caller (`set_first_from`) once a batch is done.
+    pub(super) fn mark_deleted(&mut self, pos: usize, i: usize) {
+        let b = &mut self.blocks[pos];
+        let e = &mut b.entries.as_mut().expect("loaded")[i];
+        debug_assert!(!e.deleted);
+        e.deleted = true;
+        let (seq, len, sid) = (e.seq, e.len as u64, e.subj);
+        b.live -= 1;
+        b.live_bytes -= len;
+        self.msgs -= 1;
+        self.bytes -= len;
+        let s = &mut self.subj[sid as usize];
+        s.msgs -= 1;
+        if s.msgs == 0 {
+            s.first = 0;
+            s.last = 0;
+            self.num_subjects -= 1;
+        } else {
+            if s.first == seq {
+                s.first = 0;
+            }
+            if s.last == seq {
+                s.last = 0;
+            }
+        }
+    }
+
+    /// Finds the live message `seq`: (block position, entry index).
+    pub(super) fn find(&mut self, seq: u64) -> Result<Option<(usize, usize)>> {
+        if seq == 0 || seq < self.first_seq || seq > self.last_seq {
+            return Ok(None);
+        }
+        let pos = self.blocks.partition_point(|b| b.hi < seq);
+        if pos >= self.blocks.len() || self.blocks[pos].msg_first > seq {
+            return Ok(None);
+        }
+        self.ensure_loaded(pos)?;
+        let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+        // Sequences in a block are consecutive unless something left a gap: try the direct
+        // slot first (one memory access), search only if it is not there.
+        let found = match entries.first() {
+            Some(f) if seq >= f.seq => {
+                let g = (seq - f.seq) as usize;
+                if entries.get(g).is_some_and(|e| e.seq == seq) {
+                    Ok(g)
+                } else {
+                    entries.binary_search_by_key(&seq, |e| e.seq)
+                }
+            }
+            _ => Err(0),
+        };
+        Ok(match found {
+            Ok(i) if !entries[i].deleted => Some((pos, i)),
+            _ => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod reserve_tests {
+    use super::{reserve_by_density, Entry, BLOCK_HEADER_LEN};
+
+    fn entry(seq: u64) -> Entry {
+        Entry {
+            seq,
+            ts: 0,
+            off: 0,
+            len: 0,
+            subj: 0,
+            deleted: false,
+        }
+    }
+
+    /// Fills a block of `len` bytes with records of `rec(i)` bytes as the rebuild scan does,
+    /// growing the vector only through `reserve_by_density`; returns (grows, final capacity).
+    fn fill(len: u64, rec: impl Fn(u64) -> u64) -> (usize, usize, usize) {
+        let (mut v, mut grows, mut off) = (Vec::new(), 0, BLOCK_HEADER_LEN);
+        while off + rec(v.len() as u64) <= len {
+            let r = rec(v.len() as u64);
+            if v.len() == v.capacity() {
+                reserve_by_density(&mut v, off + r, len);
+                grows += 1;
+            }
+            assert!(v.capacity() > v.len(), "reserve must make room");
+            v.push(entry(v.len() as u64));
+            off += r;
+        }
+        (grows, v.len(), v.capacity())
+    }
+
+    #[test]
+    fn uniform_records_reserve_once_and_close_to_the_count() {
+        let (grows, n, cap) = fill(8 << 20, |_| 180);
+        assert_eq!(grows, 1, "n {n} cap {cap}");
+        assert!(cap >= n && cap <= n + n / 8 + 1, "n {n} cap {cap}");
+    }
+
+    #[test]
+    fn growing_records_are_bounded_by_the_most_a_block_holds() {
+        // One tiny record, then big ones: the first estimate is the worst case, and is capped
+        // by what the block could hold at the smallest record size.
+        let len = 1 << 20;
+        let (grows, n, cap) = fill(len, |i| if i == 0 { 36 } else { 64 << 10 });
+        assert_eq!(n, 16);
+        assert_eq!(grows, 1);
+        assert!(cap as u64 <= (len - BLOCK_HEADER_LEN) / 36, "cap {cap}");
+        // Shrinking records: the estimate runs out and is made again, growing at least as
+        // doubling would (6 times to 16k entries here; doubling from empty: 15).
+        let (grows, n, cap) = fill(len, |i| if i < 100 { 4096 } else { 40 });
+        assert!(grows <= 6, "grows {grows} n {n} cap {cap}");
+        assert!(cap as u64 <= (len - BLOCK_HEADER_LEN) / 36, "cap {cap}");
+    }
+}

@@ -1,0 +1,65 @@
+//! The directory layout: the names of the store's directories and files.
+
+use super::*;
+
+/// The directory holding the live message blocks.
+pub const MSGS_DIR: &str = "msgs";
+
+/// Where a purge builds the new block set before the swap.
+pub const PURGE_NEW: &str = "purge.new";
+
+/// Where the old block set goes during the swap, until it is removed.
+pub const PURGE_OLD: &str = "purge.old";
+
+/// The state snapshot.
+pub const INDEX_FILE: &str = "index.db";
+
+/// The snapshot being written.
+pub const INDEX_TMP: &str = "index.db.tmp";
+
+pub(crate) fn block_path(dir: &str, index: u64) -> String {
+    format!("{dir}/{index}.blk")
+}
+
+pub(crate) fn parse_block_name(name: &str) -> Option<u64> {
+    let n = name.strip_suffix(".blk")?;
+    if n.is_empty() || n.len() > 19 || !n.bytes().all(|b| b.is_ascii_digit()) || n.starts_with('0')
+    {
+        return None;
+    }
+    n.parse().ok().filter(|&i| i > 0)
+}
+
+impl<F: Fs> Store<F> {
+    pub(super) fn root_names(&self) -> Result<BTreeMap<String, bool>> {
+        Ok(ioe(self.fs.read_dir(""), "read_dir", "")?
+            .into_iter()
+            .map(|e| (e.name, e.is_dir))
+            .collect())
+    }
+
+    /// Lists `msgs/`: block indexes in order; anything else is reported and left alone.
+    pub(super) fn list_blocks(&mut self) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for e in ioe(self.fs.read_dir(MSGS_DIR), "read_dir", MSGS_DIR)? {
+            match parse_block_name(&e.name) {
+                Some(i) if !e.is_dir => out.push(i),
+                _ => self.report.ignored.push(format!("{MSGS_DIR}/{}", e.name)),
+            }
+        }
+        for (name, _) in self.root_names()? {
+            if ![MSGS_DIR, INDEX_FILE, INDEX_TMP].contains(&name.as_str()) {
+                self.report.ignored.push(name);
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    pub(super) fn list_blocks_quiet(&mut self) -> Result<Vec<u64>> {
+        let ignored = self.report.ignored.len();
+        let v = self.list_blocks()?;
+        self.report.ignored.truncate(ignored);
+        Ok(v)
+    }
+}

@@ -1,0 +1,206 @@
+//! The newest block and its write buffer: encoding records, writing out, rolling.
+
+use super::blocks::{reserve_by_density, Block, Entry};
+use super::*;
+
+impl<F: Fs> Store<F> {
+    /// Writes the buffered bytes of the newest block to its file.
+    #[track_caller]
+    pub(super) fn flush(&mut self) -> Result<()> {
+        if self.wbuf.is_empty() {
+            return Ok(());
+        }
+        let b = self.blocks.last_mut().expect("a buffer implies a block");
+        // the newest block is never cached (`prepare_read`); if it ever were, drop the copy
+        // rather than let it go stale
+        b.cache = None;
+        match b.file.write_all_at(&self.wbuf, b.len) {
+            Ok(()) => {
+                b.len += self.wbuf.len() as u64;
+                self.wbuf.clear();
+                Ok(())
+            }
+            Err(e) => {
+                // The file's tail is now unknown: stop writing until reopened.
+                self.poisoned = true;
+                Err(Error::io("write", b.path.clone(), e))
+            }
+        }
+    }
+
+    /// Starts block `last index + 1`. Its header goes into the write buffer with the first
+    /// record; its name is made durable by the next sync (`msgs_dir_dirty`).
+    pub(super) fn roll(&mut self) -> Result<()> {
+        self.flush()?;
+        let index = self.blocks.last().map_or(1, |b| b.index + 1);
+        let path = block_path(MSGS_DIR, index);
+        let file = ioe(
+            self.fs.open(
+                &path,
+                OpenOptions::new().read(true).write(true).create_new(true),
+            ),
+            "create",
+            &path,
+        )?;
+        self.wbuf.extend_from_slice(&record::block_header(index));
+        let hi = self.blocks.last().map_or(0, |b| b.hi);
+        self.blocks.push(Block {
+            index,
+            path,
+            file: Arc::new(file),
+            len: 0,
+            msg_first: 0,
+            msg_last: 0,
+            hi,
+            max_seq: 0,
+            live: 0,
+            live_bytes: 0,
+            last_crc: 0,
+            entries: Some(Vec::new()),
+            dmap: Vec::new(),
+            dirty: true,
+            cache: None,
+            heat: 0,
+            uncached_reads: 0,
+        });
+        self.msgs_dir_dirty = true;
+        Ok(())
+    }
+
+    /// What writing record `seq` (checksum `crc`) into block `pos` changes in memory, whoever
+    /// wrote it (`write_record_from`, or `append_in_run` for a run of records).
+    #[inline(always)]
+    pub(super) fn note_written(&mut self, pos: usize, seq: u64, crc: u32) {
+        self.writes += 1;
+        let b = &mut self.blocks[pos];
+        b.last_crc = crc;
+        b.max_seq = b.max_seq.max(seq);
+        b.dirty = true;
+    }
+
+    /// Indexes message `seq` (timestamp `ts`, subject `sid`), whose record of `len` bytes is at
+    /// `off` in block `pos` (loaded): its entry and every counter an append moves, once the
+    /// record is written (and, under `Always`, durable). For `append_inner` and `append_in_run`.
+    #[inline(always)]
+    pub(super) fn index_msg(
+        &mut self,
+        pos: usize,
+        seq: u64,
+        ts: i64,
+        off: u64,
+        len: u64,
+        sid: u32,
+    ) {
+        let block_size = self.cfg.block_size;
+        let b = &mut self.blocks[pos];
+        let entries = b.entries.as_mut().expect("the newest block is loaded");
+        if entries.len() == entries.capacity() {
+            reserve_by_density(entries, off + len, block_size.max(b.len));
+        }
+        entries.push(Entry {
+            seq,
+            ts,
+            off: off as u32,
+            len: len as u32,
+            subj: sid,
+            deleted: false,
+        });
+        if b.msg_first == 0 {
+            b.msg_first = seq;
+        }
+        b.msg_last = seq;
+        b.hi = seq;
+        b.live += 1;
+        b.live_bytes += len;
+        self.msgs += 1;
+        self.bytes += len;
+        self.last_seq = seq;
+        self.last_ts = ts;
+        if self.msgs == 1 {
+            self.first_seq = seq;
+            self.first_ts = ts;
+        }
+        let s = &mut self.subj[sid as usize];
+        if s.msgs == 0 {
+            self.num_subjects += 1;
+            s.first = seq;
+        }
+        s.msgs += 1;
+        s.last = seq;
+    }
+
+    /// Encodes one record into the newest block (rolling over if it is full). Returns the
+    /// block position, offset and length.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn write_record(
+        &mut self,
+        kind: Kind,
+        seq: u64,
+        ts: i64,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+    ) -> Result<(usize, u64, u32)> {
+        self.write_record_from(kind, seq, ts, subject, headers, payload, None)
+    }
+
+    /// [`Self::write_record`]; `encoded` is the record already encoded (with its crc) by the
+    /// caller of [`Store::append_encoded`], whose fields are these: its bytes are copied as they
+    /// are.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn write_record_from(
+        &mut self,
+        kind: Kind,
+        seq: u64,
+        ts: i64,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+        encoded: Option<(&[u8], u32)>,
+    ) -> Result<(usize, u64, u32)> {
+        // (pre-encoded: its own length; the name may be absent, see `Subj::Known`)
+        let len = match encoded {
+            Some((bytes, _)) => bytes.len() as u64,
+            None => encoded_len(subject.len(), headers.len(), payload.len()) as u64,
+        };
+        let roll = match self.blocks.last() {
+            None => true,
+            Some(b) => {
+                let end = b.len + self.wbuf.len() as u64;
+                end > BLOCK_HEADER_LEN && end + len > self.cfg.block_size
+            }
+        };
+        if roll {
+            self.roll()?;
+        }
+        let pos = self.blocks.len() - 1;
+        // appends index into the newest block's entries: read it if open left it unread
+        self.ensure_loaded(pos)?;
+        let off = self.blocks[pos].len + self.wbuf.len() as u64;
+        let crc = match encoded {
+            Some((bytes, crc)) => {
+                self.wbuf.extend_from_slice(bytes);
+                crc
+            }
+            None => encode(
+                &mut self.wbuf,
+                kind,
+                0,
+                seq,
+                ts,
+                subject.as_bytes(),
+                headers,
+                payload,
+            ),
+        };
+        self.note_written(pos, seq, crc);
+        if self.wbuf.len() >= self.cfg.write_buffer {
+            self.flush()?;
+        }
+        Ok((pos, off, len as u32))
+    }
+
+    pub(super) fn marker(&mut self, kind: Kind, seq: u64, ts: i64) -> Result<()> {
+        self.write_record(kind, seq, ts, "", &[], &[]).map(|_| ())
+    }
+}

@@ -1,0 +1,267 @@
+//! The stream store: the `Store` type, open and close. Each concern of the store lives in a
+//! file of its own below (see ARCHITECTURE.md for the data flow, the write path with every
+//! fsync, and the byte layouts).
+
+use crate::clock::Clock;
+use crate::config::{Config, Discard, RecoveryMode, SyncPolicy};
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile, OpenOptions, WriteSyncError};
+use crate::index::{BlockSummary, Snapshot, SubjectSummary};
+use crate::record::{
+    self, check_block_header, decode, encode, encoded_len, Decoded, Header, Kind, BLOCK_HEADER_LEN,
+    FLAG_ERASED, HARD_MAX_RECORD, REC_OVERHEAD,
+};
+use crate::subject;
+use blocks::Block;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io;
+use std::sync::Arc;
+use subjects::{SubjInfo, SubjMap, SubjMemo};
+use sync::S_OPEN_LIMITS;
+
+mod append;
+mod blocks;
+mod cache;
+mod layout;
+mod limits;
+mod log;
+mod purge;
+mod read;
+mod recover;
+mod remove;
+mod scan;
+mod snapshot;
+mod subjects;
+mod sync;
+mod truncate;
+mod types;
+
+pub(crate) use layout::{block_path, parse_block_name};
+pub use layout::{INDEX_FILE, INDEX_TMP, MSGS_DIR, PURGE_NEW, PURGE_OLD};
+pub(crate) use recover::lost_ranges;
+pub(crate) use scan::{scan_block, ScanEnd};
+pub(crate) use snapshot::load_index;
+pub use sync::SYNC_SITES;
+pub use types::{Cut, RecoveryReport, SeqRange, StoredMsg, StreamState};
+
+/// A message-stream store on a filesystem `F`.
+pub struct Store<F: Fs> {
+    fs: F,
+    cfg: Config,
+    clock: Box<dyn Clock>,
+    blocks: Vec<Block<F::File>>,
+    /// Pending bytes of the newest block, to be written at `blocks.last().len`.
+    wbuf: Vec<u8>,
+    first_seq: u64,
+    first_ts: i64,
+    last_seq: u64,
+    last_ts: i64,
+    floor: u64,
+    msgs: u64,
+    bytes: u64,
+    subj_names: Vec<String>,
+    /// The appends' memo in front of `subj_ids` (reset whenever the name table is).
+    subj_memo: Box<SubjMemo>,
+    subj_ids: SubjMap,
+    subj: Vec<SubjInfo>,
+    num_subjects: u64,
+    poisoned: bool,
+    closed: bool,
+    last_sync_ns: i64,
+    /// `msgs/` has entries (new blocks, removals) that are not yet durable.
+    msgs_dir_dirty: bool,
+    /// Records written since open: the group commit's durability watermark (sequences can go
+    /// down with `truncate`; this never does).
+    writes: u64,
+    report: RecoveryReport,
+    /// The blocks a purge replaced (their memory) and whether `purge.old/` is still on disk:
+    /// released by `cleanup` (tick, close, the next purge), not inside `purge`.
+    retired: Vec<Block<F::File>>,
+    purge_old_pending: bool,
+    /// The files a group-commit leader is fsyncing right now, without the lock (between
+    /// `begin_group_sync` and `end_group_sync`): their `dirty` flags are already clear, so a
+    /// `sync` in that window fsyncs them too rather than return before they are durable.
+    group_inflight: Vec<(Arc<F::File>, String)>,
+    /// Reads since the block heats were last halved.
+    reads_since_decay: u64,
+}
+
+/// A clock for [`Store::open`]: store-core reads no clock, so without one each call returns
+/// one nanosecond more than the last. Use [`Store::open_with_clock`] for wall time.
+struct LogicalClock(std::sync::atomic::AtomicI64);
+
+impl Clock for LogicalClock {
+    fn now_ns(&self) -> i64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+    }
+}
+
+fn ioe<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
+    r.map_err(|e| Error::io(op, path, e))
+}
+
+impl<F: Fs> Drop for Store<F> {
+    fn drop(&mut self) {
+        if !self.closed && !self.poisoned {
+            let _ = self.flush();
+        }
+    }
+}
+
+impl<F: Fs> Store<F> {
+    /// Opens (or creates) the store at the root of `fs`, stamping messages with a logical clock
+    /// (store-core reads no clock). Most users want [`Store::open_with_clock`].
+    pub fn open(fs: F, cfg: Config) -> Result<Self> {
+        Self::open_with_clock(fs, cfg, Box::new(LogicalClock(0.into())))
+    }
+
+    /// Opens (or creates) the store at the root of `fs`, taking time from `clock`.
+    ///
+    /// Recovery, in order: finish or roll back an interrupted purge (from the directories it
+    /// finds); load `index.db` if it matches the blocks exactly, else rebuild from the blocks
+    /// (cutting torn tails, reporting lost sequences); fsync both directories so that nothing
+    /// acknowledged later can depend on a name that is not durable; re-enforce limits, and
+    /// fsync what they removed.
+    pub fn open_with_clock(fs: F, cfg: Config, clock: Box<dyn Clock>) -> Result<Self> {
+        cfg.validate().map_err(Error::InvalidConfig)?;
+        let now = clock.now_ns();
+        let mut s = Store {
+            fs,
+            cfg,
+            clock,
+            blocks: Vec::new(),
+            wbuf: Vec::new(),
+            first_seq: 1,
+            first_ts: 0,
+            last_seq: 0,
+            last_ts: 0,
+            floor: 0,
+            msgs: 0,
+            bytes: 0,
+            subj_names: Vec::new(),
+            subj_memo: Box::new(SubjMemo::new()),
+            subj_ids: SubjMap::default(),
+            subj: Vec::new(),
+            num_subjects: 0,
+            poisoned: false,
+            closed: false,
+            last_sync_ns: now,
+            msgs_dir_dirty: false,
+            writes: 0,
+            report: RecoveryReport::default(),
+            retired: Vec::new(),
+            purge_old_pending: false,
+            group_inflight: Vec::new(),
+            reads_since_decay: 0,
+        };
+        s.recover_purge()?;
+        s.load()?;
+        // Make the structure we found durable before anything new is acknowledged on top of
+        // it: the names may have been created by a process that never synced them.
+        s.sync_dir(MSGS_DIR, "open.msgs-dir")?;
+        s.sync_dir("", "open.root-dir")?;
+        s.msgs_dir_dirty = false;
+        // The newest block (like every block known from index.db) is read on first use: the
+        // first append or read that needs it, not here, so that open does not depend on how
+        // full it is.
+        // What the limits remove at open is a structural change like a compact: durable before
+        // open returns, in every policy, so no reader of this instance sees a message gone
+        // that a crash brings back.
+        let writes = s.writes;
+        s.enforce_limits_all()?;
+        if s.writes != writes {
+            s.sync_inner(S_OPEN_LIMITS)?;
+        }
+        s.maybe_sync()?;
+        Ok(s)
+    }
+
+    /// What recovery found and did at open.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.closed {
+            return Err(Error::Closed);
+        }
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        Ok(())
+    }
+
+    fn now(&self) -> i64 {
+        self.clock.now_ns()
+    }
+
+    /// Marks the store poisoned: it refuses every write (`Error::Poisoned`) until reopened, as
+    /// after a failed write or fsync. For an embedder that acknowledged writes before the store
+    /// applied them (the wasm host's batching of unsynced appends) and saw one of them fail:
+    /// the sequences it handed out after the failed one were never assigned, and must not be
+    /// assigned to other messages by this instance.
+    pub fn poison(&mut self) {
+        self.poisoned = true;
+    }
+
+    /// The stream's counters.
+    pub fn state(&self) -> StreamState {
+        StreamState {
+            msgs: self.msgs,
+            bytes: self.bytes,
+            // NATS reports a stream that never had a sequence as first=0, last=0
+            first_seq: if self.last_seq == 0 {
+                0
+            } else {
+                self.first_seq
+            },
+            first_ts: self.first_ts,
+            last_seq: self.last_seq,
+            last_ts: self.last_ts,
+            num_deleted: if self.msgs == 0 {
+                0
+            } else {
+                (self.last_seq - self.first_seq + 1) - self.msgs
+            },
+            num_subjects: self.num_subjects,
+        }
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Runs time-driven work: the `max_age` limit and the `Interval` sync. Call it from a
+    /// timer; store-core has no threads.
+    pub fn tick(&mut self) -> Result<()> {
+        self.check_writable()?;
+        self.cleanup();
+        if self.cfg.limits.max_age.is_some() {
+            self.enforce_limits(None)?;
+        }
+        self.maybe_sync()
+    }
+
+    /// Syncs, writes `index.db` (see [`Store::checkpoint`]), and closes. Dropping a store without `close` writes out its
+    /// buffer (no fsync).
+    pub fn close(mut self) -> Result<()> {
+        let r = self.checkpoint();
+        self.closed = true;
+        r
+    }
+
+    /// Whether an earlier I/O failure poisoned the store.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+}

@@ -1,0 +1,247 @@
+//! Purge, crash-atomic, and beside it the half of recovery that completes or rolls it back.
+
+use super::blocks::Block;
+use super::subjects::SubjInfo;
+use super::*;
+
+impl<F: Fs> Store<F> {
+    /// Whether `purge.new` holds a block whose records all check out and include a floor
+    /// record: the purge's commit point.
+    pub(super) fn purge_block_valid(&self) -> Result<bool> {
+        let entries = match self.fs.read_dir(PURGE_NEW) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(Error::io("read_dir", PURGE_NEW, e)),
+        };
+        for e in entries {
+            let Some(index) = parse_block_name(&e.name) else {
+                continue;
+            };
+            let path = block_path(PURGE_NEW, index);
+            let f = ioe(self.fs.open(&path, OpenOptions::read_only()), "open", &path)?;
+            let len = ioe(f.len(), "len", &path)?;
+            let mut h = [0u8; BLOCK_HEADER_LEN as usize];
+            let n = (len as usize).min(h.len());
+            ioe(f.read_exact_at(&mut h[..n], 0), "read", &path)?;
+            if check_block_header(&path, &h[..n], index).ok() != Some(Header::Valid) {
+                continue;
+            }
+            let mut has_floor = false;
+            let end = scan_block(
+                &f,
+                &path,
+                BLOCK_HEADER_LEN,
+                len,
+                |_, r| {
+                    has_floor |= r.kind == Kind::Floor;
+                    Ok(())
+                },
+                |_, _, _| Ok(()),
+            )?;
+            if has_floor && matches!(end, ScanEnd::Clean) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Finishes or undoes a purge that a crash interrupted (see ARCHITECTURE.md, "Purge").
+    pub(super) fn recover_purge(&mut self) -> Result<()> {
+        let names = self.root_names()?;
+        let has = |n: &str| names.get(n).copied() == Some(true);
+        let (msgs, new, old) = (has(MSGS_DIR), has(PURGE_NEW), has(PURGE_OLD));
+        if !(new || old) {
+            if !msgs {
+                // made durable by open's root fsync ("open.root-dir")
+                ioe(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
+            }
+            return Ok(());
+        }
+        if new && self.purge_block_valid()? {
+            // Committed: the new block with the last sequence is durable. Finish the swap.
+            if msgs {
+                if old {
+                    ioe(
+                        self.fs.remove_dir_all(PURGE_OLD),
+                        "remove_dir_all",
+                        PURGE_OLD,
+                    )?;
+                }
+                ioe(self.fs.rename(MSGS_DIR, PURGE_OLD), "rename", MSGS_DIR)?;
+            }
+            self.install_purge_new()?;
+            if msgs || old {
+                ioe(
+                    self.fs.remove_dir_all(PURGE_OLD),
+                    "remove_dir_all",
+                    PURGE_OLD,
+                )?;
+            }
+            self.report.purge_completed = true;
+        } else {
+            // Not committed (or only leftovers of a finished purge): keep the old blocks.
+            if new {
+                ioe(
+                    self.fs.remove_dir_all(PURGE_NEW),
+                    "remove_dir_all",
+                    PURGE_NEW,
+                )?;
+                self.report.purge_rolled_back = true;
+            }
+            if old {
+                if msgs {
+                    ioe(
+                        self.fs.remove_dir_all(PURGE_OLD),
+                        "remove_dir_all",
+                        PURGE_OLD,
+                    )?;
+                } else {
+                    ioe(self.fs.rename(PURGE_OLD, MSGS_DIR), "rename", PURGE_OLD)?;
+                    self.report.purge_rolled_back = true;
+                }
+            } else if !msgs {
+                ioe(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes `purge.new` the live `msgs/` (recovery finishing a committed purge): one rename.
+    pub(super) fn install_purge_new(&mut self) -> Result<()> {
+        #[cfg(feature = "ablation")]
+        if self.cfg.ablation == crate::Ablation::MovePurgeBlocks {
+            return self.install_purge_new_by_moving();
+        }
+        ioe(self.fs.rename(PURGE_NEW, MSGS_DIR), "rename", PURGE_NEW)
+    }
+
+    /// **Deliberately wrong** (ablation `MovePurgeBlocks`, the negative control of the
+    /// crash-during-recovery test): instead of renaming `purge.new`, moves its files into a
+    /// new `msgs/` one by one and removes `purge.new`. The moves wait for an fsync of
+    /// `purge.new` that never comes (it is removed), so after a crash `msgs/` is empty.
+    #[cfg(feature = "ablation")]
+    pub(super) fn install_purge_new_by_moving(&mut self) -> Result<()> {
+        ioe(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
+        for e in ioe(self.fs.read_dir(PURGE_NEW), "read_dir", PURGE_NEW)? {
+            let from = format!("{PURGE_NEW}/{}", e.name);
+            let to = format!("{MSGS_DIR}/{}", e.name);
+            ioe(self.fs.rename(&from, &to), "rename", &from)?;
+        }
+        ioe(
+            self.fs.remove_dir_all(PURGE_NEW),
+            "remove_dir_all",
+            PURGE_NEW,
+        )
+    }
+
+    /// Removes every message. Crash-atomic, and the sequence is kept in every sync policy:
+    /// once this returns, any crash recovers `first = L + 1, last = L` (L the last sequence
+    /// before the purge); a crash during it recovers the old state or the purged one.
+    ///
+    /// Write path (ARCHITECTURE.md, "Purge"), three fsyncs whatever the stream's size: a new
+    /// block holding one floor record for L is written into `purge.new/` and fsynced;
+    /// `purge.new/` is fsynced; `msgs -> purge.old`, `purge.new -> msgs`, and one root fsync
+    /// makes it all durable; then `purge.old/` is removed. Recovery completes the purge if it
+    /// finds `purge.new/` with its floor block, else rolls it back. Returns the number of
+    /// messages removed.
+    pub fn purge(&mut self) -> Result<u64> {
+        self.check_writable()?;
+        let purged = self.msgs;
+        let (l, ts) = (self.last_seq, self.last_ts);
+        // 0. leftovers of an earlier purge go first. Their removal needs no fsync of its own:
+        //    if it is lost, recovery finds purge.old beside msgs (or an uncommitted purge.new)
+        //    and removes it again; the root fsync of step 4 makes it durable anyway.
+        let names = self.root_names()?;
+        for d in [PURGE_NEW, PURGE_OLD] {
+            if names.contains_key(d) {
+                ioe(self.fs.remove_dir_all(d), "remove_dir_all", d)?;
+            }
+        }
+        // 1. the new block: header + floor(L)
+        ioe(self.fs.create_dir(PURGE_NEW), "create_dir", PURGE_NEW)?;
+        let index = self.blocks.last().map_or(1, |b| b.index + 1);
+        let new_path = block_path(PURGE_NEW, index);
+        let file = ioe(
+            self.fs.open(
+                &new_path,
+                OpenOptions::new().read(true).write(true).create_new(true),
+            ),
+            "create",
+            &new_path,
+        )?;
+        let mut buf = record::block_header(index).to_vec();
+        let crc = encode(&mut buf, Kind::Floor, 0, l, ts, b"", b"", b"");
+        if let Err(e) = file.write_all_at(&buf, 0) {
+            self.poisoned = true;
+            return Err(Error::io("write", new_path, e));
+        }
+        // 2. fsync the tombstone: without it a crash after the swap finds an empty block and
+        //    the stream comes back as 0,0 (the NATS bug).
+        let tombstone_synced = !self.skip("purge.tombstone", false);
+        if tombstone_synced {
+            if let Err(e) = file.sync_data() {
+                self.poisoned = true;
+                return Err(Error::io("sync_data", new_path, e));
+            }
+        }
+        // 3. make the block's name in purge.new durable: from now on, wherever purge.new is
+        //    found (as purge.new, or already renamed to msgs), it holds the floor record.
+        self.sync_dir(PURGE_NEW, "purge.new-dir")?;
+        // 4. the swap, then one root fsync that makes purge.new, both renames (and the removal
+        //    of leftovers) durable together. A crash before it leaves some subset of them, and
+        //    recovery completes the purge if purge.new is there with its floor block, else
+        //    rolls it back (ARCHITECTURE.md lists every case).
+        for (from, to) in [(MSGS_DIR, PURGE_OLD), (PURGE_NEW, MSGS_DIR)] {
+            if let Err(e) = self.fs.rename(from, to) {
+                self.poisoned = true;
+                return Err(Error::io("rename", from, e));
+            }
+        }
+        self.sync_dir("", "purge.swap-dir")?;
+        // 5. memory: one block, nothing live, floor L
+        self.wbuf.clear();
+        self.retired = std::mem::take(&mut self.blocks);
+        self.blocks = vec![Block {
+            index,
+            path: block_path(MSGS_DIR, index),
+            file: Arc::new(file),
+            len: buf.len() as u64,
+            msg_first: 0,
+            msg_last: 0,
+            hi: 0,
+            max_seq: l,
+            live: 0,
+            live_bytes: 0,
+            last_crc: crc,
+            entries: Some(Vec::new()),
+            dmap: Vec::new(),
+            dirty: !tombstone_synced,
+            cache: None,
+            heat: 0,
+            uncached_reads: 0,
+        }];
+        self.msgs = 0;
+        self.bytes = 0;
+        self.floor = l;
+        self.first_seq = l + 1;
+        self.first_ts = 0;
+        self.num_subjects = 0;
+        for s in &mut self.subj {
+            *s = SubjInfo::default();
+        }
+        self.msgs_dir_dirty = false;
+        // 6. the old blocks go only now that the purge is durable. A failure here leaves
+        //    purge.old behind, which the next open or purge removes: nothing is lost.
+        self.purge_old_pending = true;
+        Ok(purged)
+    }
+
+    /// Releases what a purge left for later: the old blocks' memory and `purge.old/` on disk
+    /// (no fsync: recovery removes a leftover again). Called by `tick` and `close`.
+    pub fn cleanup(&mut self) {
+        self.retired.clear();
+        if std::mem::take(&mut self.purge_old_pending) {
+            let _ = self.fs.remove_dir_all(PURGE_OLD);
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Reads: by sequence, by subject, the next match of a filter, subject counts.
+
+use super::*;
+
+impl<F: Fs> Store<F> {
+    /// Reads and checks the record of entry `i` in block `pos` (checked after the read: crc,
+    /// kind and sequence), from the write buffer, the block's cache or the file.
+    pub(super) fn read_entry(&self, pos: usize, i: usize) -> Result<StoredMsg> {
+        let b = &self.blocks[pos];
+        let e = b.entries.as_ref().expect("loaded")[i];
+        let off = e.off as u64;
+        let len = e.len as usize;
+        let mut owned = Vec::new();
+        let bytes: &[u8] = if off >= b.len {
+            let at = (off - b.len) as usize;
+            &self.wbuf[at..at + len]
+        } else if let Some(c) = b.cache.as_deref().filter(|c| off as usize + len <= c.len()) {
+            &c[off as usize..off as usize + len]
+        } else {
+            owned.resize(len, 0);
+            ioe(b.file.read_exact_at(&mut owned, off), "read", &b.path)?;
+            &owned
+        };
+        match decode(bytes) {
+            Decoded::Record(r) if r.kind == Kind::Msg && r.seq == e.seq => Ok(StoredMsg {
+                seq: r.seq,
+                ts: r.ts,
+                subject: r.subject.to_string(),
+                headers: r.headers.to_vec(),
+                payload: r.payload.to_vec(),
+            }),
+            Decoded::Record(_) => Err(Error::corrupt(b.path.clone(), off, "wrong record here")),
+            Decoded::Bad { reason, .. } => Err(Error::corrupt(b.path.clone(), off, reason)),
+            _ => Err(Error::corrupt(b.path.clone(), off, "record cut short")),
+        }
+    }
+
+    pub(super) fn subject_first(&mut self, sid: u32) -> Result<Option<u64>> {
+        let s = self.subj[sid as usize];
+        if s.msgs == 0 {
+            return Ok(None);
+        }
+        if s.first != 0 {
+            return Ok(Some(s.first));
+        }
+        let start = self.blocks.partition_point(|b| b.hi < self.first_seq);
+        for pos in start..self.blocks.len() {
+            if self.blocks[pos].live == 0 {
+                continue;
+            }
+            self.ensure_loaded(pos)?;
+            let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+            if let Some(e) = entries.iter().find(|e| !e.deleted && e.subj == sid) {
+                self.subj[sid as usize].first = e.seq;
+                return Ok(Some(e.seq));
+            }
+        }
+        Err(Error::corrupt(
+            MSGS_DIR,
+            0,
+            "subject count without messages",
+        ))
+    }
+
+    pub(super) fn subject_last(&mut self, sid: u32) -> Result<Option<u64>> {
+        let s = self.subj[sid as usize];
+        if s.msgs == 0 {
+            return Ok(None);
+        }
+        if s.last != 0 {
+            return Ok(Some(s.last));
+        }
+        for pos in (0..self.blocks.len()).rev() {
+            if self.blocks[pos].live == 0 {
+                continue;
+            }
+            self.ensure_loaded(pos)?;
+            let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+            if let Some(e) = entries.iter().rev().find(|e| !e.deleted && e.subj == sid) {
+                self.subj[sid as usize].last = e.seq;
+                return Ok(Some(e.seq));
+            }
+        }
+        Err(Error::corrupt(
+            MSGS_DIR,
+            0,
+            "subject count without messages",
+        ))
+    }
+
+    /// The message with sequence `seq`.
+    pub fn get(&mut self, seq: u64) -> Result<StoredMsg> {
+        self.check_open()?;
+        match self.find(seq)? {
+            Some((pos, i)) => {
+                self.prepare_read(pos)?;
+                self.read_entry(pos, i)
+            }
+            None => Err(Error::NotFound { seq }),
+        }
+    }
+
+    /// The newest message stored under `subject` (a literal subject, no wildcards).
+    pub fn last_for_subject(&mut self, subject: &str) -> Result<Option<StoredMsg>> {
+        self.check_open()?;
+        subject::validate_subject(subject)?;
+        let Some(&sid) = self.subj_ids.get(subject) else {
+            return Ok(None);
+        };
+        match self.subject_last(sid)? {
+            Some(seq) => self.get(seq).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The first message at or after `from_seq` whose subject matches `filter` (`*` matches
+    /// one token, `>` the rest).
+    pub fn next_matching(&mut self, filter: &str, from_seq: u64) -> Result<Option<StoredMsg>> {
+        self.check_open()?;
+        subject::validate_filter(filter)?;
+        let from = from_seq.max(self.first_seq).max(1);
+        let literal = subject::is_literal(filter).then(|| self.subj_ids.get(filter).copied());
+        if literal == Some(None) {
+            return Ok(None);
+        }
+        // 0 unknown, 1 matches, 2 does not
+        let mut cache: Vec<u8> = Vec::new();
+        let mut pos = self.blocks.partition_point(|b| b.hi < from);
+        while pos < self.blocks.len() {
+            if self.blocks[pos].live > 0 {
+                self.ensure_loaded(pos)?;
+                let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+                let start = entries.partition_point(|e| e.seq < from);
+                for (i, e) in entries.iter().enumerate().skip(start) {
+                    if e.deleted {
+                        continue;
+                    }
+                    let hit = match literal {
+                        Some(Some(sid)) => e.subj == sid,
+                        _ => {
+                            let k = e.subj as usize;
+                            if cache.len() <= k {
+                                cache.resize(self.subj_names.len(), 0);
+                            }
+                            if cache[k] == 0 {
+                                cache[k] = if subject::matches(filter, &self.subj_names[k]) {
+                                    1
+                                } else {
+                                    2
+                                };
+                            }
+                            cache[k] == 1
+                        }
+                    };
+                    if hit {
+                        self.prepare_read(pos)?;
+                        return self.read_entry(pos, i).map(Some);
+                    }
+                }
+            }
+            pos += 1;
+        }
+        Ok(None)
+    }
+
+    /// Message counts per subject for the subjects matching `filter`.
+    pub fn subjects_state(&self, filter: &str) -> Result<BTreeMap<String, u64>> {
+        self.check_open()?;
+        subject::validate_filter(filter)?;
+        Ok(self
+            .subj
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| s.msgs > 0 && subject::matches(filter, &self.subj_names[*i]))
+            .map(|(i, s)| (self.subj_names[i].clone(), s.msgs))
+            .collect())
+    }
+}

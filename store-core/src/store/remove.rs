@@ -1,0 +1,283 @@
+//! Removals: delete, erase, purge by subject, compact, and dropping empty front blocks.
+
+use super::sync::{S_COMPACT, S_DROP, S_ERASE, S_PURGE_EX};
+use super::*;
+
+impl<F: Fs> Store<F> {
+    /// Removes leading blocks with no live message (never the newest). Before each removal
+    /// everything is fsynced (the tombstones and floors that emptied it, and the previous
+    /// removal): a removed block must never be the only record of the last sequence, and a
+    /// block whose removal is undone by a crash must come back with the tombstones that
+    /// delete its messages. If the blocks going away hold the last sequence, a floor record
+    /// for it is written first (nothing live is at or below it then).
+    pub(super) fn drop_empty_front_blocks(&mut self) -> Result<()> {
+        let n = self
+            .blocks
+            .iter()
+            .take(self.blocks.len().saturating_sub(1))
+            .take_while(|b| b.live == 0)
+            .count();
+        if n == 0 {
+            return Ok(());
+        }
+        let kept_max = self.blocks[n..]
+            .iter()
+            .map(|b| b.max_seq)
+            .max()
+            .unwrap_or(0);
+        if kept_max < self.last_seq {
+            debug_assert_eq!(self.msgs, 0, "live messages above the dropped blocks");
+            let (l, ts) = (self.last_seq, self.last_ts);
+            self.marker(Kind::Floor, l, ts)?;
+            self.floor = self.floor.max(l);
+        }
+        for _ in 0..n {
+            self.sync_inner(S_DROP)?;
+            let path = self.blocks[0].path.clone();
+            if let Err(e) = self.fs.remove_file(&path) {
+                self.poisoned = true;
+                return Err(Error::io("remove_file", path, e));
+            }
+            self.blocks.remove(0);
+            self.msgs_dir_dirty = true;
+        }
+        Ok(())
+    }
+
+    /// Deletes every live message with a sequence `<= f` (in memory; the caller writes the
+    /// floor record). Returns how many.
+    pub(super) fn apply_floor(&mut self, f: u64) -> Result<u64> {
+        let mut n = 0;
+        for pos in 0..self.blocks.len() {
+            let b = &self.blocks[pos];
+            if b.msg_first > f || b.msg_first == 0 {
+                if b.msg_first > f {
+                    break;
+                }
+                continue;
+            }
+            if b.live == 0 {
+                continue;
+            }
+            self.ensure_loaded(pos)?;
+            let idx: Vec<usize> = self.blocks[pos]
+                .entries
+                .as_ref()
+                .expect("loaded")
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| !e.deleted && e.seq <= f)
+                .map(|(i, _)| i)
+                .collect();
+            for i in idx {
+                self.mark_deleted(pos, i);
+                n += 1;
+            }
+        }
+        self.floor = self.floor.max(f);
+        Ok(n)
+    }
+
+    /// Deletes message `seq` by writing a tombstone (durable per the sync policy).
+    pub fn delete(&mut self, seq: u64) -> Result<()> {
+        self.check_writable()?;
+        let (pos, i) = self.find(seq)?.ok_or(Error::NotFound { seq })?;
+        let ts = self.now();
+        self.marker(Kind::Tombstone, seq, ts)?;
+        self.maybe_sync()?;
+        self.mark_deleted(pos, i);
+        if seq == self.first_seq {
+            self.set_first_from(seq + 1)?;
+        }
+        self.drop_empty_front_blocks()
+    }
+
+    /// Deletes message `seq` and overwrites its subject, headers and payload on disk with
+    /// zeros. The tombstone is made durable before the overwrite, so an interrupted overwrite
+    /// recovers as an erased message, never as a lost one. A message already removed is
+    /// `NotFound`, and its removal (perhaps an unsynced delete) is fsynced first: it does not
+    /// come back after a crash either. Its bytes are not overwritten: erase, not delete, when
+    /// the payload must go.
+    pub fn erase(&mut self, seq: u64) -> Result<()> {
+        self.check_writable()?;
+        let Some((pos, i)) = self.find(seq)? else {
+            // Already removed, perhaps by an unsynced delete: an erase promises that the
+            // message never comes back, so make the removal durable before saying so.
+            self.sync_inner(S_ERASE)?;
+            return Err(Error::NotFound { seq });
+        };
+        let e = self.blocks[pos].entries.as_ref().expect("loaded")[i];
+        let old = self.read_entry(pos, i)?;
+        let mut erased = Vec::with_capacity(e.len as usize);
+        let crc = encode(
+            &mut erased,
+            Kind::Msg,
+            FLAG_ERASED,
+            seq,
+            old.ts,
+            &vec![0u8; old.subject.len()],
+            &vec![0u8; old.headers.len()],
+            &vec![0u8; old.payload.len()],
+        );
+        // check before the write: same frame, so every other record stays where it is
+        assert_eq!(
+            erased.len(),
+            e.len as usize,
+            "erase keeps the record's length"
+        );
+        let ts = self.now();
+        self.marker(Kind::Tombstone, seq, ts)?;
+        // The tombstone is durable before the overwrite starts: a torn overwrite fails its crc
+        // and recovery skips the record, so without a durable tombstone for it a torn erase of
+        // the last message would lose the last sequence (found by the fault sweep with records
+        // larger than a sector).
+        self.sync_inner(S_ERASE)?;
+        let b = &mut self.blocks[pos];
+        // the cached copy first: an erased payload must not live on in memory either
+        if let Some(c) = b.cache.as_deref_mut() {
+            let at = e.off as usize;
+            if at + erased.len() <= c.len() {
+                c[at..at + erased.len()].copy_from_slice(&erased);
+            } else {
+                b.cache = None;
+            }
+        }
+        if let Err(err) = b.file.write_all_at(&erased, e.off as u64) {
+            self.poisoned = true;
+            return Err(Error::io("write", b.path.clone(), err));
+        }
+        if e.off as u64 + e.len as u64 == b.len {
+            b.last_crc = crc;
+        }
+        b.dirty = true;
+        self.mark_deleted(pos, i);
+        if seq == self.first_seq {
+            self.set_first_from(seq + 1)?;
+        }
+        self.maybe_sync()?;
+        self.drop_empty_front_blocks()
+    }
+
+    /// Removes the messages matching `filter` with a sequence below `up_to_seq` (0: no
+    /// bound), keeping the newest `keep` of each subject. Tombstones, fsynced before return.
+    ///
+    /// The promise, in every sync policy: once this returns, no crash brings back a message
+    /// that matched `filter`, was below `up_to_seq` and was not among the `keep` newest live
+    /// ones of its subject — including messages that earlier unsynced deletes had removed
+    /// (they are not counted in the returned number, but their removal is made durable
+    /// here too, as is everything written before the call).
+    pub fn purge_ex(&mut self, filter: &str, up_to_seq: u64, keep: u64) -> Result<u64> {
+        self.check_writable()?;
+        let filter = if filter.is_empty() { ">" } else { filter };
+        subject::validate_filter(filter)?;
+        if filter == ">" && up_to_seq == 0 && keep == 0 {
+            return self.purge();
+        }
+        let mut cands: Vec<(usize, usize, u32)> = Vec::new();
+        let mut cache: Vec<u8> = vec![0; self.subj_names.len()];
+        for pos in 0..self.blocks.len() {
+            if self.blocks[pos].live == 0 {
+                continue;
+            }
+            if up_to_seq > 0 && self.blocks[pos].msg_first >= up_to_seq {
+                break;
+            }
+            self.ensure_loaded(pos)?;
+            cache.resize(self.subj_names.len(), 0);
+            for (i, e) in self.blocks[pos]
+                .entries
+                .as_ref()
+                .expect("loaded")
+                .iter()
+                .enumerate()
+            {
+                if e.deleted || (up_to_seq > 0 && e.seq >= up_to_seq) {
+                    continue;
+                }
+                let k = e.subj as usize;
+                if cache[k] == 0 {
+                    cache[k] = if subject::matches(filter, &self.subj_names[k]) {
+                        1
+                    } else {
+                        2
+                    };
+                }
+                if cache[k] == 1 {
+                    cands.push((pos, i, e.subj));
+                }
+            }
+        }
+        if keep > 0 {
+            let mut per: HashMap<u32, u64> = HashMap::new();
+            for c in &cands {
+                *per.entry(c.2).or_default() += 1;
+            }
+            let mut seen: HashMap<u32, u64> = HashMap::new();
+            cands.retain(|c| {
+                let n = seen.entry(c.2).or_default();
+                *n += 1;
+                *n + keep <= per[&c.2]
+            });
+        }
+        if cands.is_empty() {
+            // Nothing left to remove in memory, but earlier unsynced deletes may be what
+            // removed the matching messages: after `purge_ex` returns none of them may come
+            // back, so make them durable (the rule for structural operations).
+            self.sync_inner(S_PURGE_EX)?;
+            return Ok(0);
+        }
+        let ts = self.now();
+        for &(pos, i, _) in &cands {
+            let seq = self.blocks[pos].entries.as_ref().expect("loaded")[i].seq;
+            self.marker(Kind::Tombstone, seq, ts)?;
+            self.mark_deleted(pos, i);
+        }
+        self.sync_inner(S_PURGE_EX)?;
+        let first = self.first_seq;
+        self.set_first_from(first)?;
+        self.drop_empty_front_blocks()?;
+        Ok(cands.len() as u64)
+    }
+
+    /// Removes every message with a sequence below `seq`; `first_seq` becomes at least `seq`
+    /// (and `last_seq` too, `seq - 1`, if it was lower). One floor record, fsynced before
+    /// return; when memory already shows nothing below `seq`, no record is needed, but what
+    /// removed it (perhaps unsynced deletes) is fsynced instead. Either way, once this returns
+    /// no crash recovers a message below `seq` or a last sequence below `seq - 1`. Returns the
+    /// number of messages removed.
+    pub fn compact(&mut self, seq: u64) -> Result<u64> {
+        self.check_writable()?;
+        if seq == 0 || seq - 1 > record::MAX_SEQ {
+            return Err(Error::InvalidArgument(format!("compact({seq})")));
+        }
+        let f = seq - 1;
+        if f < self.first_seq && f <= self.last_seq {
+            // Memory already shows every sequence below `seq` gone, but possibly only through
+            // removals that were never synced (a delete under `Never`): a crash would bring
+            // them back, and with them a last sequence below `f`. Nothing new to write; make
+            // what is there durable (ARCHITECTURE.md, "The rule for structural operations").
+            #[cfg(feature = "ablation")]
+            if self.cfg.ablation == crate::Ablation::CompactEarlyReturn {
+                return Ok(0);
+            }
+            self.sync_inner(S_COMPACT)?;
+            return Ok(0);
+        }
+        let raises_last = f > self.last_seq;
+        let ts = if raises_last {
+            self.now().max(self.last_ts)
+        } else {
+            self.last_ts
+        };
+        self.marker(Kind::Floor, f, ts)?;
+        self.sync_inner(S_COMPACT)?;
+        let n = self.apply_floor(f)?;
+        if raises_last {
+            self.last_seq = f;
+            self.last_ts = ts;
+        }
+        self.set_first_from(f + 1)?;
+        self.drop_empty_front_blocks()?;
+        Ok(n)
+    }
+}

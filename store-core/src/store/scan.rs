@@ -1,0 +1,317 @@
+//! Reading a block file record by record: the scan, its chunked form, and resync over damage.
+
+use super::*;
+
+pub(super) const READ_CHUNK: usize = 1 << 20;
+
+/// What scanning a block found at its end.
+pub(crate) enum ScanEnd {
+    Clean,
+    /// Stopped at `offset`: everything from there is unusable.
+    Stop {
+        offset: u64,
+        reason: String,
+    },
+}
+
+/// Reads a block's records in order from `start` to `len`, in chunks (never more than one
+/// record plus one chunk in memory). A record that fails its checks but is framed by a
+/// plausible next record is passed to `skipped` and stepped over; any other damage ends the
+/// scan.
+pub(crate) fn scan_block<H: FsFile>(
+    file: &H,
+    path: &str,
+    start: u64,
+    len: u64,
+    visit: impl FnMut(u64, &record::Record<'_>) -> Result<()>,
+    skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
+) -> Result<ScanEnd> {
+    scan_block_chunked(
+        file,
+        path,
+        start,
+        len,
+        READ_CHUNK,
+        &mut Vec::new(),
+        visit,
+        skipped,
+    )
+}
+
+/// What [`scan_block_chunked`] has read: `buf[..valid]` holds the file's bytes from `off`;
+/// with batched checksums, `crcs` those of the records framed from `buf[0]`, `pre_i` the next
+/// one to use and `frame_at` where its record starts in `buf`.
+pub(super) struct Window {
+    pub(super) valid: usize,
+    pub(super) off: u64,
+    pub(super) crcs: Vec<u32>,
+    pub(super) pre_i: usize,
+    pub(super) frame_at: usize,
+}
+
+/// `scan_block` reading `chunk` bytes at a time (small when the caller stops early).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn scan_block_chunked<H: FsFile>(
+    file: &H,
+    path: &str,
+    start: u64,
+    len: u64,
+    chunk: usize,
+    buf: &mut Vec<u8>,
+    mut visit: impl FnMut(u64, &record::Record<'_>) -> Result<()>,
+    mut skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
+) -> Result<ScanEnd> {
+    // buf[..w.valid] holds file bytes from w.off. Every read starts at `pos`, a record
+    // boundary: the few bytes of a record cut by the previous read are read again rather
+    // than copied down, so that the read can land in a buffer of its own (the wasm guest's:
+    // `FsFile::read_vec_at`) and be framed from its first byte. The storage is reused (never
+    // re-zeroed), also across calls when the caller passes the same buffer (rebuild: one per
+    // open, not a fresh 1 MiB of page faults per block).
+    //
+    // With a file that batches checksums (`FsFile::batch_crc32`: the wasm guest's), each read
+    // comes with the crcs of the whole records it holds (`FsFile::read_framed_at`), framed
+    // from its first byte by their length fields. The scan steps through records by the same
+    // length fields, so the i-th record it meets from the start of a read is the i-th frame:
+    // `frame_at` follows where that is (no second framing pass in the guest). A record that
+    // is not where the next frame starts (after a resync jumped inside the buffer), or beyond
+    // the crcs given (a host that returned fewer), is checked the ordinary way.
+    let batch = file.batch_crc32();
+    let mut w = Window {
+        valid: 0,
+        off: start,
+        crcs: Vec::new(),
+        pre_i: 0,
+        frame_at: 0,
+    };
+    let mut pos = start;
+    // `want` bytes from pos, at least a chunk, at most what the block has
+    let fill = |buf: &mut Vec<u8>, w: &mut Window, pos: u64, want: usize| -> Result<()> {
+        let n = (want.max(chunk) as u64).min(len - pos) as usize;
+        if batch {
+            w.crcs.clear();
+            ioe(file.read_framed_at(buf, n, pos, &mut w.crcs), "read", path)?;
+            w.pre_i = 0;
+            w.frame_at = 0;
+        } else {
+            ioe(file.read_vec_at(buf, n, pos), "read", path)?;
+        }
+        // Checked after the read, as before a write: the scan trusts these bounds (a broken
+        // `Fs` gets a typed error, not a panic).
+        if buf.len() < n {
+            return Err(Error::io(
+                "read",
+                path,
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("read_vec_at returned {} of {n} bytes", buf.len()),
+                ),
+            ));
+        }
+        w.valid = n;
+        w.off = pos;
+        Ok(())
+    };
+    while pos < len {
+        let avail = (w.off + w.valid as u64).saturating_sub(pos) as usize;
+        if pos < w.off || avail < REC_OVERHEAD.min((len - pos) as usize) || avail == 0 {
+            fill(buf, &mut w, pos, REC_OVERHEAD)?;
+        }
+        let (valid, buf_off) = (w.valid, w.off);
+        let at = (pos - buf_off) as usize;
+        let avail = valid - at;
+        let framed = batch && at == w.frame_at && w.pre_i < w.crcs.len();
+        let decoded = if framed {
+            record::decode_with_crc(&buf[at..valid], w.crcs[w.pre_i])
+        } else {
+            decode(&buf[at..valid])
+        };
+        // The record here spans the frame whose crc was used: the next frame follows it.
+        let next_frame = |w: &mut Window, len: usize| {
+            if framed {
+                w.frame_at += len;
+                w.pre_i += 1;
+            }
+        };
+        match decoded {
+            Decoded::Record(r) => {
+                visit(pos, &r)?;
+                next_frame(&mut w, r.len);
+                pos += r.len as u64;
+            }
+            Decoded::Short(n) => {
+                if pos + n as u64 > len {
+                    // a torn tail, or a damaged length field with valid records after it
+                    if let Some(next) = resync(file, path, pos + 1, len)? {
+                        skipped(pos, "record length points past the end", None)?;
+                        pos = next;
+                        continue;
+                    }
+                    return Ok(ScanEnd::Stop {
+                        offset: pos,
+                        reason: "record cut short (torn tail)".into(),
+                    });
+                }
+                if avail >= n {
+                    // decode only says Short when fewer than n bytes are given: never loop
+                    return Ok(ScanEnd::Stop {
+                        offset: pos,
+                        reason: "undecodable record".into(),
+                    });
+                }
+                fill(buf, &mut w, pos, n)?;
+            }
+            Decoded::End => {
+                // zeros: the end of written data, if nothing but zeros follows
+                let mut p = pos;
+                let mut chunk = vec![0u8; 64 << 10];
+                while p < len {
+                    let n = ((len - p) as usize).min(chunk.len());
+                    ioe(file.read_exact_at(&mut chunk[..n], p), "read", path)?;
+                    if chunk[..n].iter().any(|&b| b != 0) {
+                        // A hole of zeros with records after it: e.g. a write whose fsync
+                        // failed and was dropped (fsyncgate) while later writes were synced.
+                        // Skip to the next valid record rather than lose what follows.
+                        match resync(file, path, pos, len)? {
+                            Some(next) => {
+                                skipped(pos, "zero length followed by data", None)?;
+                                pos = next;
+                                break;
+                            }
+                            None => {
+                                return Ok(ScanEnd::Stop {
+                                    offset: pos,
+                                    reason: "zero length followed by data".into(),
+                                })
+                            }
+                        }
+                    }
+                    p += n as u64;
+                }
+                if p >= len {
+                    return Ok(ScanEnd::Stop {
+                        offset: pos,
+                        reason: "zeros at the end (unwritten space)".into(),
+                    });
+                }
+            }
+            Decoded::Bad { reason, framed } => {
+                let next_ok = match framed {
+                    Some(l) if pos + l as u64 == len => true,
+                    Some(l) if pos + l as u64 + 4 <= len => {
+                        let mut h = [0u8; REC_OVERHEAD];
+                        let n = ((len - pos - l as u64) as usize).min(REC_OVERHEAD);
+                        ioe(
+                            file.read_exact_at(&mut h[..n], pos + l as u64),
+                            "read",
+                            path,
+                        )?;
+                        plausible_header(&h[..n])
+                    }
+                    _ => false,
+                };
+                match framed {
+                    Some(l) if next_ok => {
+                        let seq = (valid >= at + 16).then(|| {
+                            u64::from_le_bytes(buf[at + 8..at + 16].try_into().expect("8"))
+                        });
+                        skipped(pos, reason, seq)?;
+                        next_frame(&mut w, l);
+                        pos += l as u64;
+                    }
+                    _ => match resync(file, path, pos + 1, len)? {
+                        // damage whose framing is gone, but valid records follow
+                        Some(next) => {
+                            skipped(pos, reason, None)?;
+                            pos = next;
+                        }
+                        None => {
+                            return Ok(ScanEnd::Stop {
+                                offset: pos,
+                                reason: reason.to_string(),
+                            })
+                        }
+                    },
+                }
+            }
+        }
+    }
+    Ok(ScanEnd::Clean)
+}
+
+/// The offset of the first whole, checksum-valid record at or after `from`, if any: where a scan
+/// resumes after damage that destroyed the framing. Reads the rest of the block in windows
+/// (never more than one window and one record in memory); a candidate must look like a header
+/// before its crc is computed, so the cost is one pass over the bytes.
+pub(super) fn resync<H: FsFile>(file: &H, path: &str, from: u64, len: u64) -> Result<Option<u64>> {
+    const WINDOW: usize = 1 << 20;
+    let mut base = from;
+    let mut buf = vec![0u8; WINDOW];
+    while base + REC_OVERHEAD as u64 <= len {
+        let n = ((len - base) as usize).min(WINDOW);
+        ioe(file.read_exact_at(&mut buf[..n], base), "read", path)?;
+        // offsets whose 36-byte header lies inside this window
+        let last = n.saturating_sub(REC_OVERHEAD);
+        for i in 0..=last {
+            if buf[i] == 0 && buf[i + 1] == 0 && buf[i + 2] == 0 && buf[i + 3] == 0 {
+                continue;
+            }
+            if !plausible_header(&buf[i..i + REC_OVERHEAD]) {
+                continue;
+            }
+            let rl = u32::from_le_bytes(buf[i..i + 4].try_into().expect("4")) as usize;
+            let at = base + i as u64;
+            if at + rl as u64 > len {
+                continue;
+            }
+            let ok = if i + rl <= n {
+                matches!(decode(&buf[i..i + rl]), Decoded::Record(_))
+            } else {
+                let mut rec = vec![0u8; rl];
+                ioe(file.read_exact_at(&mut rec, at), "read", path)?;
+                matches!(decode(&rec), Decoded::Record(_))
+            };
+            if ok {
+                return Ok(Some(at));
+            }
+        }
+        if n < WINDOW {
+            break;
+        }
+        base += (last + 1) as u64;
+    }
+    Ok(None)
+}
+
+/// Whether bytes look like the start of a record (or the zero end marker): used only to
+/// decide that a bad record is framed by a good one.
+pub(super) fn plausible_header(h: &[u8]) -> bool {
+    if h.len() < 4 {
+        return false;
+    }
+    let len = u32::from_le_bytes(h[0..4].try_into().expect("4")) as usize;
+    if len == 0 {
+        return h.iter().all(|&b| b == 0);
+    }
+    if h.len() < 32 || !(REC_OVERHEAD..=HARD_MAX_RECORD).contains(&len) || !(1..=4).contains(&h[4])
+    {
+        return false;
+    }
+    let s = u16::from_le_bytes([h[6], h[7]]) as usize;
+    let hd = u32::from_le_bytes(h[24..28].try_into().expect("4")) as usize;
+    let p = u32::from_le_bytes(h[28..32].try_into().expect("4")) as usize;
+    s + hd + p + REC_OVERHEAD == len
+}
+
+pub(super) fn all_zero<H: FsFile>(file: &H, path: &str, len: u64) -> Result<bool> {
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut p = 0;
+    while p < len {
+        let n = ((len - p) as usize).min(chunk.len());
+        ioe(file.read_exact_at(&mut chunk[..n], p), "read", path)?;
+        if chunk[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        p += n as u64;
+    }
+    Ok(true)
+}

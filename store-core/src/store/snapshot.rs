@@ -1,0 +1,267 @@
+//! `index.db`: written at checkpoint, validated and trusted at open.
+
+use super::blocks::Block;
+use super::scan::scan_block_chunked;
+use super::subjects::SubjInfo;
+use super::sync::S_SYNC;
+use super::*;
+
+/// Reads `index.db` and checks it against the blocks on disk: the same block files, each of
+/// the recorded length and ending in the recorded crc, and consistent totals. `Ok(None)`: no
+/// index. An `Err` says why it cannot be used. Returns the snapshot and each block opened
+/// (read-write if `write`).
+pub(crate) fn load_index<F: Fs>(
+    fs: &F,
+    indexes: &[u64],
+    write: bool,
+) -> Result<Option<(Snapshot, Vec<F::File>)>> {
+    let f = match fs.open(INDEX_FILE, OpenOptions::read_only()) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open", INDEX_FILE, e)),
+    };
+    let len = ioe(f.len(), "len", INDEX_FILE)?;
+    if len > 1 << 30 {
+        return Err(Error::corrupt(INDEX_FILE, 0, "index larger than 1 GiB"));
+    }
+    let mut b = vec![0u8; len as usize];
+    ioe(f.read_exact_at(&mut b, 0), "read", INDEX_FILE)?;
+    let snap = Snapshot::decode(INDEX_FILE, &b)?;
+    let listed: Vec<u64> = snap.blocks.iter().map(|b| b.index).collect();
+    if listed != indexes {
+        return Err(Error::corrupt(INDEX_FILE, 0, "stale: block files differ"));
+    }
+    let (mut live, mut bytes, mut hi) = (0u64, 0u64, 0u64);
+    let mut files = Vec::with_capacity(snap.blocks.len());
+    for bs in &snap.blocks {
+        let path = block_path(MSGS_DIR, bs.index);
+        let file = ioe(
+            fs.open(&path, OpenOptions::new().read(true).write(write)),
+            "open",
+            &path,
+        )?;
+        let flen = ioe(file.len(), "len", &path)?;
+        if flen != bs.len || flen < BLOCK_HEADER_LEN {
+            return Err(Error::corrupt(path, flen, "stale: block length differs"));
+        }
+        // the header too: a block the index vouches for must still be a block
+        let mut h = [0u8; BLOCK_HEADER_LEN as usize];
+        ioe(file.read_exact_at(&mut h, 0), "read", &path)?;
+        if check_block_header(&path, &h, bs.index)? != Header::Valid {
+            return Err(Error::corrupt(path, 0, "block header blank"));
+        }
+        if flen > BLOCK_HEADER_LEN {
+            let mut c = [0u8; 4];
+            ioe(file.read_exact_at(&mut c, flen - 4), "read", &path)?;
+            if u32::from_le_bytes(c) != bs.last_crc {
+                return Err(Error::corrupt(path, flen - 4, "stale: last record differs"));
+            }
+        }
+        if bs.msg_first > bs.msg_last || bs.live > bs.msg_last.saturating_sub(bs.msg_first) + 1 {
+            return Err(Error::corrupt(INDEX_FILE, 0, "block summary inconsistent"));
+        }
+        live += bs.live;
+        bytes += bs.live_bytes;
+        hi = hi.max(bs.msg_last);
+        files.push(file);
+    }
+    let subj_msgs: u64 = snap.subjects.iter().map(|s| s.msgs).sum();
+    if live != snap.msgs || bytes != snap.bytes || subj_msgs != snap.msgs {
+        return Err(Error::corrupt(INDEX_FILE, 0, "totals inconsistent"));
+    }
+    // Cross-check what a crc cannot: an index.db forged (or written by a buggy build) with a
+    // valid crc must still describe a possible stream.
+    let first_live = snap
+        .blocks
+        .iter()
+        .find(|b| b.live > 0)
+        .map_or(0, |b| b.msg_first);
+    let seqs_ok = snap.last_seq >= hi
+        && snap.last_seq <= record::MAX_SEQ
+        && snap.floor <= snap.last_seq
+        && snap.first_seq > snap.floor
+        && snap.first_seq <= snap.last_seq + 1
+        && (snap.msgs == 0 || (snap.first_seq >= first_live && snap.first_seq <= hi))
+        && snap.subjects.iter().all(|s| {
+            // 0 is "not known" for a subject's first or last (found on first use, as after a
+            // truncate that removed a subject's newest messages): only two known ones order
+            s.msgs > 0
+                && (s.first == 0 || s.last == 0 || s.first <= s.last)
+                && (s.first == 0 || s.first >= snap.first_seq)
+                && s.last <= snap.last_seq
+        });
+    if !seqs_ok {
+        return Err(Error::corrupt(INDEX_FILE, 0, "sequences inconsistent"));
+    }
+    Ok(Some((snap, files)))
+}
+
+impl<F: Fs> Store<F> {
+    /// Loads state from `index.db` if it matches the blocks exactly. `Ok(false)`: no index.
+    pub(super) fn try_index(&mut self, indexes: &[u64]) -> Result<bool> {
+        let Some((snap, files)) = load_index(&self.fs, indexes, true)? else {
+            return Ok(false);
+        };
+        let mut hi = 0;
+        let mut blocks = Vec::with_capacity(snap.blocks.len());
+        for (bs, file) in snap.blocks.iter().zip(files) {
+            hi = hi.max(bs.msg_last);
+            blocks.push(Block {
+                index: bs.index,
+                path: block_path(MSGS_DIR, bs.index),
+                file: Arc::new(file),
+                len: bs.len,
+                msg_first: bs.msg_first,
+                msg_last: bs.msg_last,
+                hi,
+                max_seq: bs.max_seq,
+                live: bs.live,
+                live_bytes: bs.live_bytes,
+                last_crc: bs.last_crc,
+                entries: None,
+                dmap: bs.deleted.clone(),
+                // a previous process may never have synced it: the next sync does
+                dirty: true,
+                cache: None,
+                heat: 0,
+                uncached_reads: 0,
+            });
+        }
+        self.blocks = blocks;
+        self.first_seq = snap.first_seq;
+        self.first_ts = snap.first_ts;
+        self.last_seq = snap.last_seq;
+        self.last_ts = snap.last_ts;
+        self.floor = snap.floor;
+        self.msgs = snap.msgs;
+        self.bytes = snap.bytes;
+        for s in &snap.subjects {
+            let id = self.intern(&s.name);
+            self.subj[id as usize] = SubjInfo {
+                msgs: s.msgs,
+                first: s.first,
+                last: s.last,
+            };
+            if s.msgs > 0 {
+                self.num_subjects += 1;
+            }
+        }
+        // The first live message is read, not trusted: it catches an index whose first_seq
+        // or first_ts does not match the blocks. Only the records up to it are read (small
+        // reads, stopped there), not the whole block: open must not cost a block.
+        let (first, first_ts) = (self.first_seq, self.first_ts);
+        let found = if self.msgs == 0 {
+            Some((self.last_seq + 1, 0))
+        } else {
+            self.first_live_probe()?
+        };
+        if found != Some((first, first_ts)) {
+            return Err(Error::corrupt(
+                INDEX_FILE,
+                8,
+                "first_seq/first_ts disagree with the blocks",
+            ));
+        }
+        Ok(true)
+    }
+
+    /// The first live message (sequence, timestamp) of an index-loaded store, read from the
+    /// first block with a live message, stopping at it.
+    pub(super) fn first_live_probe(&self) -> Result<Option<(u64, i64)>> {
+        let Some(b) = self.blocks.iter().find(|b| b.live > 0) else {
+            return Ok(None);
+        };
+        let floor = self.floor;
+        let mut found = None;
+        let end = scan_block_chunked(
+            &*b.file,
+            &b.path,
+            BLOCK_HEADER_LEN,
+            b.len,
+            16 << 10,
+            &mut Vec::new(),
+            |_, r| {
+                let live = r.kind == Kind::Msg
+                    && r.flags & FLAG_ERASED == 0
+                    && r.seq > floor
+                    && b.dmap.binary_search(&r.seq).is_err();
+                if live {
+                    found = Some((r.seq, r.ts));
+                    // stop the scan here (the error is dropped below)
+                    return Err(Error::Closed);
+                }
+                Ok(())
+            },
+            |off, reason, _| Err(Error::corrupt(b.path.clone(), off, reason)),
+        );
+        match (found, end) {
+            (Some(f), _) => Ok(Some(f)),
+            (None, Err(e)) => Err(e),
+            (None, Ok(_)) => Ok(None),
+        }
+    }
+
+    /// Syncs, then writes `index.db` (temp file, rename) so the next open need not read the
+    /// blocks. No fsync of its own: the index is an accelerator; one lost or torn in a crash
+    /// fails validation and open rebuilds from the blocks.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.check_writable()?;
+        self.cleanup();
+        self.sync_inner(S_SYNC)?;
+        let snap = self.snapshot();
+        let bytes = snap.encode();
+        let f = ioe(
+            self.fs.open(
+                INDEX_TMP,
+                OpenOptions::new().write(true).create(true).truncate(true),
+            ),
+            "create",
+            INDEX_TMP,
+        )?;
+        ioe(f.write_all_at(&bytes, 0), "write", INDEX_TMP)?;
+        drop(f);
+        ioe(self.fs.rename(INDEX_TMP, INDEX_FILE), "rename", INDEX_TMP)
+    }
+
+    pub(super) fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            first_seq: self.first_seq,
+            first_ts: self.first_ts,
+            last_seq: self.last_seq,
+            last_ts: self.last_ts,
+            floor: self.floor,
+            msgs: self.msgs,
+            bytes: self.bytes,
+            blocks: self
+                .blocks
+                .iter()
+                .map(|b| BlockSummary {
+                    index: b.index,
+                    len: b.len,
+                    msg_first: b.msg_first,
+                    msg_last: b.msg_last,
+                    max_seq: b.max_seq,
+                    live: b.live,
+                    live_bytes: b.live_bytes,
+                    last_crc: b.last_crc,
+                    deleted: match &b.entries {
+                        Some(e) => e.iter().filter(|e| e.deleted).map(|e| e.seq).collect(),
+                        None => b.dmap.clone(),
+                    },
+                })
+                .collect(),
+            subjects: self
+                .subj
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.msgs > 0)
+                .map(|(i, s)| SubjectSummary {
+                    name: self.subj_names[i].clone(),
+                    msgs: s.msgs,
+                    first: s.first,
+                    last: s.last,
+                })
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! Subjects: the name table, the FxHash map, and the direct-mapped memo in front of it.
+
+use super::*;
+
+/// FxHash (rustc's): a few ns for a 16-byte subject where SipHash takes ~20.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl FxHasher {
+    #[inline]
+    pub(super) fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut c = bytes.chunks_exact(8);
+        for w in &mut c {
+            self.add(u64::from_le_bytes(w.try_into().expect("8")));
+        }
+        let r = c.remainder();
+        if !r.is_empty() {
+            let mut b = [0u8; 8];
+            b[..r.len()].copy_from_slice(r);
+            self.add(u64::from_le_bytes(b));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub(crate) type SubjMap = HashMap<String, u32, BuildHasherDefault<FxHasher>>;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct SubjInfo {
+    pub(super) msgs: u64,
+    /// First and last live sequence; 0 means "not known, search".
+    pub(super) first: u64,
+    pub(super) last: u64,
+}
+
+/// A two-way set-associative memo in front of the subject map, for the block scans of open
+/// and for appends: most records repeat a recent subject, and a hit costs one multiply and a
+/// short compare where the map costs a full hash, a probe and a `memcmp` call (the map lookup
+/// was 22% of a rebuild; in the wasm guest `memcmp` is a byte loop). Two ways per set because
+/// direct-mapped, two subjects of a round-robin that share a slot evict each other on every
+/// record (4 of the bench's 64 subjects did: 6% of appends missed). A miss falls through to
+/// the map: the memo only ever holds ids the map gave for the current name table (which only
+/// grows; the store's memo is reset with it in `rebuild`), and a hit is checked against the
+/// name (its first 16 bytes here, the rest against the interned string), so it cannot change
+/// an answer.
+pub(super) struct SubjMemo(pub(super) [MemoSlot; 2 * MEMO_SETS]);
+
+/// Sets of [`SubjMemo`] (a power of two: the set is the top bits of a multiplicative hash).
+pub(super) const MEMO_SETS: usize = 256;
+
+/// A memo slot: the id, and the name's length and first 16 bytes (zero-padded), so that a hit
+/// on a short subject is decided without touching the interned string.
+#[derive(Clone, Copy)]
+pub(super) struct MemoSlot {
+    pub(super) id: u32,
+    pub(super) len: usize,
+    pub(super) head: [u64; 2],
+}
+
+impl SubjMemo {
+    pub(super) fn new() -> Self {
+        SubjMemo(
+            [MemoSlot {
+                id: u32::MAX,
+                len: usize::MAX,
+                head: [0; 2],
+            }; 2 * MEMO_SETS],
+        )
+    }
+
+    /// The first 16 bytes of `name` as two little-endian words, zero-padded. Built without a
+    /// variable-length copy: in the wasm guest that is a `memory.copy` libcall per subject.
+    #[inline]
+    pub(super) fn head(name: &[u8]) -> [u64; 2] {
+        if let Some(h) = name.get(..16) {
+            return [
+                u64::from_le_bytes(h[..8].try_into().expect("8")),
+                u64::from_le_bytes(h[8..].try_into().expect("8")),
+            ];
+        }
+        let mut w = [0u64; 2];
+        for (i, &c) in name.iter().enumerate() {
+            w[i / 8] |= u64::from(c) << (8 * (i % 8));
+        }
+        w
+    }
+
+    /// The set for `name`, its head, and the id there if it holds `name`.
+    #[inline]
+    pub(super) fn probe(&self, names: &[String], b: &[u8]) -> (usize, [u64; 2], Option<u32>) {
+        let head = Self::head(b);
+        let k = ((head[0] ^ head[1].rotate_left(29) ^ b.len() as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            >> (64 - MEMO_SETS.trailing_zeros())) as usize;
+        // The heads are compared as words, the rest of a long name by `same_bytes`: a slice
+        // `==` is a call to `memcmp`, which in the wasm guest is a byte loop (16% of the
+        // guest's rebuild for 17-byte subjects).
+        let holds = |m: &MemoSlot| {
+            m.len == b.len()
+                && ((m.head[0] ^ head[0]) | (m.head[1] ^ head[1])) == 0
+                && (b.len() <= 16
+                    || names
+                        .get(m.id as usize)
+                        .is_some_and(|n| same_bytes(&n.as_bytes()[16.min(n.len())..], &b[16..])))
+        };
+        let hit = self.0[2 * k..2 * k + 2]
+            .iter()
+            .find(|m| holds(m))
+            .map(|m| m.id);
+        (k, head, hit)
+    }
+
+    /// Remembers `id` for the name of length `len` and head `head` in set `k`: the newest
+    /// in way 0, the one it displaces in way 1 (the older of way 1 is forgotten).
+    #[inline]
+    pub(super) fn remember(&mut self, k: usize, id: u32, len: usize, head: [u64; 2]) {
+        self.0[2 * k + 1] = self.0[2 * k];
+        self.0[2 * k] = MemoSlot { id, len, head };
+    }
+
+    /// The id of `name`, interning it if new.
+    #[inline]
+    pub(super) fn intern(
+        &mut self,
+        names: &mut Vec<String>,
+        ids: &mut SubjMap,
+        subj: &mut Vec<SubjInfo>,
+        name: &str,
+    ) -> u32 {
+        let (k, head, hit) = self.probe(names, name.as_bytes());
+        if let Some(id) = hit {
+            return id;
+        }
+        let id = intern_in(names, ids, subj, name);
+        self.remember(k, id, name.len(), head);
+        id
+    }
+
+    /// The id of the subject whose name is `name`, if the memo holds it (no map lookup).
+    #[inline]
+    pub(super) fn hit(&self, names: &[String], name: &[u8]) -> Option<u32> {
+        self.probe(names, name).2
+    }
+
+    /// The id of `name` if the store holds it (memo, then map; a map hit is remembered).
+    #[inline]
+    pub(super) fn lookup(&mut self, names: &[String], ids: &SubjMap, name: &str) -> Option<u32> {
+        let (k, head, hit) = self.probe(names, name.as_bytes());
+        if hit.is_some() {
+            return hit;
+        }
+        let id = *ids.get(name)?;
+        self.remember(k, id, name.len(), head);
+        Some(id)
+    }
+}
+
+/// `a == b`, eight bytes at a time and without a call to `memcmp` (a byte loop in wasm).
+#[inline]
+pub(super) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut wa, mut wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let mut diff = 0u64;
+    for (x, y) in (&mut wa).zip(&mut wb) {
+        diff |= u64::from_le_bytes(x.try_into().expect("8 bytes"))
+            ^ u64::from_le_bytes(y.try_into().expect("8 bytes"));
+    }
+    for (x, y) in wa.remainder().iter().zip(wb.remainder()) {
+        diff |= u64::from(x ^ y);
+    }
+    diff == 0
+}
+
+pub(super) fn intern_in(
+    names: &mut Vec<String>,
+    ids: &mut SubjMap,
+    subj: &mut Vec<SubjInfo>,
+    name: &str,
+) -> u32 {
+    if let Some(&id) = ids.get(name) {
+        return id;
+    }
+    let id = names.len() as u32;
+    names.push(name.to_string());
+    ids.insert(name.to_string(), id);
+    subj.push(SubjInfo::default());
+    id
+}
+
+impl<F: Fs> Store<F> {
+    pub(super) fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.subj_ids.get(name) {
+            return id;
+        }
+        let id = self.subj_names.len() as u32;
+        self.subj_names.push(name.to_string());
+        self.subj_ids.insert(name.to_string(), id);
+        self.subj.push(SubjInfo::default());
+        id
+    }
+}
+
+#[cfg(test)]
+mod memo_tests {
+    use super::{same_bytes, SubjMap, SubjMemo, MEMO_SETS};
+
+    #[test]
+    fn memo_answers_as_the_map_does() {
+        // Names of every length up to 40, sharing long prefixes, in more sets than there are:
+        // many collide. Interned through the memo twice over, then looked up.
+        let names: Vec<String> = (0..3 * MEMO_SETS)
+            .map(|i| {
+                let base = format!("orders.eu.{i:06}.tail-for-length");
+                base[..1 + i % base.len()].to_string() + &"x".repeat(i % 7)
+            })
+            .collect();
+        let (mut table, mut ids, mut subj) = (Vec::new(), SubjMap::default(), Vec::new());
+        let mut memo = SubjMemo::new();
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            for n in &names {
+                got.push(memo.intern(&mut table, &mut ids, &mut subj, n));
+            }
+        }
+        for (i, n) in names.iter().chain(&names).enumerate() {
+            assert_eq!(got[i], ids[n.as_str()], "{n:?}");
+            assert_eq!(table[got[i] as usize], *n);
+            assert_eq!(memo.lookup(&table, &ids, n), Some(ids[n.as_str()]), "{n:?}");
+        }
+        assert_eq!(memo.lookup(&table, &ids, "not.interned"), None);
+        // Two names of one set, alternating: both stay remembered (two ways).
+        let first = names[0].as_str();
+        let (k, _, _) = memo.probe(&table, first.as_bytes());
+        let other = names[1..]
+            .iter()
+            .find(|n| memo.probe(&table, n.as_bytes()).0 == k)
+            .expect("3x more names than sets: some share a set");
+        memo.lookup(&table, &ids, first);
+        memo.lookup(&table, &ids, other);
+        for _ in 0..3 {
+            assert_eq!(memo.hit(&table, first.as_bytes()), Some(ids[first]));
+            assert_eq!(
+                memo.hit(&table, other.as_bytes()),
+                Some(ids[other.as_str()])
+            );
+        }
+    }
+
+    #[test]
+    fn agrees_with_slice_eq() {
+        // every length up to 40 (whole words and remainders), equal and differing at each byte
+        let a: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37) ^ 0x55).collect();
+        for n in 0..=a.len() {
+            let x = &a[..n];
+            assert!(same_bytes(x, &a[..n]), "len {n}");
+            for i in 0..n {
+                let mut y = x.to_vec();
+                y[i] ^= 0x80;
+                assert!(!same_bytes(x, &y), "len {n}, differing at {i}");
+            }
+            if n > 0 {
+                assert!(!same_bytes(x, &a[..n - 1]), "len {n} against {}", n - 1);
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Truncate, and beside it the half of recovery that finishes an interrupted cleanup.
+
+use super::sync::S_TRUNCATE_COMMIT;
+use super::*;
+
+impl<F: Fs> Store<F> {
+    /// Cuts block `bpos` at `off` and removes the blocks between it and the block holding
+    /// the truncate record.
+    pub(super) fn truncate_cleanup(&mut self, bpos: usize, off: u64, tpos: usize) -> Result<()> {
+        for pos in (bpos + 1..tpos).rev() {
+            let path = self.blocks[pos].path.clone();
+            ioe(self.fs.remove_file(&path), "remove_file", &path)?;
+        }
+        let b = &self.blocks[bpos];
+        if bpos != tpos {
+            ioe(b.file.set_len(off), "set_len", &b.path)?;
+        }
+        self.blocks.clear();
+        Ok(())
+    }
+
+    /// Removes every message with a sequence above `seq`; `last_seq` becomes `seq` (this is
+    /// the one operation that lowers it, on purpose). Refused below `first_seq - 1`. At or
+    /// above `last_seq` nothing is removed, but everything written so far is fsynced, so that
+    /// in both cases a crash after return recovers `last_seq = min(seq, last_seq)`.
+    ///
+    /// Crash-atomic: a new block with the tombstones that must outlive the cut and one
+    /// truncate record is fsynced first (the commit point); only then are the later blocks
+    /// removed and the cut block shortened. Recovery finishes an interrupted cleanup.
+    pub fn truncate(&mut self, seq: u64) -> Result<u64> {
+        self.check_writable()?;
+        if seq >= self.last_seq {
+            // Nothing above `seq` to remove. The promise still holds as for a real cut: once
+            // this returns, a crash recovers `last_seq = min(seq, last)` with the removals
+            // made so far, so make what memory shows durable (the structural-operation rule).
+            self.sync_inner(S_TRUNCATE_COMMIT)?;
+            return Ok(0);
+        }
+        // Below first - 1 there is nothing left to remove, and lowering `last` there would
+        // hand out sequences again that were already used and removed.
+        if seq + 1 < self.first_seq {
+            return Err(Error::InvalidArgument(format!(
+                "truncate({seq}) below the first sequence {}: use purge or compact",
+                self.first_seq
+            )));
+        }
+        self.flush()?;
+        // where the first message record above seq is
+        let cut_pos = self.blocks.partition_point(|b| b.hi <= seq);
+        let mut cut_off = None;
+        if cut_pos < self.blocks.len() {
+            self.ensure_loaded(cut_pos)?;
+            let entries = self.blocks[cut_pos].entries.as_ref().expect("loaded");
+            cut_off = entries.iter().find(|e| e.seq > seq).map(|e| e.off as u64);
+        }
+        // markers at or after the cut that must survive it
+        let mut keep_tombs = Vec::new();
+        let mut keep_floor = 0u64;
+        if let Some(off) = cut_off {
+            for pos in cut_pos..self.blocks.len() {
+                let b = &self.blocks[pos];
+                let start = if pos == cut_pos {
+                    off
+                } else {
+                    BLOCK_HEADER_LEN
+                };
+                let end = scan_block(
+                    &*b.file,
+                    &b.path,
+                    start,
+                    b.len,
+                    |_, r| {
+                        match r.kind {
+                            Kind::Tombstone if r.seq <= seq => keep_tombs.push(r.seq),
+                            Kind::Floor => keep_floor = keep_floor.max(r.seq),
+                            _ => {}
+                        }
+                        Ok(())
+                    },
+                    |off, reason, _| Err(Error::corrupt(b.path.clone(), off, reason)),
+                )?;
+                if let ScanEnd::Stop { offset, reason } = end {
+                    if !reason.starts_with("zeros") {
+                        return Err(Error::corrupt(b.path.clone(), offset, reason));
+                    }
+                }
+            }
+        }
+        let ts = match self.find(seq)? {
+            Some((p, i)) => self.blocks[p].entries.as_ref().expect("loaded")[i].ts,
+            None => self.now(),
+        };
+        // commit: new block with the preserved markers and the truncate record, fsynced
+        // together with its directory entry
+        self.roll()?;
+        for t in keep_tombs {
+            self.marker(Kind::Tombstone, t, ts)?;
+        }
+        if keep_floor > 0 {
+            self.marker(Kind::Floor, keep_floor, ts)?;
+        }
+        self.marker(Kind::Truncate, seq, ts)?;
+        self.sync_inner(S_TRUNCATE_COMMIT)?;
+        // memory: everything above seq goes
+        let mut n = 0;
+        for pos in cut_pos..self.blocks.len() {
+            if self.blocks[pos].live == 0 {
+                continue;
+            }
+            self.ensure_loaded(pos)?;
+            let idx: Vec<usize> = self.blocks[pos]
+                .entries
+                .as_ref()
+                .expect("loaded")
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| !e.deleted && e.seq > seq)
+                .map(|(i, _)| i)
+                .collect();
+            for i in idx {
+                self.mark_deleted(pos, i);
+                n += 1;
+            }
+        }
+        // disk: remove the blocks between the cut and the new block, then shorten the cut one
+        if let Some(off) = cut_off {
+            let new_pos = self.blocks.len() - 1;
+            for pos in (cut_pos + 1..new_pos).rev() {
+                let path = self.blocks[pos].path.clone();
+                if let Err(e) = self.fs.remove_file(&path) {
+                    self.poisoned = true;
+                    return Err(Error::io("remove_file", path, e));
+                }
+                self.blocks.remove(pos);
+            }
+            let b = &mut self.blocks[cut_pos];
+            b.cache = None;
+            if let Err(e) = b.file.set_len(off) {
+                self.poisoned = true;
+                return Err(Error::io("set_len", b.path.clone(), e));
+            }
+            b.len = off;
+            let entries = b.entries.as_mut().expect("loaded");
+            entries.retain(|e| e.seq <= seq);
+            b.msg_first = entries.first().map_or(0, |e| e.seq);
+            b.msg_last = entries.last().map_or(0, |e| e.seq);
+            b.max_seq = b.max_seq.min(seq);
+            b.dirty = true;
+            let mut hi = 0;
+            for b in &mut self.blocks {
+                hi = hi.max(b.msg_last);
+                b.hi = hi;
+            }
+            // No fsync: the truncate record already voids what the cut removes, and recovery
+            // redoes an unfinished cut. The next sync makes it durable.
+            self.msgs_dir_dirty = true;
+            // the cut block's last crc is no longer known without a read: re-read it
+            let b = &mut self.blocks[cut_pos];
+            if b.len > BLOCK_HEADER_LEN {
+                let mut c = [0u8; 4];
+                ioe(b.file.read_exact_at(&mut c, b.len - 4), "read", &b.path)?;
+                b.last_crc = u32::from_le_bytes(c);
+            }
+        }
+        self.last_seq = seq;
+        self.last_ts = ts;
+        for s in &mut self.subj {
+            if s.last > seq {
+                s.last = 0;
+            }
+        }
+        let first = self.first_seq.min(seq + 1);
+        self.set_first_from(first)?;
+        Ok(n)
+    }
+}

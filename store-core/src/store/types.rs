@@ -1,0 +1,95 @@
+//! The public value types: messages, stream state, recovery reports.
+
+/// A message read back from the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredMsg {
+    /// Its sequence.
+    pub seq: u64,
+    /// Its timestamp (ns since the epoch, from the store's clock).
+    pub ts: i64,
+    /// Its subject.
+    pub subject: String,
+    /// Its opaque header bytes.
+    pub headers: Vec<u8>,
+    /// Its payload.
+    pub payload: Vec<u8>,
+}
+
+/// The stream's counters, as NATS reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamState {
+    /// Messages stored.
+    pub msgs: u64,
+    /// Bytes stored (encoded record sizes).
+    pub bytes: u64,
+    /// Lowest stored sequence, or `last_seq + 1` when empty (0 for a stream that never had a
+    /// sequence, as NATS reports it).
+    pub first_seq: u64,
+    /// Timestamp of the first stored message (0 when empty).
+    pub first_ts: i64,
+    /// Highest sequence ever assigned (survives deletes and purges).
+    pub last_seq: u64,
+    /// Timestamp of the last sequence's record.
+    pub last_ts: i64,
+    /// Sequences between first and last that are deleted.
+    pub num_deleted: u64,
+    /// Distinct subjects with at least one stored message.
+    pub num_subjects: u64,
+}
+
+/// A range of sequences, inclusive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SeqRange {
+    /// First sequence.
+    pub first: u64,
+    /// Last sequence.
+    pub last: u64,
+}
+
+/// A cut made by recovery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cut {
+    /// The block file.
+    pub file: String,
+    /// Where it was cut.
+    pub offset: u64,
+    /// Bytes dropped.
+    pub dropped: u64,
+    /// Why.
+    pub reason: String,
+}
+
+/// What `open` found and did. Nothing recovery changes is hidden: every cut, every lost
+/// sequence and every ignored file is listed here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// State came from `index.db` (no block was scanned).
+    pub used_index: bool,
+    /// Why `index.db` was not used, if it existed.
+    pub index_rejected: Option<String>,
+    /// An interrupted purge was completed (its new block was durable).
+    pub purge_completed: bool,
+    /// An interrupted purge was rolled back (its new block was not durable).
+    pub purge_rolled_back: bool,
+    /// Blocks cut at their first bad record.
+    pub cuts: Vec<Cut>,
+    /// Single damaged records skipped inside a block (file, offset, reason).
+    pub skipped: Vec<(String, u64, String)>,
+    /// Sequences that had records and are gone (damage, not deletes).
+    pub lost: Vec<SeqRange>,
+    /// Block files removed because no byte of them was durable.
+    pub removed_blank: Vec<String>,
+    /// Files and directories in the store that recovery does not know and left alone.
+    pub ignored: Vec<String>,
+    /// Records ignored because their sequence went backwards.
+    pub out_of_order: Vec<(String, u64)>,
+    /// Records made void by a truncate that were removed from disk by recovery.
+    pub truncate_cleanup: bool,
+}
+
+impl RecoveryReport {
+    /// Whether recovery had to drop anything that had been written.
+    pub fn lost_data(&self) -> bool {
+        !self.cuts.is_empty() || !self.skipped.is_empty() || !self.lost.is_empty()
+    }
+}
