@@ -1,7 +1,8 @@
 //! The log itself, synchronous: openraft's log storage operations on a store-core `Store`.
 //!
-//! Log index `i` is stream sequence `i + 1` (openraft's indices start at 0, the store's
-//! sequences at 1); every entry is one message on subject [`SUBJECT`] whose payload is the
+//! Log index `i` is stream sequence `i + 1 + seq_offset` (openraft's indices start at 0, the
+//! store's sequences at 1; `seq_offset` is 0 unless recovery had to drop unacknowledged entries
+//! right after the purge point, see `LogCore::cut_front`); every entry is one message on subject [`SUBJECT`] whose payload is the
 //! versioned encoding of the entry ([`encode_entry`]). The vote, the last purged `LogId` and
 //! the committed `LogId` live in the metadata file ([`crate::meta`]).
 //!
@@ -108,13 +109,13 @@ pub fn encode_entry(e: &Entry) -> Result<Vec<u8>> {
     postcard::to_extend(e, out).map_err(|err| Error::corrupt("entry (encode)", err))
 }
 
-/// Decodes an entry stored at sequence `seq`; checks the version and that its index is `seq - 1`.
-pub fn decode_entry(seq: u64, bytes: &[u8]) -> Result<Entry> {
-    let what = || format!("entry at sequence {seq}");
+/// Decodes the entry stored for log index `index`; checks the version and the index.
+pub fn decode_entry(index: u64, bytes: &[u8]) -> Result<Entry> {
+    let what = || format!("entry for index {index}");
     match bytes.split_first() {
         Some((&ENTRY_VERSION, body)) => {
             let e: Entry = postcard::from_bytes(body).map_err(|err| Error::corrupt(what(), err))?;
-            if e.log_id.index + 1 != seq {
+            if e.log_id.index != index {
                 return Err(Error::corrupt(
                     what(),
                     format!("holds index {}", e.log_id.index),
@@ -138,22 +139,26 @@ pub struct LogCore<F: Fs> {
     /// The id of the last entry present, or the last purged id if none is.
     last_log: Option<LogId>,
     cfg: LogConfig,
+    /// Where recovery cut the stream at a hole, if it did.
+    cut: Option<u64>,
 }
 
 impl<F: Fs> LogCore<F> {
     /// Opens (recovers) the log on `fs`, or creates an empty one.
     ///
     /// Recovery: the store recovers its stream; a purge whose id is in the metadata but whose
-    /// compaction did not reach the disk is redone; the stream must then be contiguous from the
-    /// last purged index + 1 (a hole is an error, never served); a committed id that does not
-    /// match a present entry is lowered to the last purged id.
+    /// compaction did not reach the disk is redone; a hole left by a power cut (a record lost
+    /// while later ones, in another block file, survived) is cut off with everything after it,
+    /// none of which was acknowledged (`cut_at_hole`, `cut_front`); the stream must then be
+    /// contiguous from the last purged index + 1 (anything else is an error, never served); a
+    /// committed id that does not match a present entry is lowered to the last purged id.
     pub fn open(fs: F, cfg: LogConfig) -> Result<Self> {
         let fs = SharedFs(Arc::new(fs));
         let meta = meta::read(&fs)?;
         let mut store = Store::open(fs.clone(), cfg.store_config())?;
         if let Some(p) = meta.last_purged {
             // no-op when the compaction is already there; fsynced when it is not
-            store.compact(p.index + 2)?;
+            store.compact(p.index + 2 + meta.seq_offset)?;
         }
         let mut core = LogCore {
             fs,
@@ -161,11 +166,79 @@ impl<F: Fs> LogCore<F> {
             committed: None,
             last_log: meta.last_purged,
             meta,
+            cut: None,
             cfg,
         };
+        core.cut_at_hole()?;
+        core.cut_front()?;
         core.check_contiguous()?;
         core.committed = core.recovered_committed()?;
         Ok(core)
+    }
+
+    /// Drops the stream from its first missing sequence on (durable truncate). After a power
+    /// cut the stream may miss a record whose successors survived (they sat in another block
+    /// file: unsynced writes to two files reach the disk in any order). No entry from the hole
+    /// on was acknowledged: an append's callback fires only after an fsync of everything
+    /// written before it, so the hole's record would be durable. openraft sees the log end
+    /// before the hole, as it would if the power cut had come earlier.
+    fn cut_at_hole(&mut self) -> Result<()> {
+        let st = self.store.state();
+        if st.num_deleted == 0 {
+            return Ok(());
+        }
+        let mut seq = st.first_seq;
+        while seq <= st.last_seq {
+            match self.store.get(seq) {
+                Ok(_) => seq += 1,
+                Err(store_core::Error::NotFound { .. }) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.store.truncate(seq - 1)?;
+        self.cut = Some(self.index_of(seq));
+        Ok(())
+    }
+
+    /// The hole at the front: the entries right after the purge point are missing and later
+    /// ones survived (so none of them was acknowledged, as in `cut_at_hole`), or the stream is
+    /// empty but ends past the purge point (the state that cut leaves). All present entries go
+    /// (durable truncate); then `seq_offset` is raised so that the next sequence is the index
+    /// after the purge point again, written to the metadata durably. A crash between the two
+    /// steps leaves the second state, which the next open repairs the same way.
+    fn cut_front(&mut self) -> Result<()> {
+        let first = self.meta.last_purged.map_or(0, |p| p.index + 1);
+        let st = self.store.state();
+        if st.msgs > 0 && st.first_seq > self.seq_of(first) {
+            self.store.truncate(st.first_seq - 1)?;
+            self.cut = Some(first);
+        }
+        let st = self.store.state();
+        if st.msgs == 0 && st.last_seq + 1 > self.seq_of(first) {
+            let new = Meta {
+                seq_offset: st.last_seq - first,
+                ..self.meta.clone()
+            };
+            meta::write(&self.fs, &new, true)?;
+            self.meta = new;
+            self.cut = Some(first);
+        }
+        Ok(())
+    }
+
+    /// The stream sequence of log index `index`.
+    fn seq_of(&self, index: u64) -> u64 {
+        index + 1 + self.meta.seq_offset
+    }
+
+    /// The log index of stream sequence `seq`.
+    fn index_of(&self, seq: u64) -> u64 {
+        seq.saturating_sub(1 + self.meta.seq_offset)
+    }
+
+    /// The index from which recovery dropped the stream at a hole (`cut_at_hole`, `cut_front`).
+    pub fn recovery_cut(&self) -> Option<u64> {
+        self.cut
     }
 
     /// Checks that the stream holds exactly the indices `last_purged + 1 ..= last` with no
@@ -180,15 +253,21 @@ impl<F: Fs> LogCore<F> {
             )));
         }
         if st.msgs == 0 {
+            if st.last_seq + 1 != self.seq_of(first) {
+                return Err(Error::Gap(format!(
+                    "empty stream ends at sequence {} but the last purged index + 1 is {first}",
+                    st.last_seq
+                )));
+            }
             return Ok(());
         }
-        if st.first_seq != first + 1 {
+        if st.first_seq != self.seq_of(first) {
             return Err(Error::Gap(format!(
                 "first sequence {} but the last purged index + 1 is {first}",
                 st.first_seq
             )));
         }
-        self.last_log = self.last_present(first, st.last_seq)?;
+        self.last_log = self.last_present(first, self.index_of(st.last_seq) + 1)?;
         Ok(())
     }
 
@@ -196,9 +275,9 @@ impl<F: Fs> LogCore<F> {
     fn first_index(&self) -> u64 {
         let st = self.store.state();
         if st.msgs == 0 {
-            st.last_seq
+            self.next_index()
         } else {
-            st.first_seq - 1
+            self.index_of(st.first_seq)
         }
     }
 
@@ -221,11 +300,11 @@ impl<F: Fs> LogCore<F> {
 
     /// The entry with log index `index` (it must be present; an absent record is `None`).
     fn try_entry_at(&mut self, index: u64) -> Result<Option<Entry>> {
-        let m = self.store.get(index + 1)?;
+        let m = self.store.get(self.seq_of(index))?;
         if m.payload == [ABSENT] {
             return Ok(None);
         }
-        decode_entry(index + 1, &m.payload).map(Some)
+        decode_entry(index, &m.payload).map(Some)
     }
 
     /// The id of the last entry in `first..end` that is not an absent record, else the last
@@ -241,8 +320,7 @@ impl<F: Fs> LogCore<F> {
 
     /// The next index to append.
     pub fn next_index(&self) -> u64 {
-        // sequence = index + 1, so the next sequence `last_seq + 1` is index `last_seq`
-        self.store.state().last_seq
+        self.index_of(self.store.state().last_seq + 1)
     }
 
     /// `(last_purged, last_log)`: `last_log` equals `last_purged` when no entry is present.
@@ -287,7 +365,7 @@ impl<F: Fs> LogCore<F> {
                 }
             }
             let seq = self.store.append(SUBJECT, b"", &encode_entry(&e)?)?;
-            if seq != idx + 1 {
+            if seq != self.seq_of(idx) {
                 return Err(Error::Gap(format!("index {idx} stored at sequence {seq}")));
             }
             self.last_log = Some(e.log_id);
@@ -312,8 +390,8 @@ impl<F: Fs> LogCore<F> {
                 log_id.index
             )));
         }
-        // keeps sequences <= index, i.e. indices < index; fsyncs its commit block
-        self.store.truncate(log_id.index)?;
+        // keeps the sequences of indices < index; fsyncs its commit block
+        self.store.truncate(self.seq_of(log_id.index) - 1)?;
         self.last_log = self.last_present(first, log_id.index)?;
         Ok(())
     }
@@ -335,12 +413,12 @@ impl<F: Fs> LogCore<F> {
         };
         let early = self.cfg.ablated("purge-order");
         if early {
-            self.store.compact(log_id.index + 2)?;
+            self.store.compact(self.seq_of(log_id.index) + 1)?;
         }
         meta::write(&self.fs, &new, !self.cfg.ablated("purge-meta"))?;
         self.meta = new;
         if !early {
-            self.store.compact(log_id.index + 2)?;
+            self.store.compact(self.seq_of(log_id.index) + 1)?;
         }
         // compact fsyncs what it writes; an explicit sync also covers the case where it found
         // nothing to write (see the README on store-core's early return)

@@ -30,6 +30,10 @@ pub struct Meta {
     pub last_purged: Option<LogId>,
     /// The committed id as last persisted (optional in openraft; may lag).
     pub committed: Option<LogId>,
+    /// Log index `i` is stream sequence `i + 1 + seq_offset`. Zero unless recovery dropped
+    /// unacknowledged entries right after the purge point (see `LogCore::open`): stream
+    /// sequences never go back, log indices must.
+    pub seq_offset: u64,
 }
 
 /// Encodes `meta` in the file format.
@@ -145,6 +149,7 @@ mod tests {
             vote: Some(Vote::new(3, 2)),
             last_purged: Some(openraft::testing::log_id(2, 1, 7)),
             committed: None,
+            seq_offset: 3,
         };
         let b = encode(&m);
         assert_eq!(decode(&b).unwrap(), m);
