@@ -12,6 +12,8 @@ pub mod adapter;
 pub mod error;
 pub mod log;
 pub mod meta;
+pub mod net;
+pub mod node;
 pub mod sharedfs;
 pub mod sm;
 pub mod types;
