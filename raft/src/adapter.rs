@@ -12,7 +12,8 @@
 //! waits for the fsync. Before the I/O thread blocks for its next job it fsyncs once and fires
 //! every callback waiting: appends that queued while an fsync ran share the next one. Any other
 //! write job first makes pending appends durable and fires their callbacks, so a vote, a
-//! truncate or a purge is never durable ahead of an append sent before it.
+//! truncate or a purge is never durable ahead of an append sent before it. (`save_committed`
+//! changes memory only and does not wait.)
 
 use crate::error::{Error, Result};
 use crate::log::{LogConfig, LogCore};
@@ -42,6 +43,9 @@ enum Job<F: Fs> {
     },
     /// Any other write: runs after the pending appends are durable.
     Write(WriteFn<F>),
+    /// A change in memory only (the committed id): runs in order, without waiting for the
+    /// pending appends' fsync.
+    Light(WriteFn<F>),
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -98,6 +102,7 @@ fn io_thread<F: Fs>(core: Core<F>, rx: mpsc::Receiver<Job<F>>) {
                 flush(&core, &mut pending);
                 f(&mut lock(&core));
             }
+            Job::Light(f) => f(&mut lock(&core)),
         }
     }
     flush(&core, &mut pending);
@@ -286,12 +291,10 @@ impl<F: Fs + 'static> RaftLogStorage<TypeConfig> for LogStore<F> {
     }
 
     async fn save_committed(&mut self, c: Option<LogId>) -> Result<(), StorageError<u64>> {
-        self.write(move |core| {
-            core.save_committed(c);
-            Ok(())
-        })
-        .await
-        .map_err(|e| e.to_storage(ErrorSubject::Store, ErrorVerb::Write))
+        // kept in memory, written with the next metadata write (openraft makes it optional):
+        // no reason to wait behind an fsync for it
+        self.send(Job::Light(Box::new(move |core| core.save_committed(c))))
+            .map_err(|e| e.to_storage(ErrorSubject::Store, ErrorVerb::Write))
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError<u64>> {
