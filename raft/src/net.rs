@@ -60,6 +60,10 @@ pub struct Status {
     pub last_applied: Option<LogId>,
     /// Its last log index.
     pub last_log_index: Option<u64>,
+    /// The last log id its current snapshot covers.
+    pub snapshot: Option<LogId>,
+    /// The last log id purged from its log.
+    pub purged: Option<LogId>,
 }
 
 /// A reply to an [`Rpc`].

@@ -147,6 +147,8 @@ async fn handle(rpc: Rpc, raft: &NodeRaft, sm: &StateMachine<HostFs>, id: u64) -
                 term: m.current_term,
                 last_applied: m.last_applied,
                 last_log_index: m.last_log_index,
+                snapshot: m.snapshot,
+                purged: m.purged,
             })
         }
     }

@@ -214,6 +214,12 @@ async fn run_test() {
             "node {id} disagrees with the leader"
         );
     }
+    // snapshots every 50 entries: the log was purged behind them, on every node, the restarted
+    // one included (purge and its recovery ran for real, not only in fault-fs)
+    for (id, a) in &addrs {
+        let s = status(a).await.expect("status");
+        assert!(s.purged.is_some(), "node {id} never purged: {s:?}");
+    }
     eprintln!(
         "acknowledged {} of {n}; leader {leader} killed, new leader {new_leader}; all 3 agree on {} keys",
         acked.len(),
