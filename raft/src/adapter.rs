@@ -70,10 +70,18 @@ impl<F: Fs> Drop for Worker<F> {
     }
 }
 
-/// The I/O thread: runs jobs in order, one fsync per burst of appends.
+/// Appends whose callbacks may wait for one shared fsync, at most.
+const MAX_PENDING: usize = 64;
+
+/// The I/O thread: runs jobs in order, one fsync per burst of appends (at most
+/// [`MAX_PENDING`] of them).
 fn io_thread<F: Fs>(core: Core<F>, rx: mpsc::Receiver<Job<F>>) {
     let mut pending: Vec<OnDurable> = Vec::new();
     loop {
+        // a steady stream of appends must not hold back their callbacks for ever
+        if pending.len() >= MAX_PENDING {
+            flush(&core, &mut pending);
+        }
         let job = match rx.try_recv() {
             Ok(j) => j,
             Err(mpsc::TryRecvError::Empty) => {

@@ -48,6 +48,9 @@ pub enum Ablation {
     TruncateUnsynced,
     /// `save_vote` replaces the metadata file without any fsync.
     VoteUnsynced,
+    /// Recovery's front-hole repair writes the new `seq_offset` before it truncates the
+    /// entries that offset re-maps (the right order is truncate first).
+    RepairOffsetFirst,
 }
 
 /// How to open a log.
@@ -94,6 +97,7 @@ impl LogConfig {
                 "purge-meta" => Ablation::PurgeMetaUnsynced,
                 "purge-order" => Ablation::PurgeBeforeMeta,
                 "vote" => Ablation::VoteUnsynced,
+                "repair-order" => Ablation::RepairOffsetFirst,
                 _ => return false,
             };
             self.ablation == a
@@ -141,6 +145,8 @@ pub struct LogCore<F: Fs> {
     cfg: LogConfig,
     /// Where recovery cut the stream at a hole, if it did.
     cut: Option<u64>,
+    /// Whether opening wrote anything (store recovery's repairs, a redone compaction, a cut).
+    repaired: bool,
 }
 
 impl<F: Fs> LogCore<F> {
@@ -156,9 +162,17 @@ impl<F: Fs> LogCore<F> {
         let fs = SharedFs(Arc::new(fs));
         let meta = meta::read(&fs)?;
         let mut store = Store::open(fs.clone(), cfg.store_config())?;
+        let r = store.recovery_report();
+        let mut repaired = !r.cuts.is_empty()
+            || !r.removed_blank.is_empty()
+            || r.purge_completed
+            || r.purge_rolled_back
+            || r.truncate_cleanup;
         if let Some(p) = meta.last_purged {
             // no-op when the compaction is already there; fsynced when it is not
+            let before = store.state();
             store.compact(p.index + 2 + meta.seq_offset)?;
+            repaired |= store.state() != before;
         }
         let mut core = LogCore {
             fs,
@@ -167,6 +181,7 @@ impl<F: Fs> LogCore<F> {
             last_log: meta.last_purged,
             meta,
             cut: None,
+            repaired,
             cfg,
         };
         core.cut_at_hole()?;
@@ -210,19 +225,29 @@ impl<F: Fs> LogCore<F> {
         let first = self.meta.last_purged.map_or(0, |p| p.index + 1);
         let st = self.store.state();
         if st.msgs > 0 && st.first_seq > self.seq_of(first) {
+            if self.cfg.ablated("repair-order") {
+                // wrong on purpose: the offset before the entries it re-maps are gone
+                self.raise_offset(st.first_seq - 1 - first)?;
+            }
             self.store.truncate(st.first_seq - 1)?;
             self.cut = Some(first);
         }
         let st = self.store.state();
         if st.msgs == 0 && st.last_seq + 1 > self.seq_of(first) {
-            let new = Meta {
-                seq_offset: st.last_seq - first,
-                ..self.meta.clone()
-            };
-            meta::write(&self.fs, &new, true)?;
-            self.meta = new;
+            self.raise_offset(st.last_seq - first)?;
             self.cut = Some(first);
         }
+        Ok(())
+    }
+
+    /// Writes the new `seq_offset` durably (the second step of `cut_front`).
+    fn raise_offset(&mut self, seq_offset: u64) -> Result<()> {
+        let new = Meta {
+            seq_offset,
+            ..self.meta.clone()
+        };
+        meta::write(&self.fs, &new, true)?;
+        self.meta = new;
         Ok(())
     }
 
@@ -239,6 +264,11 @@ impl<F: Fs> LogCore<F> {
     /// The index from which recovery dropped the stream at a hole (`cut_at_hole`, `cut_front`).
     pub fn recovery_cut(&self) -> Option<u64> {
         self.cut
+    }
+
+    /// Whether opening changed anything on disk (what the crash-during-recovery check keys on).
+    pub fn recovery_wrote(&self) -> bool {
+        self.repaired || self.cut.is_some()
     }
 
     /// Checks that the stream holds exactly the indices `last_purged + 1 ..= last` with no

@@ -14,12 +14,13 @@
 //!
 //! Randomized workloads are seeded: `SEQSTORE_SEED=<n>` replays one.
 
-use fault_fs::{explore, CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report};
+use fault_fs::{explore, explore_from, CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report};
 use openraft::testing::log_id;
 use openraft::{EntryPayload, Vote};
 use seqstore_raft::log::Ablation;
 use seqstore_raft::{Entry, LogConfig, LogCore, LogId, LogStore, Request};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 #[derive(Clone, Debug)]
@@ -214,11 +215,17 @@ impl Expect {
     }
 }
 
-/// Recovers the image and checks it against what the events promise.
-fn check(img: &FaultFs, events: &[Event]) -> Result<(), String> {
+/// Recovers the image and checks it against what the events promise. If recovery wrote
+/// anything (a cut, a redone compaction, the store's own repairs), it is crashed in turn at
+/// every operation boundary (`explore_from` on the image) and each of those images is checked
+/// the same way: a crash during recovery must be as safe as one before it.
+fn check(img: &FaultFs, events: &[Event], cfg: &LogConfig, nested: bool) -> Result<(), String> {
+    let pristine = img.crash(); // everything in an image is durable: this is a copy
     let x = Expect::from_events(events);
-    let mut core =
-        LogCore::open(img.clone(), LogConfig::default()).map_err(|e| format!("open: {e}"))?;
+    let mut core = LogCore::open(img.clone(), cfg.clone()).map_err(|e| format!("open: {e}"))?;
+    if !nested && core.recovery_wrote() {
+        check_recovery_crashes(&pristine, events, cfg)?;
+    }
     if core.vote() < x.vote {
         return Err(format!(
             "vote went back: {:?} < acknowledged {:?}",
@@ -243,19 +250,52 @@ fn check(img: &FaultFs, events: &[Event]) -> Result<(), String> {
     }
     let entries = core.read(0, u64::MAX).map_err(|e| format!("read: {e}"))?;
     check_entries(&x, purged, last, &entries)?;
-    check_usable(core, img)
+    check_usable(core, img, cfg)
+}
+
+/// Recoveries that wrote something and were crash-explored in turn (reported by the tests).
+static NESTED: AtomicUsize = AtomicUsize::new(0);
+
+fn check_recovery_crashes(
+    start: &FaultFs,
+    events: &[Event],
+    cfg: &LogConfig,
+) -> Result<(), String> {
+    NESTED.fetch_add(1, Ordering::Relaxed);
+    let mut ecfg = ExploreConfig::new(start.config().model);
+    ecfg.fs = start.config();
+    ecfg.stop_at_first_violation = true;
+    ecfg.blame = false;
+    let r = explore_from(
+        &ecfg,
+        start,
+        &[()],
+        |fs, _, _: &mut Journal<()>| {
+            let core = LogCore::open(fs.clone(), cfg.clone()).map_err(|e| e.to_string())?;
+            drop(core);
+            Ok(())
+        },
+        |img, _| check(img, events, cfg, true),
+    );
+    if let Some(e) = r.workload_error {
+        return Err(format!("recovery failed: {e}"));
+    }
+    match r.violations.first() {
+        Some(v) => Err(format!("crash during recovery: {v}")),
+        None => Ok(()),
+    }
 }
 
 /// The recovered log takes the next append openraft would send, and keeps it across a reopen
 /// (a recovery that cut a hole must leave a log that works, not only one that reads).
-fn check_usable(mut core: LogCore<FaultFs>, img: &FaultFs) -> Result<(), String> {
+fn check_usable(mut core: LogCore<FaultFs>, img: &FaultFs, cfg: &LogConfig) -> Result<(), String> {
     let next = core.next_index();
     let id = log_id(99, 1, next);
     core.append_buffered([entry(id)])
         .and_then(|()| core.sync())
         .map_err(|e| format!("append after recovery: {e}"))?;
     drop(core);
-    let core = LogCore::open(img.clone(), LogConfig::default())
+    let core = LogCore::open(img.clone(), cfg.clone())
         .map_err(|e| format!("reopen after recovery: {e}"))?;
     if core.log_state().1 != Some(id) {
         return Err(format!(
@@ -305,12 +345,12 @@ fn run(model: Model, seed: u64, steps: &[Step], cfg: LogConfig) -> Report {
     let mut ecfg = ExploreConfig::new(model);
     ecfg.seed = seed;
     ecfg.max_violations = 5;
-    let mut runner = Runner::new(cfg);
+    let mut runner = Runner::new(cfg.clone());
     let report = explore(
         &ecfg,
         steps,
         |fs, s, j| runner.step(fs, s, j),
-        |img, ctx: &CrashCtx<'_, Event>| check(img, ctx.events),
+        |img, ctx: &CrashCtx<'_, Event>| check(img, ctx.events, &cfg, false),
     );
     drop(runner);
     report
@@ -474,6 +514,11 @@ fn random_workloads_are_clean_under_both_models() {
             assert!(r.is_clean(), "{why}: {}", r.violations[0]);
         }
     }
+    // (shared with the other tests running at the same time: a lower bound on this test's)
+    eprintln!(
+        "recoveries that wrote and were crash-explored in turn: {}",
+        NESTED.load(Ordering::Relaxed)
+    );
 }
 
 /// Runs a workload with a switch on and returns the violation messages found.
@@ -525,6 +570,23 @@ fn negative_control_truncate_unsynced_is_found() {
             "{model:?}: a lost truncate was not found: {v:?}"
         );
     }
+}
+
+#[test]
+fn negative_control_repair_offset_first_is_found() {
+    // the front-hole repair with its two steps in the wrong order: only a crash *during*
+    // recovery shows it, so this also shows the nested recovery exploration runs
+    let steps = &workloads()
+        .into_iter()
+        .find(|(n, _)| *n == "hole-after-purge")
+        .expect("workload")
+        .1;
+    let v = found(Ablation::RepairOffsetFirst, Model::Posix, steps);
+    assert!(
+        v.iter().any(|m| m.contains("crash during recovery")),
+        "a wrongly ordered repair was not found: {v:?}"
+    );
+    eprintln!("repair-offset-first: {}", v[0]);
 }
 
 #[test]
