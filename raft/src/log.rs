@@ -510,3 +510,29 @@ impl<F: Fs> LogCore<F> {
         Ok(self.store.close()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::testing::log_id;
+
+    #[test]
+    fn entry_codec_checks_version_and_index() {
+        let e = Entry {
+            log_id: log_id(3, 2, 7),
+            payload: openraft::EntryPayload::Blank,
+        };
+        let b = encode_entry(&e).unwrap();
+        assert_eq!(b[0], ENTRY_VERSION);
+        assert_eq!(decode_entry(7, &b).unwrap(), e);
+        assert!(
+            decode_entry(8, &b).is_err(),
+            "an entry stored under another index"
+        );
+        let mut v2 = b.clone();
+        v2[0] = 2;
+        assert!(decode_entry(7, &v2).is_err(), "an unknown version");
+        assert!(decode_entry(7, &[]).is_err());
+        assert!(decode_entry(7, &b[..b.len() - 1]).is_err(), "a cut body");
+    }
+}

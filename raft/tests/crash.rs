@@ -504,6 +504,7 @@ fn fixed_workloads_are_clean_under_both_models() {
 #[test]
 fn random_workloads_are_clean_under_both_models() {
     let base = seed();
+    let (mut points, mut images) = (0, 0);
     for k in 0..120 {
         let s = base.wrapping_add(k);
         let steps = random_workload(s);
@@ -512,8 +513,10 @@ fn random_workloads_are_clean_under_both_models() {
             let why = format!("SEQSTORE_SEED={s} {model:?} {steps:?}");
             assert!(r.workload_error.is_none(), "{why}: {:?}", r.workload_error);
             assert!(r.is_clean(), "{why}: {}", r.violations[0]);
+            (points, images) = (points + r.crash_points, images + r.images);
         }
     }
+    eprintln!("random workloads from seed {base}: {points} crash points, {images} images");
     // (shared with the other tests running at the same time: a lower bound on this test's)
     eprintln!(
         "recoveries that wrote and were crash-explored in turn: {}",
