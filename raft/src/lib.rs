@@ -3,7 +3,7 @@
 //! [`LogStore`] implements openraft 0.9's `RaftLogStorage` and `RaftLogReader` on a store-core
 //! [`store_core::Store`], generic over [`store_core::Fs`] (host-fs in production, fault-fs in
 //! the crash tests). [`StateMachine`] is a small key-value service with durable snapshots;
-//! [`node`] runs a node over a TCP transport. See the crate README for the design and what is
+//! [`net`] is the TCP transport; the `seqstore-raft-node` binary runs a node. See the crate README for the design and what is
 //! fsynced when.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -13,7 +13,6 @@ pub mod error;
 pub mod log;
 pub mod meta;
 pub mod net;
-pub mod node;
 pub mod sharedfs;
 pub mod sm;
 pub mod types;

@@ -3,7 +3,9 @@
 //! the main CLI).
 
 use clap::Parser;
-use seqstore_raft::node::{parse_peers, run, NodeOpts};
+mod node;
+
+use node::{parse_peers, run, NodeOpts};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
