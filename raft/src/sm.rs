@@ -51,6 +51,8 @@ struct Inner<F: Fs> {
     current: Option<SnapshotFile>,
     /// Snapshots built by this process (for unique ids).
     built: u64,
+    /// False only for the ablation switch (snapshots written without fsyncs).
+    durable: bool,
 }
 
 /// The key-value state machine. Clones share it (the node's API reads through a clone).
@@ -100,8 +102,18 @@ impl<F: Fs + 'static> StateMachine<F> {
                 state,
                 current,
                 built: 0,
+                durable: true,
             })),
         })
+    }
+
+    /// **Breaks durability on purpose** (feature `ablation`, tests only): snapshots are
+    /// written without their fsyncs, the negative control of the snapshot crash test.
+    #[cfg(feature = "ablation")]
+    pub fn open_with_unsynced_snapshots(fs: F) -> Result<Self> {
+        let sm = Self::open(fs)?;
+        lock(&sm.inner).durable = false;
+        Ok(sm)
     }
 
     /// The value of `key` as applied here.
@@ -121,7 +133,7 @@ impl<F: Fs + 'static> StateMachine<F> {
             let mut g = lock(&inner);
             let body = postcard::to_stdvec(&snap).map_err(|e| Error::corrupt("snapshot", e))?;
             let bytes = meta::frame(SNAP_MAGIC, &body);
-            meta::replace_file(&g.fs, SNAP_FILE, SNAP_TMP, &bytes, true)?;
+            meta::replace_file(&g.fs, SNAP_FILE, SNAP_TMP, &bytes, g.durable)?;
             if let Some(s) = state {
                 g.state = s;
             }
