@@ -150,6 +150,7 @@ fn main() -> anyhow::Result<()> {
         Some("log") => log_bench(secs),
         Some("cluster") => cluster::run(Duration::from_secs_f64(secs)),
         Some("rollcheck") => tracecheck::rollcheck(&args[2]),
+        Some("rollcheck-seqstore") => tracecheck::rollcheck_seqstore(&args[2]),
         Some("tracecheck") => {
             let drop = args.get(4).is_some_and(|a| a == "--drop-dir-fsync");
             let lost = tracecheck::tracecheck(&args[2], &args[3], drop)?;
@@ -157,7 +158,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         _ => anyhow::bail!(
-            "usage: seqstore-raft-bench log|cluster [SECS] | rollcheck DIR | tracecheck TRACE DIR [--drop-dir-fsync]"
+            "usage: seqstore-raft-bench log|cluster [SECS] | rollcheck[-seqstore] DIR | tracecheck TRACE DIR [--drop-dir-fsync]"
         ),
     }
 }

@@ -1,7 +1,7 @@
 //! The peer check: does a chunk file that raft-log rolls to survive a power cut under the
 //! posix model? `rollcheck DIR` drives raft-log with 4 records per chunk (so it rolls), one
 //! `flush(sync)` per append, and writes `ACK n` to stderr after each flush callback returns.
-//! Run it under `strace -f -y -e trace=openat,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync,rename,renameat,
+//! Run it under `strace -f -y -e trace=openat,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync,mkdirat,rename,renameat,
 //! renameat2,unlink,unlinkat,mkdir -o TRACE`, then `tracecheck TRACE DIR` replays the file
 //! system calls on fault-fs (posix model) and, at every `ACK`, checks the pessimistic crash
 //! image (nothing unsynced survives): every file written before the ACK must exist there with
@@ -16,6 +16,22 @@ use std::io::Write;
 use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 use store_core::{Fs, FsFile, OpenOptions};
+
+/// Drives seqstore-raft's log through a few block rolls the same way (1 KiB blocks).
+pub fn rollcheck_seqstore(dir: &str) -> anyhow::Result<()> {
+    let fs = host_fs::HostFs::create(dir)?;
+    let cfg = seqstore_raft::LogConfig {
+        block_size: 1024,
+        ..Default::default()
+    };
+    let mut log = seqstore_raft::LogCore::open(fs, cfg)?;
+    for i in 0..14u64 {
+        log.append_buffered([crate::entry(i)])?;
+        log.sync()?;
+        std::io::stderr().write_all(format!("ACK {i}\n").as_bytes())?;
+    }
+    Ok(())
+}
 
 /// Drives raft-log through a few chunk rolls.
 pub fn rollcheck(dir: &str) -> anyhow::Result<()> {
@@ -47,23 +63,37 @@ fn parse(line: &str) -> Option<(&str, &str, i64)> {
     Some((&line[..open], &line[open + 1..close], ret.parse().ok()?))
 }
 
-/// The path a call acts on: the first quoted string for the calls that take a path
-/// (`openat`, `unlinkat`, ...), else the `<...>` annotation of the fd argument (strace -y).
+/// The path a call acts on: for the calls that take a path (`openat`, `mkdirat`, `unlinkat`,
+/// ...) the first quoted string, joined to the directory fd's `<...>` annotation (strace -y)
+/// when it is relative; for the others the annotation of the fd argument.
 fn path_arg(call: &str, args: &str) -> Option<String> {
-    let by_name = matches!(call, "openat" | "unlink" | "unlinkat" | "mkdir");
+    let annotation = |s: &str| {
+        let (a, b) = (s.find('<')?, s.find('>')?);
+        (a < b).then(|| s[a + 1..b].to_string())
+    };
+    let by_name = matches!(call, "openat" | "unlink" | "unlinkat" | "mkdir" | "mkdirat");
     if !by_name {
-        let (a, b) = (args.find('<')?, args.find('>')?);
-        return (a < b).then(|| args[a + 1..b].to_string());
+        return annotation(args);
     }
     let a = args.find('"')?;
     let b = args[a + 1..].find('"')? + a + 1;
-    Some(args[a + 1..b].to_string())
+    let name = &args[a + 1..b];
+    if name.starts_with('/') {
+        return Some(name.to_string());
+    }
+    let base = annotation(&args[..a])?;
+    Some(match name {
+        "." => base,
+        _ => format!("{base}/{name}"),
+    })
 }
 
 struct Replay {
     fs: FaultFs,
     dir: String,
     files: BTreeMap<String, FaultFile>,
+    /// Directories known (relative; "" is the root).
+    dirs: std::collections::BTreeSet<String>,
     drop_dir_fsync: bool,
     problems: Vec<String>,
 }
@@ -92,14 +122,19 @@ impl Replay {
         let Some(rel) = path_arg(call, args).and_then(|p| self.rel(&p)) else {
             return Ok(());
         };
+        let is_dir = self.dirs.contains(&rel);
         match call {
+            "mkdir" | "mkdirat" if !rel.is_empty() => {
+                self.fs.create_dir(&rel)?;
+                self.dirs.insert(rel);
+            }
             "openat" if args.contains("O_CREAT") => _ = self.file(&rel)?,
             "write" | "pwrite64" | "writev" | "pwritev" | "pwritev2" if !rel.is_empty() => {
                 let f = self.file(&rel)?;
                 f.write_all_at(&vec![b'r'; ret as usize], f.len()?)?;
             }
-            "fsync" | "fdatasync" if rel.is_empty() && self.drop_dir_fsync => {}
-            "fsync" | "fdatasync" if rel.is_empty() => self.fs.sync_dir("")?,
+            "fsync" | "fdatasync" if is_dir && self.drop_dir_fsync => {}
+            "fsync" | "fdatasync" if is_dir => self.fs.sync_dir(&rel)?,
             "fsync" | "fdatasync" => self.file(&rel)?.sync_data()?,
             "unlink" | "unlinkat" => {
                 self.files.remove(&rel);
@@ -152,6 +187,7 @@ pub fn tracecheck(trace: &str, dir: &str, drop_dir_fsync: bool) -> anyhow::Resul
         fs: FaultFs::new(Model::Posix),
         dir: dir.trim_end_matches('/').to_string(),
         files: BTreeMap::new(),
+        dirs: [String::new()].into(),
         drop_dir_fsync,
         problems: Vec::new(),
     };
@@ -164,9 +200,8 @@ pub fn tracecheck(trace: &str, dir: &str, drop_dir_fsync: bool) -> anyhow::Resul
         };
         if let Some((call, args, ret)) = parse(&line) {
             calls += 1;
-            if matches!(call, "fsync" | "fdatasync")
-                && path_arg(call, args).as_deref() == Some(&r.dir)
-            {
+            let rel = path_arg(call, args).and_then(|p| r.rel(&p));
+            if matches!(call, "fsync" | "fdatasync") && rel.is_some_and(|p| r.dirs.contains(&p)) {
                 dir_syncs += 1;
             }
             r.apply(call, args, ret)?;
