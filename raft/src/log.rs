@@ -74,6 +74,13 @@ impl Default for LogConfig {
 }
 
 impl LogConfig {
+    /// Sets the block size. (A struct literal from outside would have to name the test-only
+    /// `ablation` field whenever a workspace build unifies that feature in.)
+    pub fn with_block_size(mut self, block_size: u64) -> Self {
+        self.block_size = block_size;
+        self
+    }
+
     fn store_config(&self) -> Config {
         #[allow(unused_mut)]
         let mut c = Config {

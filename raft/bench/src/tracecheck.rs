@@ -20,10 +20,7 @@ use store_core::{Fs, FsFile, OpenOptions};
 /// Drives seqstore-raft's log through a few block rolls the same way (1 KiB blocks).
 pub fn rollcheck_seqstore(dir: &str) -> anyhow::Result<()> {
     let fs = host_fs::HostFs::create(dir)?;
-    let cfg = seqstore_raft::LogConfig {
-        block_size: 1024,
-        ..Default::default()
-    };
+    let cfg = seqstore_raft::LogConfig::default().with_block_size(1024);
     let mut log = seqstore_raft::LogCore::open(fs, cfg)?;
     for i in 0..14u64 {
         log.append_buffered([crate::entry(i)])?;
