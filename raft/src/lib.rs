@@ -1,0 +1,24 @@
+//! seqstore as openraft's log storage.
+//!
+//! [`LogStore`] implements openraft 0.9's `RaftLogStorage` and `RaftLogReader` on a store-core
+//! [`store_core::Store`], generic over [`store_core::Fs`] (host-fs in production, fault-fs in
+//! the crash tests). [`StateMachine`] is a small key-value service with durable snapshots;
+//! [`net`] is the TCP transport; the `seqstore-raft-node` binary runs a node. See the crate README for the design and what is
+//! fsynced when.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod adapter;
+pub mod error;
+pub mod log;
+pub mod meta;
+pub mod net;
+pub mod sharedfs;
+pub mod sm;
+pub mod types;
+
+pub use adapter::{LogReader, LogStore};
+pub use error::{Error, Result};
+pub use log::{LogConfig, LogCore};
+pub use sm::StateMachine;
+pub use types::{Entry, LogId, Request, Response, TypeConfig, Vote};
