@@ -6,10 +6,9 @@ use crate::error::{Error, Result};
 use crate::fs::{Fs, FsFile, OpenOptions};
 use crate::record::{check_block_header, Header, Kind, BLOCK_HEADER_LEN};
 use crate::store::{
-    block_path, load_index, lost_ranges, parse_block_name, scan_block, ScanEnd, SeqRange,
+    block_path, load_index, parse_block_name, scan_block, Replay, ScanEnd, SeqRange, Verdict,
     INDEX_FILE, INDEX_TMP, MSGS_DIR, PURGE_NEW, PURGE_OLD,
 };
-use std::collections::BTreeSet;
 use std::io;
 
 /// One thing wrong, where it is.
@@ -43,7 +42,8 @@ pub struct VerifyReport {
     pub records: u64,
     /// Message records among them (live or deleted).
     pub messages: u64,
-    /// The highest sequence any valid record names.
+    /// The last sequence, as open recovers it (the same per-record rules: a truncate sets it,
+    /// a record out of order does not count).
     pub last_seq: u64,
     /// Damage: bad records, torn tails, bad headers.
     pub problems: Vec<Problem>,
@@ -122,9 +122,8 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
         Ok(Some(_)) => IndexStatus::Usable,
         Err(e) => IndexStatus::Rejected(e.to_string()),
     };
-    let (mut floor, mut prev_msg) = (0u64, 0u64);
-    let mut gaps: Vec<SeqRange> = Vec::new();
-    let mut tombs = BTreeSet::new();
+    // the same per-record rules as open's rebuild (store/replay.rs)
+    let mut replay = Replay::default();
     for index in indexes {
         r.blocks += 1;
         let path = block_path(dir, index);
@@ -155,39 +154,51 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
                 continue;
             }
         }
-        let mut skipped = Vec::new();
+        replay.start_block();
+        let (mut skipped, mut out_of_order) = (Vec::new(), Vec::new());
         let end = scan_block(
             &file,
             &path,
             BLOCK_HEADER_LEN,
             len,
-            |_, rec| {
+            |off, rec| {
                 r.records += 1;
-                match rec.kind {
+                let verdict = match rec.kind {
                     Kind::Msg => {
                         r.messages += 1;
-                        if prev_msg > 0 && rec.seq > prev_msg + 1 {
-                            gaps.push(SeqRange {
-                                first: prev_msg + 1,
-                                last: rec.seq - 1,
-                            });
-                        }
-                        prev_msg = rec.seq;
+                        replay.message(rec.seq, rec.ts)
                     }
                     Kind::Tombstone => {
-                        tombs.insert(rec.seq);
+                        // whether a message record matched it does not change what is lost:
+                        // a sequence with a message record is in no gap
+                        replay.tombstone(rec.seq, rec.ts, false);
+                        Verdict::Apply
                     }
-                    Kind::Floor => floor = floor.max(rec.seq),
+                    Kind::Floor => {
+                        replay.floor(rec.seq, rec.ts);
+                        Verdict::Apply
+                    }
                     Kind::Truncate => {
-                        prev_msg = prev_msg.min(rec.seq);
-                        gaps.retain(|g| g.first <= rec.seq);
+                        let v = replay.truncate_verdict(rec.seq);
+                        if v == Verdict::Apply {
+                            replay.truncate(rec.seq, rec.ts);
+                        }
+                        v
                     }
-                }
-                r.last_seq = if rec.kind == Kind::Truncate {
-                    rec.seq
-                } else {
-                    r.last_seq.max(rec.seq)
                 };
+                let what = match verdict {
+                    Verdict::Apply => return Ok(()),
+                    Verdict::OutOfOrder => format!(
+                        "{:?} record of seq {} out of order (open ignores it)",
+                        rec.kind, rec.seq
+                    ),
+                    Verdict::Damaged(why) => format!("{why} (open refuses the block)"),
+                };
+                out_of_order.push(Problem {
+                    file: path.clone(),
+                    offset: off,
+                    what,
+                });
                 Ok(())
             },
             |off, reason, seq| {
@@ -202,6 +213,7 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
                 Ok(())
             },
         )?;
+        r.problems.extend(out_of_order);
         r.problems.extend(skipped);
         if let ScanEnd::Stop { offset, reason } = end {
             if !reason.starts_with("zeros") {
@@ -213,6 +225,7 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
             }
         }
     }
-    r.lost = lost_ranges(gaps, floor, &tombs);
+    r.last_seq = replay.max_seq;
+    r.lost = replay.lost();
     Ok(r)
 }

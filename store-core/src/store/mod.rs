@@ -30,6 +30,7 @@ mod purge;
 mod read;
 mod recover;
 mod remove;
+mod replay;
 mod scan;
 mod snapshot;
 mod subjects;
@@ -39,7 +40,7 @@ mod types;
 
 pub(crate) use layout::{block_path, parse_block_name};
 pub use layout::{INDEX_FILE, INDEX_TMP, MSGS_DIR, PURGE_NEW, PURGE_OLD};
-pub(crate) use recover::lost_ranges;
+pub(crate) use replay::{Replay, Verdict};
 pub(crate) use scan::{scan_block, ScanEnd};
 pub(crate) use snapshot::load_index;
 pub use sync::SYNC_SITES;

@@ -5,53 +5,14 @@ use super::scan::{all_zero, scan_block_chunked, READ_CHUNK};
 use super::subjects::SubjMemo;
 use super::*;
 
-/// Per-rebuild bookkeeping.
+/// Per-rebuild bookkeeping beside the replay's rules.
 #[derive(Default)]
 pub(super) struct Rebuild {
-    pub(super) floor: u64,
-    pub(super) max_seq: u64,
-    pub(super) max_ts: i64,
-    pub(super) prev_msg: u64,
-    pub(super) gaps: Vec<SeqRange>,
-    pub(super) tomb_orphans: BTreeSet<u64>,
+    pub(super) replay: Replay,
     /// A truncate record voided records that are still on disk: (block position, offset of
     /// the first void record), and the position of the block holding the truncate record.
     pub(super) void_from: Option<(usize, u64)>,
     pub(super) truncate_block: usize,
-}
-
-/// The sequences in `gaps` (between message records) that neither the floor nor a tombstone
-/// accounts for: they had records, and the records are gone.
-pub(crate) fn lost_ranges(
-    gaps: Vec<SeqRange>,
-    floor: u64,
-    explained: &BTreeSet<u64>,
-) -> Vec<SeqRange> {
-    // O(gaps + tombstones), never O(sequences): a forged record at 2^62 must not make recovery
-    // walk 2^62 numbers.
-    let mut out = Vec::new();
-    for g in gaps {
-        let mut lo = g.first.max(floor.saturating_add(1));
-        if lo > g.last {
-            continue;
-        }
-        for &t in explained.range(lo..=g.last) {
-            if t > lo {
-                out.push(SeqRange {
-                    first: lo,
-                    last: t - 1,
-                });
-            }
-            lo = t + 1;
-        }
-        if lo <= g.last {
-            out.push(SeqRange {
-                first: lo,
-                last: g.last,
-            });
-        }
-    }
-    out
 }
 
 impl<F: Fs> Store<F> {
@@ -144,6 +105,7 @@ impl<F: Fs> Store<F> {
                 continue;
             }
             let pos = self.blocks.len();
+            rb.replay.start_block();
             let mut entries: Vec<Entry> = Vec::new();
             let (mut block_max, mut last_crc) = (0u64, 0u32);
             let mut skipped_here = Vec::new();
@@ -167,19 +129,10 @@ impl<F: Fs> Store<F> {
                         last_crc = r.crc;
                         match r.kind {
                             Kind::Msg => {
-                                if r.seq <= rb.max_seq {
+                                if rb.replay.message(r.seq, r.ts) == Verdict::OutOfOrder {
                                     report.out_of_order.push((path.clone(), off));
                                     return Ok(());
                                 }
-                                if rb.prev_msg > 0 && r.seq > rb.prev_msg + 1 {
-                                    rb.gaps.push(SeqRange {
-                                        first: rb.prev_msg + 1,
-                                        last: r.seq - 1,
-                                    });
-                                }
-                                rb.prev_msg = r.seq;
-                                rb.max_seq = r.seq;
-                                rb.max_ts = r.ts;
                                 let sid = memo.intern(subj_names, subj_ids, subj, r.subject);
                                 if entries.len() == entries.capacity() {
                                     reserve_by_density(&mut entries, off + r.len as u64, flen);
@@ -201,48 +154,26 @@ impl<F: Fs> Store<F> {
                                     }
                                     Err(_) => mark_in(blocks, r.seq),
                                 };
-                                if !found {
-                                    rb.tomb_orphans.insert(r.seq);
-                                }
-                                if r.seq > rb.max_seq {
-                                    rb.max_seq = r.seq;
-                                    rb.max_ts = r.ts;
-                                }
+                                rb.replay.tombstone(r.seq, r.ts, found);
                             }
-                            Kind::Floor => {
-                                rb.floor = rb.floor.max(r.seq);
-                                if r.seq > rb.max_seq {
-                                    rb.max_seq = r.seq;
-                                    rb.max_ts = r.ts;
-                                }
-                            }
+                            Kind::Floor => rb.replay.floor(r.seq, r.ts),
                             Kind::Truncate => {
                                 let s = r.seq;
-                                if s < rb.floor {
-                                    // truncate refuses to go below first - 1 >= floor: this
-                                    // record cannot have been written by the store
-                                    report.out_of_order.push((path.clone(), off));
-                                    return Ok(());
-                                }
-                                if entries.last().is_some_and(|e| e.seq > s) {
-                                    return Err(Error::corrupt(
-                                        path.clone(),
-                                        off,
-                                        "truncate record after the records it voids",
-                                    ));
+                                match rb.replay.truncate_verdict(s) {
+                                    Verdict::Apply => {}
+                                    Verdict::OutOfOrder => {
+                                        report.out_of_order.push((path.clone(), off));
+                                        return Ok(());
+                                    }
+                                    Verdict::Damaged(why) => {
+                                        return Err(Error::corrupt(path.clone(), off, why))
+                                    }
                                 }
                                 if rb.void_from.is_none() {
                                     rb.void_from = first_void(blocks, s);
                                     rb.truncate_block = pos;
                                 }
-                                rb.max_seq = s;
-                                rb.max_ts = r.ts;
-                                rb.prev_msg = rb.prev_msg.min(s);
-                                rb.gaps.retain(|g| g.first <= s);
-                                if let Some(g) = rb.gaps.last_mut() {
-                                    g.last = g.last.min(s);
-                                }
-                                rb.tomb_orphans.retain(|&t| t <= s);
+                                rb.replay.truncate(s, r.ts);
                             }
                         }
                         block_max = block_max.max(r.seq);
@@ -306,15 +237,16 @@ impl<F: Fs> Store<F> {
             return Ok(Some((bpos, off, rb.truncate_block)));
         }
         // Apply the floor, then count what is live.
-        self.floor = rb.floor;
-        self.last_seq = rb.max_seq;
-        self.last_ts = rb.max_ts;
+        let floor = rb.replay.floor;
+        self.floor = floor;
+        self.last_seq = rb.replay.max_seq;
+        self.last_ts = rb.replay.max_ts;
         self.msgs = 0;
         self.bytes = 0;
         for b in &mut self.blocks {
             let entries = b.entries.as_mut().expect("rebuild loads every block");
             for e in entries.iter_mut() {
-                if e.seq <= rb.floor {
+                if e.seq <= floor {
                     e.deleted = true;
                 }
                 if !e.deleted {
@@ -334,7 +266,7 @@ impl<F: Fs> Store<F> {
         }
         self.set_first_from(0)?;
         // Lost: gaps between message records not explained by the floor or a tombstone.
-        self.report.lost = lost_ranges(rb.gaps, rb.floor, &rb.tomb_orphans);
+        self.report.lost = rb.replay.lost();
         Ok(None)
     }
 }
