@@ -394,7 +394,10 @@ fn verify_and_open_read_a_truncate_and_an_out_of_order_record_alike() {
     assert_eq!(s.recovery_report().lost, lost);
     assert_eq!(v.last_seq, s.state().last_seq);
     assert_eq!(s.recovery_report().out_of_order.len(), 1);
-    assert!(v.problems.iter().any(|p| p.what.contains("out of order")), "{v:?}");
+    assert!(
+        v.problems.iter().any(|p| p.what.contains("out of order")),
+        "{v:?}"
+    );
 }
 
 #[test]

@@ -215,14 +215,12 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
         )?;
         r.problems.extend(out_of_order);
         r.problems.extend(skipped);
-        if let ScanEnd::Stop { offset, reason } = end {
-            if !reason.starts_with("zeros") {
-                r.problems.push(Problem {
-                    file: path,
-                    offset,
-                    what: format!("{reason}; {} bytes after it unreadable", len - offset),
-                });
-            }
+        if let ScanEnd::Damaged { offset, reason } = end {
+            r.problems.push(Problem {
+                file: path,
+                offset,
+                what: format!("{reason}; {} bytes after it unreadable", len - offset),
+            });
         }
     }
     r.last_seq = replay.max_seq;

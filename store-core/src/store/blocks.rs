@@ -139,8 +139,15 @@ impl<F: Fs> Store<F> {
                 Ok(())
             },
         )?;
-        if let ScanEnd::Stop { offset, reason } = end {
-            bad.get_or_insert((offset, reason));
+        match end {
+            ScanEnd::Clean => {}
+            // index.db vouched for this length: unwritten space inside it is damage too
+            ScanEnd::Zeros { offset } => {
+                bad.get_or_insert((offset, "zeros at the end (unwritten space)".into()));
+            }
+            ScanEnd::Damaged { offset, reason } => {
+                bad.get_or_insert((offset, reason));
+            }
         }
         if let Some((off, reason)) = bad {
             return Err(Error::corrupt(b.path.clone(), off, reason));

@@ -191,21 +191,25 @@ impl<F: Fs> Store<F> {
                 }
                 self.report.skipped.push((path.clone(), off, reason));
             }
-            if let ScanEnd::Stop { offset, reason } = end {
-                let zeros = reason.starts_with("zeros");
-                if strict && !zeros && i + 1 != n {
-                    return Err(Error::corrupt(path, offset, reason));
+            match end {
+                ScanEnd::Clean => {}
+                ScanEnd::Zeros { offset } => {
+                    ioe(file.set_len(offset), "set_len", &path)?;
+                    flen = offset;
                 }
-                ioe(file.set_len(offset), "set_len", &path)?;
-                if !zeros {
+                ScanEnd::Damaged { offset, reason } => {
+                    if strict && i + 1 != n {
+                        return Err(Error::corrupt(path, offset, reason));
+                    }
+                    ioe(file.set_len(offset), "set_len", &path)?;
                     self.report.cuts.push(Cut {
                         file: path.clone(),
                         offset,
                         dropped: flen - offset,
                         reason,
                     });
+                    flen = offset;
                 }
-                flen = offset;
             }
             if entries.capacity() - entries.len() > entries.len() / 8 {
                 // `reserve_by_density` guessed high (records grew along the block)

@@ -5,13 +5,16 @@ use super::*;
 pub(super) const READ_CHUNK: usize = 1 << 20;
 
 /// What scanning a block found at its end.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ScanEnd {
+    /// Every record up to the end checked out.
     Clean,
-    /// Stopped at `offset`: everything from there is unusable.
-    Stop {
-        offset: u64,
-        reason: String,
-    },
+    /// From `offset` on the file holds only zeros: space that was never written (the tail of
+    /// an append the power cut, preallocated space). Nothing is lost there.
+    Zeros { offset: u64 },
+    /// Stopped at `offset` by damage that no valid record after it frames: everything from
+    /// there is unusable.
+    Damaged { offset: u64, reason: String },
 }
 
 /// Reads a block's records in order from `start` to `len`, in chunks (never more than one
@@ -146,14 +149,14 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
                         pos = next;
                         continue;
                     }
-                    return Ok(ScanEnd::Stop {
+                    return Ok(ScanEnd::Damaged {
                         offset: pos,
                         reason: "record cut short (torn tail)".into(),
                     });
                 }
                 if avail >= n {
                     // decode only says Short when fewer than n bytes are given: never loop
-                    return Ok(ScanEnd::Stop {
+                    return Ok(ScanEnd::Damaged {
                         offset: pos,
                         reason: "undecodable record".into(),
                     });
@@ -178,7 +181,7 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
                                 break;
                             }
                             None => {
-                                return Ok(ScanEnd::Stop {
+                                return Ok(ScanEnd::Damaged {
                                     offset: pos,
                                     reason: "zero length followed by data".into(),
                                 })
@@ -188,10 +191,7 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
                     p += n as u64;
                 }
                 if p >= len {
-                    return Ok(ScanEnd::Stop {
-                        offset: pos,
-                        reason: "zeros at the end (unwritten space)".into(),
-                    });
+                    return Ok(ScanEnd::Zeros { offset: pos });
                 }
             }
             Decoded::Bad { reason, framed } => {
@@ -225,7 +225,7 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
                             pos = next;
                         }
                         None => {
-                            return Ok(ScanEnd::Stop {
+                            return Ok(ScanEnd::Damaged {
                                 offset: pos,
                                 reason: reason.to_string(),
                             })

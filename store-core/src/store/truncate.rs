@@ -79,10 +79,8 @@ impl<F: Fs> Store<F> {
                     },
                     |off, reason, _| Err(Error::corrupt(b.path.clone(), off, reason)),
                 )?;
-                if let ScanEnd::Stop { offset, reason } = end {
-                    if !reason.starts_with("zeros") {
-                        return Err(Error::corrupt(b.path.clone(), offset, reason));
-                    }
+                if let ScanEnd::Damaged { offset, reason } = end {
+                    return Err(Error::corrupt(b.path.clone(), offset, reason));
                 }
             }
         }
