@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use store_core::{Ablation, Config, Store, StoredMsg, SyncPolicy};
 
+mod trace;
+
 #[derive(Parser)]
 #[command(
     name = "seqstore",
@@ -42,6 +44,10 @@ struct DirArg {
     /// given only this directory), on the same files.
     #[arg(long)]
     guest: bool,
+    /// Remove an fsync on purpose (full, no-tombstone-sync, no-dir-sync, skip:<site>): the
+    /// negative control of `seqstore trace`. Off (full) by default.
+    #[arg(long, default_value = "full")]
+    ablation: String,
 }
 
 #[derive(Subcommand)]
@@ -173,6 +179,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Crash-check any program from its syscall trace (strace): every crash image the model
+    /// allows is checked by CHECK.
+    Trace(trace::TraceArgs),
     /// Print every message.
     Dump {
         #[command(flatten)]
@@ -213,6 +222,7 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
         } => crashcheck(&workload, model.as_deref(), seed, &ablation, json, guest),
         Cmd::Verify { dir, json } => verify(&dir.dir, json),
         Cmd::Bench { quick, json, dir } => bench(quick, json, dir),
+        Cmd::Trace(args) => trace::run(args),
         other => store_op(other),
     }
 }
@@ -545,7 +555,7 @@ fn print_msg(m: &StoredMsg, as_json: bool) {
 }
 
 fn store_op(cmd: Cmd) -> Result<ExitCode> {
-    let cfg = Config::default();
+    let cfg = trace::store_config(&cmd)?;
     match cmd {
         Cmd::Append {
             dir,
@@ -665,7 +675,11 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
             }
             s.close()?;
         }
-        Cmd::Demo { .. } | Cmd::Crashcheck { .. } | Cmd::Verify { .. } | Cmd::Bench { .. } => {
+        Cmd::Demo { .. }
+        | Cmd::Crashcheck { .. }
+        | Cmd::Verify { .. }
+        | Cmd::Bench { .. }
+        | Cmd::Trace(_) => {
             unreachable!("handled by run")
         }
     }

@@ -8,3 +8,6 @@ pub mod replay;
 pub mod strace;
 
 pub use error::Error;
+pub mod capture;
+pub mod check;
+pub mod session;

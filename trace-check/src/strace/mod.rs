@@ -292,7 +292,7 @@ impl<'a> State<'a> {
 }
 
 /// Lexically normalizes an absolute path (`.`, `..`, repeated `/`).
-pub(crate) fn normalize(p: &str) -> String {
+pub fn normalize(p: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for c in p.split('/') {
         match c {

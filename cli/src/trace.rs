@@ -1,0 +1,263 @@
+//! `seqstore trace`: crash-check any program from its syscall trace (the library is
+//! `seqstore-trace`, trace-check/), and the store commands' `--ablation` switch that makes
+//! seqstore's own CLI a negative control for it.
+
+use anyhow::{bail, Context, Result};
+use fault_fs::Model;
+use indicatif::{ProgressBar, ProgressStyle};
+use seqstore_trace::capture::{capture_strace, load_work, Traced};
+use seqstore_trace::check::{materialize, CommandChecker};
+use seqstore_trace::session::{self, CheckConfig, ProgressFn, TraceReport};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use store_core::{Ablation, Config};
+
+/// `seqstore trace --dir DIR --check CMD [--model M] [--jobs N] [--json] -- WORKLOAD...`, or
+/// `seqstore trace --replay WORK --crash-point K --image N --out DIR [--model M] [--seed S]`.
+#[derive(clap::Args)]
+pub(crate) struct TraceArgs {
+    /// The directory the workload writes (its contents at the start are taken as durable).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The checker, run with `sh -c` on every crash image: IMAGE_DIR, MARKS_FILE and
+    /// CRASH_POINT in its environment; exit 0 = consistent, else its stdout is the violation.
+    #[arg(long)]
+    check: Option<String>,
+    /// The crash model: posix or ordered.
+    #[arg(long, default_value = "posix")]
+    model: String,
+    /// Checkers run in parallel.
+    #[arg(long, default_value_t = 2)]
+    jobs: usize,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Seed of the random crash images.
+    #[arg(long, default_value_t = 0x5eed)]
+    seed: u64,
+    /// Where the snapshot, trace and marks are kept (default: a new directory under the
+    /// system's temporary directory, kept for --replay).
+    #[arg(long)]
+    work: Option<PathBuf>,
+    /// Replay one image of an earlier run from its work directory instead of checking.
+    #[arg(long)]
+    replay: Option<PathBuf>,
+    /// With --replay: the crash point.
+    #[arg(long)]
+    crash_point: Option<usize>,
+    /// With --replay: the image number.
+    #[arg(long)]
+    image: Option<usize>,
+    /// With --replay: where to write the image (created; must not exist) and its marks
+    /// (OUT.marks).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The workload command.
+    #[arg(last = true)]
+    workload: Vec<String>,
+}
+
+/// The store commands' configuration: the default, with `--ablation` applied.
+pub(crate) fn store_config(cmd: &super::Cmd) -> Result<Config> {
+    use super::Cmd::*;
+    let dir = match cmd {
+        Append { dir, .. } | Get { dir, .. } | Last { dir, .. } | Next { dir, .. } => dir,
+        Delete { dir, .. } | Purge { dir, .. } | Compact { dir, .. } | Truncate { dir, .. } => dir,
+        State { dir, .. } | Dump { dir, .. } | Verify { dir, .. } => dir,
+        _ => return Ok(Config::default()),
+    };
+    let ablation: Ablation = dir.ablation.parse().map_err(anyhow::Error::msg)?;
+    if dir.guest && ablation != Ablation::Full {
+        bail!("--ablation is not available with --guest");
+    }
+    Ok(Config {
+        ablation,
+        ..Config::default()
+    })
+}
+
+pub(crate) fn run(a: TraceArgs) -> Result<ExitCode> {
+    let model: Model = a.model.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(work) = &a.replay {
+        return replay(work, &a, model);
+    }
+    let (Some(dir), Some(check)) = (&a.dir, &a.check) else {
+        bail!("seqstore trace needs --dir DIR --check CMD -- WORKLOAD... (or --replay WORK)");
+    };
+    let work = match &a.work {
+        Some(w) => w.clone(),
+        None => tempfile::Builder::new()
+            .prefix("seqstore-trace-")
+            .tempdir()
+            .context("creating a work directory")?
+            .keep(),
+    };
+    let traced = capture_strace(dir, &work, &a.workload)?;
+    if let Some(s) = traced.status.filter(|s| !s.success()) {
+        eprintln!("seqstore trace: note: the workload exited with {s}");
+    }
+    let mut cfg = CheckConfig::new(model);
+    cfg.seed = a.seed;
+    cfg.jobs = a.jobs.max(1);
+    let pb = progress_bar();
+    cfg.progress = Some(progress_fn(&pb));
+    let start = session::start_from_dir(model, &traced.snapshot)?;
+    let report =
+        session::check_capture(&start, &traced.capture, &CommandChecker::new(check), &cfg)?;
+    pb.finish_and_clear();
+    let replay = report.first.as_ref().map(|f| {
+        format!(
+            "seqstore trace --replay {} --model {model} --seed {:#x} --crash-point {} --image {} --out IMAGE_DIR",
+            work.display(),
+            a.seed,
+            f.crash_point,
+            f.image
+        )
+    });
+    if a.json {
+        println!(
+            "{}",
+            report_json(&report, &traced, &work, replay.as_deref())
+        );
+    } else {
+        print_report(&report, &traced, &work, replay.as_deref());
+    }
+    Ok(if report.violations == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn progress_bar() -> ProgressBar {
+    let b = ProgressBar::new(1);
+    b.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    b.enable_steady_tick(Duration::from_millis(120));
+    b
+}
+
+pub(crate) fn progress_fn(pb: &ProgressBar) -> ProgressFn {
+    let pb = pb.clone();
+    Arc::new(move |phase: &str, done: usize, total: usize| {
+        pb.set_message(phase.to_string());
+        pb.set_length(total as u64);
+        pb.set_position(done as u64);
+    })
+}
+
+/// Lines and megabytes parsed per second.
+pub(crate) fn parse_rate(t: &Traced) -> (f64, f64) {
+    let s = t.parse_time.as_secs_f64().max(1e-9);
+    (t.capture.lines as f64 / s, t.capture.bytes as f64 / s / 1e6)
+}
+
+pub(crate) fn first_json(r: &TraceReport, replay: Option<&str>) -> Value {
+    match &r.first {
+        None => Value::Null,
+        Some(f) => json!({
+            "crash_point": f.crash_point, "image": f.image, "image_desc": f.image_desc,
+            "after": f.after, "message": f.message, "blame": f.blame, "marks": f.marks,
+            "replay": replay,
+        }),
+    }
+}
+
+fn report_json(r: &TraceReport, t: &Traced, work: &Path, replay: Option<&str>) -> Value {
+    let (lps, mbps) = parse_rate(t);
+    json!({
+        "model": r.model.to_string(), "seed": r.seed, "work": work.display().to_string(),
+        "trace_lines": t.capture.lines, "trace_bytes": t.capture.bytes,
+        "parse_lines_per_s": lps, "parse_mb_per_s": mbps,
+        "ops": r.ops, "incomplete_calls": t.capture.incomplete,
+        "crash_points": r.crash_points, "images": r.images, "distinct_images": r.distinct_images,
+        "checker_runs": r.checker_runs, "violations": r.violations,
+        "explore_s": r.explore_time.as_secs_f64(), "check_s": r.check_time.as_secs_f64(),
+        "checks_per_s": r.checks_per_s(),
+        "first_violation": first_json(r, replay),
+    })
+}
+
+fn print_report(r: &TraceReport, t: &Traced, work: &Path, replay: Option<&str>) {
+    let (lps, mbps) = parse_rate(t);
+    println!(
+        "trace: {} lines ({:.1} MB) parsed in {:.1} ms ({:.0} lines/s, {:.0} MB/s); {} operations on the directory",
+        t.capture.lines,
+        t.capture.bytes as f64 / 1e6,
+        t.parse_time.as_secs_f64() * 1e3,
+        lps,
+        mbps,
+        r.ops
+    );
+    for i in &t.capture.incomplete {
+        println!("  not replayed (the process died in it): {i}");
+    }
+    println!(
+        "model {}, seed {:#x}: {} crash points, {} images, {} distinct, {} checker runs, {} violations",
+        r.model, r.seed, r.crash_points, r.images, r.distinct_images, r.checker_runs, r.violations
+    );
+    println!(
+        "time: {:.2} s exploring in memory, {:.1} s in checkers ({:.1} checks/s)",
+        r.explore_time.as_secs_f64(),
+        r.check_time.as_secs_f64(),
+        r.checks_per_s()
+    );
+    if let Some(f) = &r.first {
+        println!(
+            "\nfirst violation: crash point {}, image {} ({})",
+            f.crash_point, f.image, f.image_desc
+        );
+        println!("  after: {}", f.after.as_deref().unwrap_or("the start"));
+        println!("  checker: {}", f.message.replace('\n', "\n           "));
+        println!(
+            "  marks before the crash: {}",
+            if f.marks.is_empty() {
+                "none".into()
+            } else {
+                f.marks.join(", ")
+            }
+        );
+        for b in &f.blame {
+            println!("  caused by the loss of: {b}");
+        }
+        if f.blame.is_empty() {
+            println!("  (no single lost call explains it)");
+        }
+        if let Some(c) = replay {
+            println!("  replay: {c}");
+        }
+    }
+    println!(
+        "work directory (snapshot, trace, marks): {}",
+        work.display()
+    );
+}
+
+fn replay(work: &Path, a: &TraceArgs, model: Model) -> Result<ExitCode> {
+    let (Some(k), Some(n), Some(out)) = (a.crash_point, a.image, &a.out) else {
+        bail!("--replay needs --crash-point K --image N --out DIR");
+    };
+    let traced = load_work(work)?;
+    let mut cfg = CheckConfig::new(model);
+    cfg.seed = a.seed;
+    let start = session::start_from_dir(model, &traced.snapshot)?;
+    let img = session::replay_capture_image(&start, &traced.capture, &cfg, k, n)?;
+    std::fs::create_dir(out).with_context(|| format!("creating {}", out.display()))?;
+    materialize(&img.image, out)?;
+    let marks = PathBuf::from(format!("{}.marks", out.display()));
+    let text: String = img.marks.iter().map(|m| format!("{m}\n")).collect();
+    std::fs::write(&marks, text).with_context(|| format!("writing {}", marks.display()))?;
+    println!(
+        "image {n} at crash point {k} ({}) written to {}; its marks in {}",
+        img.image_desc,
+        out.display(),
+        marks.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
