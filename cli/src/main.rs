@@ -484,7 +484,10 @@ impl AnyStore {
 }
 
 fn open_store(dir: &Path, cfg: Config, create: bool, guest: bool) -> Result<AnyStore> {
-    let looks_like_store = dir.join("msgs").is_dir();
+    // a crash during a purge can leave purge.new/purge.old and no msgs/ (recovery finishes it)
+    let looks_like_store = ["msgs", "purge.new", "purge.old"]
+        .iter()
+        .any(|d| dir.join(d).is_dir());
     if !looks_like_store {
         match std::fs::read_dir(dir) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

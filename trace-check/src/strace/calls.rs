@@ -289,6 +289,13 @@ impl State<'_> {
         let t = self.table_of(c.pid);
         let Some(&e) = self.tables[t].get(&old) else {
             self.ofd_arg(c, 0)?; // an untracked descriptor under the root is an error
+                                 // a copy of a descriptor the trace never opened (stdout, a socket) replaces
+                                 // whatever the target number referred to
+            let dups = c.name.starts_with("dup")
+                || c.arg(1)?.atom().is_some_and(|a| a.starts_with("F_DUPFD"));
+            if dups && c.value != old {
+                self.close_fd(c.n, &c.text, c.pid, c.value);
+            }
             return Ok(());
         };
         let cmd = if c.name == "fcntl" {
