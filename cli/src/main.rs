@@ -61,6 +61,10 @@ enum Cmd {
         /// Seed of the random crash images.
         #[arg(long, default_value_t = 0x5eed)]
         seed: u64,
+        /// The same purge on the real nats-server and on seqstore's CLI, under strace
+        /// (`seqstore trace`), instead of the in-process table.
+        #[arg(long)]
+        nats: bool,
     },
     /// Run the crash matrix (every workload × sync policy × model) on the real store.
     Crashcheck {
@@ -211,7 +215,8 @@ fn main() -> ExitCode {
 
 fn run(cmd: Cmd) -> Result<ExitCode> {
     match cmd {
-        Cmd::Demo { json, seed } => demo(json, seed),
+        Cmd::Demo { json, seed, nats } if nats => trace::demo_nats(json, seed),
+        Cmd::Demo { json, seed, .. } => demo(json, seed),
         Cmd::Crashcheck {
             workload,
             model,

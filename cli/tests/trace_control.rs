@@ -52,13 +52,24 @@ fn traced(ablation: Ablation, model: Model) -> Value {
     let s = scripts();
     let out = Command::new(bin())
         .env("SEQSTORE_BIN", bin())
-        .args(["trace", "--json", "--jobs", "2", "--model", &model.to_string()])
+        .args([
+            "trace",
+            "--json",
+            "--jobs",
+            "2",
+            "--model",
+            &model.to_string(),
+        ])
         .arg("--dir")
         .arg(&dir)
         .arg("--work")
         .arg(t.path().join("work"))
         .arg("--check")
-        .arg(format!("{} {}", python(), s.join("check_seqstore.py").display()))
+        .arg(format!(
+            "{} {}",
+            python(),
+            s.join("check_seqstore.py").display()
+        ))
         .arg("--")
         .arg("sh")
         .arg(s.join("seqstore_workload.sh"))
@@ -68,9 +79,8 @@ fn traced(ablation: Ablation, model: Model) -> Value {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("{e}: {stdout} {}", String::from_utf8_lossy(&out.stderr))
-    });
+    let v: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&out.stderr)));
     let violations = v["violations"].as_u64().unwrap();
     assert_eq!(out.status.success(), violations == 0, "{v}");
     v
@@ -94,7 +104,10 @@ fn the_traced_cli_and_the_in_process_explorer_agree_per_ablation() {
         if spec.ablation == Ablation::NoTombstoneSync {
             // the purge's tombstone is lost: the store comes back empty at 0,0
             let f = &v["first_violation"];
-            assert!(f["message"].as_str().unwrap().contains("first=0 last=0"), "{f}");
+            assert!(
+                f["message"].as_str().unwrap().contains("first=0 last=0"),
+                "{f}"
+            );
             let blame = f["blame"][0].as_str().unwrap();
             assert!(blame.contains("2.blk"), "{blame}");
         }

@@ -8,6 +8,11 @@ pub mod replay;
 pub mod strace;
 
 pub use error::Error;
+
+/// The first `max` characters of `s`, with `…` if cut (for one-line reports).
+pub fn error_shorten(s: &str, max: usize) -> String {
+    error::shorten(s, max)
+}
 pub mod capture;
 pub mod check;
 pub mod session;

@@ -28,6 +28,8 @@ pub struct OpenFlags {
     pub directory: bool,
     /// `O_PATH`: a handle for `*at` calls only, no file access.
     pub path_only: bool,
+    /// `O_SYNC`/`O_DSYNC`: every write is durable when it returns (a write then an fsync).
+    pub sync: bool,
 }
 
 /// Where a write lands.

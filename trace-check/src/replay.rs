@@ -13,7 +13,8 @@ use std::io;
 use store_core::{Fs, FsFile, OpenOptions};
 
 enum Handle {
-    File(FaultFile),
+    /// A file, and whether it was opened `O_SYNC`/`O_DSYNC`.
+    File(FaultFile, bool),
     Dir(String),
     /// `O_PATH`: nothing to replay through it.
     PathOnly,
@@ -69,7 +70,7 @@ impl Replayer {
 
     fn file(&self, ofd: Ofd) -> io::Result<&FaultFile> {
         match self.handles.get(&ofd) {
-            Some(Handle::File(f)) => Ok(f),
+            Some(Handle::File(f, _)) => Ok(f),
             _ => Err(io::Error::other(format!(
                 "description {ofd} is not an open file"
             ))),
@@ -91,12 +92,19 @@ impl Replayer {
                 self.handles.remove(ofd);
             }
             Op::Write { ofd, at, data } => {
-                let f = self.file(*ofd)?;
+                let Some(Handle::File(f, sync)) = self.handles.get(ofd) else {
+                    return Err(io::Error::other(format!(
+                        "write to description {ofd}, not an open file"
+                    )));
+                };
                 let off = match at {
                     WriteAt::Offset(o) => *o,
                     WriteAt::Append => f.len()?,
                 };
                 f.write_all_at(data, off)?;
+                if *sync {
+                    f.sync_data()?; // O_SYNC: durable when the write returns
+                }
             }
             Op::SetLen { ofd, len } => self.file(*ofd)?.set_len(*len)?,
             Op::TruncatePath { path, len } => {
@@ -110,7 +118,7 @@ impl Replayer {
                 len,
             } => fallocate(self.file(*ofd)?, *mode, *offset, *len)?,
             Op::Fsync { ofd } => match self.handles.get(ofd) {
-                Some(Handle::File(f)) => f.sync_all()?,
+                Some(Handle::File(f, _)) => f.sync_all()?,
                 Some(Handle::Dir(p)) => fs.sync_dir(p)?,
                 _ => {
                     return Err(io::Error::other(format!(
@@ -181,7 +189,7 @@ fn open(fs: &FaultFs, path: &str, flags: &OpenFlags) -> io::Result<Handle> {
         .create(flags.create && !flags.excl)
         .create_new(flags.create && flags.excl)
         .truncate(flags.trunc);
-    Ok(Handle::File(fs.open(path, opts)?))
+    Ok(Handle::File(fs.open(path, opts)?, flags.sync))
 }
 
 fn fallocate(f: &FaultFile, mode: Falloc, offset: u64, len: u64) -> io::Result<()> {

@@ -93,6 +93,18 @@ pub struct FirstViolation {
     pub marks: Vec<String>,
 }
 
+/// Violating images grouped by the last mark written before their crash point (which phase
+/// of the workload they crashed in).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MarkGroup {
+    /// The last mark before the crash (`None`: before the first mark).
+    pub last_mark: Option<String>,
+    /// Distinct (image, marks) pairs the checker rejected in this phase.
+    pub violating: usize,
+    /// The checker's message for the first of them.
+    pub example: String,
+}
+
 /// What a check found.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceReport {
@@ -114,6 +126,8 @@ pub struct TraceReport {
     pub violations: usize,
     /// The first one.
     pub first: Option<FirstViolation>,
+    /// Violating distinct images by the last mark before the crash, in workload order.
+    pub by_last_mark: Vec<MarkGroup>,
     /// Time spent replaying and building images (all three passes).
     pub explore_time: Duration,
     /// Time spent in checkers (wall, parallel).
@@ -219,6 +233,7 @@ pub fn check_capture(
     // 2. check them in parallel
     let t1 = Instant::now();
     let verdicts = check_all(&pending, checker, cfg)?;
+    let by_last_mark = group_by_last_mark(&pending, &verdicts);
     let mut check_time = t1.elapsed();
     // 3. the explorer's count and blame, with the verdicts as its checker
     let t2 = Instant::now();
@@ -297,9 +312,33 @@ pub fn check_capture(
         checker_runs: pending.len() + extra.into_inner(),
         violations: report.violation_count,
         first,
+        by_last_mark,
         explore_time,
         check_time,
     })
+}
+
+fn group_by_last_mark(pending: &[Pending], verdicts: &[Verdict]) -> Vec<MarkGroup> {
+    let mut order: Vec<(usize, usize)> = (0..pending.len())
+        .map(|i| (pending[i].crash_point, i))
+        .collect();
+    order.sort_unstable();
+    let mut groups: Vec<MarkGroup> = Vec::new();
+    for (_, i) in order {
+        let Verdict::Violation(m) = &verdicts[i] else {
+            continue;
+        };
+        let last = pending[i].marks.last().cloned();
+        match groups.iter_mut().find(|g| g.last_mark == last) {
+            Some(g) => g.violating += 1,
+            None => groups.push(MarkGroup {
+                last_mark: last,
+                violating: 1,
+                example: m.clone(),
+            }),
+        }
+    }
+    groups
 }
 
 /// Runs the checker on every pending image, `cfg.jobs` at a time.

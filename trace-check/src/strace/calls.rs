@@ -245,6 +245,7 @@ impl State<'_> {
             append: has("O_APPEND"),
             directory: has("O_DIRECTORY"),
             path_only: has("O_PATH"),
+            sync: has("O_SYNC") || has("O_DSYNC"),
         };
         let rel = self.rel(&abs);
         if rel.is_some() && has("O_DIRECT") {
