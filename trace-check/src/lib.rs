@@ -15,4 +15,5 @@ pub fn error_shorten(s: &str, max: usize) -> String {
 }
 pub mod capture;
 pub mod check;
+pub mod fuzz;
 pub mod session;

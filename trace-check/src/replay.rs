@@ -195,10 +195,21 @@ fn open(fs: &FaultFs, path: &str, flags: &OpenFlags) -> io::Result<Handle> {
 fn fallocate(f: &FaultFile, mode: Falloc, offset: u64, len: u64) -> io::Result<()> {
     let size = f.len()?;
     let end = offset.saturating_add(len);
+    // zeros written 1 MiB at a time, at most 64 MiB per call (a larger hole punch or zero
+    // range is refused rather than held in memory)
     let zero = |from: u64, to: u64| -> io::Result<()> {
-        if to > from {
-            let n = usize::try_from(to - from).map_err(io::Error::other)?;
-            f.write_all_at(&vec![0; n], from)?;
+        if to.saturating_sub(from) > 64 << 20 {
+            return Err(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                "fallocate zero range above 64 MiB",
+            ));
+        }
+        let chunk = vec![0u8; 1 << 20];
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(chunk.len() as u64) as usize;
+            f.write_all_at(&chunk[..n], at)?;
+            at += n as u64;
         }
         Ok(())
     };

@@ -94,14 +94,14 @@ pub struct FirstViolation {
 }
 
 /// Violating images grouped by the last mark written before their crash point (which phase
-/// of the workload they crashed in).
+/// of the workload they crashed in) and the checker's message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MarkGroup {
     /// The last mark before the crash (`None`: before the first mark).
     pub last_mark: Option<String>,
-    /// Distinct (image, marks) pairs the checker rejected in this phase.
+    /// Distinct (image, marks) pairs the checker rejected in this phase with this message.
     pub violating: usize,
-    /// The checker's message for the first of them.
+    /// The checker's message.
     pub example: String,
 }
 
@@ -126,7 +126,8 @@ pub struct TraceReport {
     pub violations: usize,
     /// The first one.
     pub first: Option<FirstViolation>,
-    /// Violating distinct images by the last mark before the crash, in workload order.
+    /// Violating distinct images by the last mark before the crash and the checker's
+    /// message, in workload order.
     pub by_last_mark: Vec<MarkGroup>,
     /// Time spent replaying and building images (all three passes).
     pub explore_time: Duration,
@@ -329,7 +330,10 @@ fn group_by_last_mark(pending: &[Pending], verdicts: &[Verdict]) -> Vec<MarkGrou
             continue;
         };
         let last = pending[i].marks.last().cloned();
-        match groups.iter_mut().find(|g| g.last_mark == last) {
+        match groups
+            .iter_mut()
+            .find(|g| g.last_mark == last && &g.example == m)
+        {
             Some(g) => g.violating += 1,
             None => groups.push(MarkGroup {
                 last_mark: last,

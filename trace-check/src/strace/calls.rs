@@ -397,7 +397,7 @@ impl State<'_> {
         if explicit.is_none() {
             o.pos = match at {
                 WriteAt::Append => None,
-                WriteAt::Offset(p) => Some(p + data.len() as u64),
+                WriteAt::Offset(p) => Some(p.saturating_add(data.len() as u64)),
             };
         }
         let (marks, under) = (o.marks, o.rel.is_some());
@@ -413,7 +413,7 @@ impl State<'_> {
     fn advance(&mut self, c: &Call<'_>) -> Result<(), Error> {
         if let Some(ofd) = self.ofd_arg(c, 0)? {
             let o = &mut self.ofds[ofd as usize];
-            o.pos = o.pos.map(|p| p + c.value as u64);
+            o.pos = o.pos.map(|p| p.saturating_add(c.value as u64));
         }
         Ok(())
     }

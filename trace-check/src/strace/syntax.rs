@@ -141,7 +141,9 @@ pub(crate) fn line(l: &str) -> Result<Line<'_>, SyntaxError> {
         return bad("no `(` after the call name");
     };
     let name = &body[..open];
-    if name.is_empty() || !name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
+    // `???` is strace's name for a call it could not identify (a process killed on entry)
+    let word = !name.is_empty() && name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_');
+    if !word && name != "???" {
         return bad(format!("not a call name: {name:?}"));
     }
     let after = &body[open + 1..];
@@ -461,6 +463,10 @@ mod tests {
             }
         );
         assert_eq!(line("7 +++ killed by SIGKILL +++").unwrap(), Line::Other);
+        assert!(matches!(
+            line("7 ???( <unfinished ...>").unwrap(),
+            Line::Unfinished { name: "???", .. }
+        ));
         assert_eq!(
             line("7 --- SIGCHLD {si_signo=SIGCHLD} ---").unwrap(),
             Line::Other
