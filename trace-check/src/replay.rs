@@ -128,6 +128,16 @@ impl Replayer {
             },
             Op::SyncAll => sync_all(fs, "")?,
             Op::SyncFileRange { .. } => {} // durable for nothing
+            Op::Mark(m) => journal.note(fs, m.clone()),
+            ns => self.namespace(fs, ns)?,
+        }
+        Ok(())
+    }
+
+    /// The namespace calls: mkdir, rmdir, unlink, rename (also out of the directory),
+    /// exchange, link.
+    fn namespace(&mut self, fs: &FaultFs, op: &Op) -> io::Result<()> {
+        match op {
             Op::Mkdir { path } => fs.create_dir(path)?,
             Op::Rmdir { path } => {
                 if !fs.read_dir(path)?.is_empty() {
@@ -148,7 +158,7 @@ impl Replayer {
             }
             Op::Exchange { a, b } => fs.exchange(a, b)?,
             Op::Link { from, to } => fs.hard_link(from, to)?,
-            Op::Mark(m) => journal.note(fs, m.clone()),
+            _ => return Err(io::Error::other("not a namespace operation")),
         }
         Ok(())
     }

@@ -205,9 +205,53 @@ pub fn check_capture(
     }
     let t0 = Instant::now();
     // 1. collect the distinct (image, marks) pairs
+    let (pending, keys) = collect(start, cap, &ecfg, cfg)?;
+    let distinct_images = {
+        let mut h: Vec<u64> = keys.keys().map(|k| k.0).collect();
+        h.sort_unstable();
+        h.dedup();
+        h.len()
+    };
+    let explore1 = t0.elapsed();
+    // 2. check them in parallel
+    let t1 = Instant::now();
+    let verdicts = check_all(&pending, checker, cfg)?;
+    let by_last_mark = group_by_last_mark(&pending, &verdicts);
+    let check1 = t1.elapsed();
+    // 3. the explorer's count and blame, with the verdicts as its checker
+    let t2 = Instant::now();
+    let fin = final_pass(start, cap, &ecfg, checker, &keys, &verdicts)?;
+    let report = &fin.report;
+    let first = report
+        .violations
+        .first()
+        .map(|v| first_violation(v, cap, &fin.origin, fin.first_marks.clone()));
+    Ok(TraceReport {
+        model: cfg.model,
+        seed: cfg.seed,
+        ops: cap.ops.len(),
+        crash_points: report.crash_points,
+        images: report.images,
+        distinct_images,
+        checker_runs: pending.len() + fin.extra_runs,
+        violations: report.violation_count,
+        first,
+        by_last_mark,
+        explore_time: explore1 + t2.elapsed().saturating_sub(fin.extra_time),
+        check_time: check1 + fin.extra_time,
+    })
+}
+
+/// Pass 1: every distinct (image, marks) pair the exploration visits, and its index.
+fn collect(
+    start: &FaultFs,
+    cap: &Capture,
+    ecfg: &ExploreConfig,
+    cfg: &CheckConfig,
+) -> Result<(Vec<Pending>, HashMap<Key, usize>), Error> {
     let keys: Mutex<HashMap<Key, usize>> = Mutex::new(HashMap::new());
     let pending: Mutex<Vec<Pending>> = Mutex::new(Vec::new());
-    explore_capture(start, cap, &ecfg, |img, ctx| {
+    explore_capture(start, cap, ecfg, |img, ctx| {
         let key = (img.image_hash(), ctx.events.len());
         let mut k = keys.lock().unwrap_or_else(|e| e.into_inner());
         let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -222,22 +266,33 @@ pub fn check_capture(
         cfg.progress("explore: distinct images", p.len(), p.len());
         Ok(())
     })?;
-    let pending = pending.into_inner().unwrap_or_else(|e| e.into_inner());
-    let keys = keys.into_inner().unwrap_or_else(|e| e.into_inner());
-    let distinct_images = {
-        let mut h: Vec<u64> = keys.keys().map(|k| k.0).collect();
-        h.sort_unstable();
-        h.dedup();
-        h.len()
-    };
-    let explore1 = t0.elapsed();
-    // 2. check them in parallel
-    let t1 = Instant::now();
-    let verdicts = check_all(&pending, checker, cfg)?;
-    let by_last_mark = group_by_last_mark(&pending, &verdicts);
-    let mut check_time = t1.elapsed();
-    // 3. the explorer's count and blame, with the verdicts as its checker
-    let t2 = Instant::now();
+    Ok((
+        pending.into_inner().unwrap_or_else(|e| e.into_inner()),
+        keys.into_inner().unwrap_or_else(|e| e.into_inner()),
+    ))
+}
+
+/// What the third pass found.
+struct FinalPass {
+    report: fault_fs::Report,
+    origin: Vec<usize>,
+    /// Blame re-checks of images the exploration had not produced, and their time.
+    extra_runs: usize,
+    extra_time: Duration,
+    /// The marks of the first violation.
+    first_marks: Vec<String>,
+}
+
+/// Pass 3: the explorer again, with the verdicts as its checker: its count, first violation
+/// and blame (an image not seen before, a blame variant, is checked on demand).
+fn final_pass(
+    start: &FaultFs,
+    cap: &Capture,
+    ecfg: &ExploreConfig,
+    checker: &dyn Checker,
+    keys: &HashMap<Key, usize>,
+    verdicts: &[Verdict],
+) -> Result<FinalPass, Error> {
     let cache: Mutex<HashMap<Key, Verdict>> = Mutex::new(
         keys.iter()
             .map(|(k, &i)| (*k, verdicts[i].clone()))
@@ -247,39 +302,31 @@ pub fn check_capture(
     let extra_time = Mutex::new(Duration::ZERO);
     let infra: Mutex<Option<Error>> = Mutex::new(None);
     let first_marks: Mutex<Option<Vec<String>>> = Mutex::new(None);
-    let (report, origin) = explore_capture(start, cap, &ecfg, |img, ctx| {
+    let (report, origin) = explore_capture(start, cap, ecfg, |img, ctx| {
         let key = (img.image_hash(), ctx.events.len());
         let known = cache
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
             .cloned();
-        let v = match known {
-            Some(v) => v,
-            None => {
-                // a blame re-check: an image the exploration itself did not produce
-                let t = Instant::now();
-                let v = check_image(checker, img, ctx.events, ctx.crash_point);
-                *extra_time.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed();
-                extra.fetch_add(1, Ordering::Relaxed);
-                match v {
-                    Ok(v) => {
-                        cache
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(key, v.clone());
-                        v
-                    }
-                    Err(e) => {
-                        infra
-                            .lock()
-                            .unwrap_or_else(|x| x.into_inner())
-                            .get_or_insert(e);
-                        Verdict::Consistent
-                    }
-                }
-            }
-        };
+        let v = known.unwrap_or_else(|| {
+            let t = Instant::now();
+            let v = check_image(checker, img, ctx.events, ctx.crash_point);
+            *extra_time.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed();
+            extra.fetch_add(1, Ordering::Relaxed);
+            let v = v.unwrap_or_else(|e| {
+                infra
+                    .lock()
+                    .unwrap_or_else(|x| x.into_inner())
+                    .get_or_insert(e);
+                Verdict::Consistent
+            });
+            cache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, v.clone());
+            v
+        });
         match v {
             Verdict::Consistent => Ok(()),
             Verdict::Violation(m) => {
@@ -292,30 +339,15 @@ pub fn check_capture(
     if let Some(e) = infra.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }
-    let extra_t = extra_time.into_inner().unwrap_or_else(|e| e.into_inner());
-    check_time += extra_t;
-    let explore_time = explore1 + t2.elapsed().saturating_sub(extra_t);
-    let marks = first_marks
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .unwrap_or_default();
-    let first = report
-        .violations
-        .first()
-        .map(|v| first_violation(v, cap, &origin, marks));
-    Ok(TraceReport {
-        model: cfg.model,
-        seed: cfg.seed,
-        ops: cap.ops.len(),
-        crash_points: report.crash_points,
-        images: report.images,
-        distinct_images,
-        checker_runs: pending.len() + extra.into_inner(),
-        violations: report.violation_count,
-        first,
-        by_last_mark,
-        explore_time,
-        check_time,
+    Ok(FinalPass {
+        report,
+        origin,
+        extra_runs: extra.into_inner(),
+        extra_time: extra_time.into_inner().unwrap_or_else(|e| e.into_inner()),
+        first_marks: first_marks
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_default(),
     })
 }
 
