@@ -110,7 +110,7 @@ pub(crate) fn run(a: TraceArgs) -> Result<ExitCode> {
     pb.finish_and_clear();
     let replay = report.first.as_ref().map(|f| {
         format!(
-            "seqstore trace --replay {} --model {model} --seed {:#x} --crash-point {} --image {} --out IMAGE_DIR",
+            "seqstore trace --replay {} --model {model} --seed {} --crash-point {} --image {} --out IMAGE_DIR",
             work.display(),
             a.seed,
             f.crash_point,

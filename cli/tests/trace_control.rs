@@ -44,8 +44,9 @@ fn have_strace() -> bool {
     false
 }
 
-/// `seqstore trace --json` of the CLI workload with `ablation`.
-fn traced(ablation: Ablation, model: Model) -> Value {
+/// `seqstore trace --json` of the CLI workload with `ablation`, and the directory holding its
+/// work directory (for `--replay`).
+fn traced(ablation: Ablation, model: Model) -> (Value, tempfile::TempDir) {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("store");
     std::fs::create_dir(&dir).unwrap();
@@ -83,7 +84,37 @@ fn traced(ablation: Ablation, model: Model) -> Value {
         .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&out.stderr)));
     let violations = v["violations"].as_u64().unwrap();
     assert_eq!(out.status.success(), violations == 0, "{v}");
-    v
+    (v, t)
+}
+
+/// The report's `--replay` command, run as printed, writes the image and its marks, and the
+/// checker rejects that image again.
+fn replay_shows_the_violation(f: &Value) {
+    let cmd = f["replay"].as_str().unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("image");
+    let argv: Vec<String> = cmd
+        .split(' ')
+        .skip(1)
+        .map(|a| {
+            if a == "IMAGE_DIR" {
+                out.display().to_string()
+            } else {
+                a.to_string()
+            }
+        })
+        .collect();
+    let st = Command::new(bin()).args(&argv).status().unwrap();
+    assert!(st.success(), "{cmd}");
+    let check = Command::new(python())
+        .arg(scripts().join("check_seqstore.py"))
+        .env("SEQSTORE_BIN", bin())
+        .env("IMAGE_DIR", &out)
+        .env("MARKS_FILE", format!("{}.marks", out.display()))
+        .output()
+        .unwrap();
+    assert!(!check.status.success(), "the replayed image passes: {cmd}");
+    assert!(String::from_utf8_lossy(&check.stdout).contains("first=0 last=0"));
 }
 
 #[test]
@@ -93,7 +124,7 @@ fn the_traced_cli_and_the_in_process_explorer_agree_per_ablation() {
     }
     for spec in demo_cells(0x5eed) {
         let inproc = run_cell(&Native, &spec, None).report.violation_count;
-        let v = traced(spec.ablation, spec.model);
+        let (v, _work) = traced(spec.ablation, spec.model);
         let n = v["violations"].as_u64().unwrap();
         eprintln!(
             "{} {}: traced {n} violations in {} images, in-process {inproc}",
@@ -110,6 +141,7 @@ fn the_traced_cli_and_the_in_process_explorer_agree_per_ablation() {
             );
             let blame = f["blame"][0].as_str().unwrap();
             assert!(blame.contains("2.blk"), "{blame}");
+            replay_shows_the_violation(f);
         }
     }
 }
