@@ -35,8 +35,8 @@ pub(crate) struct TraceArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
-    /// Seed of the random crash images.
-    #[arg(long, default_value_t = 0x5eed)]
+    /// Seed of the random crash images (decimal or 0x hex).
+    #[arg(long, default_value_t = 0x5eed, value_parser = parse_seed)]
     seed: u64,
     /// Where the snapshot, trace and marks are kept (default: a new directory under the
     /// system's temporary directory, kept for --replay).
@@ -58,6 +58,15 @@ pub(crate) struct TraceArgs {
     /// The workload command.
     #[arg(last = true)]
     workload: Vec<String>,
+}
+
+/// A seed in decimal or `0x` hex (reports print it in hex).
+fn parse_seed(s: &str) -> Result<u64, String> {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    }
+    .map_err(|e| format!("{s:?}: {e}"))
 }
 
 /// The store commands' configuration: the default, with `--ablation` applied.

@@ -60,12 +60,19 @@ async def check(js):
 
 async def main():
     log = os.path.join(os.path.dirname(image), "nats.log")
-    proc, port = nc.start(image, log=log)
-    try:
+    # a free port is picked per job; another job may take it first: retry on a new one
+    for _ in range(5):
+        proc, port = nc.start(image, log=log)
         conn = await nc.connect(proc, port)
-        if conn is None:
-            tail = open(log).read()[-400:] if os.path.exists(log) else ""
+        if conn is not None:
+            break
+        nc.kill(proc)
+        tail = open(log).read()[-400:] if os.path.exists(log) else ""
+        if "address already in use" not in tail:
             fail(f"nats-server did not start on the image: {tail}")
+    else:
+        fail("nats-server found no free port in 5 tries")
+    try:
         await check(conn.jetstream())
         await conn.close()
     finally:
