@@ -2,6 +2,7 @@
 on a store directory and a free port, connect with nats-py, stop it with SIGKILL."""
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,6 +36,7 @@ def start(store_dir, sync_always=False, log=None):
         f.write(f'listen: "127.0.0.1:{port}"\njetstream {{\n  store_dir: "{store_dir}"{sync}\n}}\n')
     out = open(log, "w") if log else subprocess.DEVNULL
     proc = subprocess.Popen([server_bin(), "-c", conf], stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+    proc.conf_dir = conf_dir  # removed by kill()
     return proc, port
 
 
@@ -77,3 +79,4 @@ def kill(proc):
     except ProcessLookupError:
         pass
     proc.wait()
+    shutil.rmtree(getattr(proc, "conf_dir", ""), ignore_errors=True)
