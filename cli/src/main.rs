@@ -17,6 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use store_core::{Ablation, Config, Store, StoredMsg, SyncPolicy};
 
+mod trace;
+
 #[derive(Parser)]
 #[command(
     name = "seqstore",
@@ -44,6 +46,10 @@ struct DirArg {
     /// given only this directory), on the same files.
     #[arg(long)]
     guest: bool,
+    /// Remove an fsync on purpose (full, no-tombstone-sync, no-dir-sync, skip:<site>): the
+    /// negative control of `seqstore trace`. Off (full) by default.
+    #[arg(long, default_value = "full")]
+    ablation: String,
 }
 
 #[derive(Subcommand)]
@@ -57,6 +63,10 @@ enum Cmd {
         /// Seed of the random crash images.
         #[arg(long, default_value_t = 0x5eed)]
         seed: u64,
+        /// The same purge on the real nats-server and on seqstore's CLI, under strace
+        /// (`seqstore trace`), instead of the in-process table.
+        #[arg(long)]
+        nats: bool,
     },
     /// Run the crash matrix (every workload × sync policy × model) on the real store.
     Crashcheck {
@@ -188,6 +198,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Crash-check any program from its syscall trace (strace): every crash image the model
+    /// allows is checked by CHECK.
+    Trace(trace::TraceArgs),
     /// Print every message.
     Dump {
         #[command(flatten)]
@@ -217,7 +230,8 @@ fn main() -> ExitCode {
 
 fn run(cmd: Cmd) -> Result<ExitCode> {
     match cmd {
-        Cmd::Demo { json, seed } => demo(json, seed),
+        Cmd::Demo { json, seed, nats } if nats => trace::demo_nats(json, seed),
+        Cmd::Demo { json, seed, .. } => demo(json, seed),
         Cmd::Crashcheck {
             workload,
             model,
@@ -264,6 +278,7 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
         }
         Cmd::Verify { dir, json } => verify(&dir.dir, json),
         Cmd::Bench { quick, json, dir } => bench(quick, json, dir),
+        Cmd::Trace(args) => trace::run(args),
         other => store_op(other),
     }
 }
@@ -525,7 +540,10 @@ impl AnyStore {
 }
 
 fn open_store(dir: &Path, cfg: Config, create: bool, guest: bool) -> Result<AnyStore> {
-    let looks_like_store = dir.join("msgs").is_dir();
+    // a crash during a purge can leave purge.new/purge.old and no msgs/ (recovery finishes it)
+    let looks_like_store = ["msgs", "purge.new", "purge.old"]
+        .iter()
+        .any(|d| dir.join(d).is_dir());
     if !looks_like_store {
         match std::fs::read_dir(dir) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -596,7 +614,7 @@ fn print_msg(m: &StoredMsg, as_json: bool) {
 }
 
 fn store_op(cmd: Cmd) -> Result<ExitCode> {
-    let cfg = Config::default();
+    let cfg = trace::store_config(&cmd)?;
     match cmd {
         Cmd::Append {
             dir,
@@ -716,7 +734,11 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
             }
             s.close()?;
         }
-        Cmd::Demo { .. } | Cmd::Crashcheck { .. } | Cmd::Verify { .. } | Cmd::Bench { .. } => {
+        Cmd::Demo { .. }
+        | Cmd::Crashcheck { .. }
+        | Cmd::Verify { .. }
+        | Cmd::Bench { .. }
+        | Cmd::Trace(_) => {
             unreachable!("handled by run")
         }
     }

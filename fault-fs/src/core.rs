@@ -77,6 +77,15 @@ pub(crate) enum NsOp {
     Link { dir: Ino, name: String, ino: Ino },
     /// A remove_file, or the top entry of a remove_dir_all.
     Unlink { dir: Ino, name: String, ino: Ino },
+    /// `renameat2(RENAME_EXCHANGE)`: the two names swap their inodes atomically.
+    Exchange {
+        a_dir: Ino,
+        a_name: String,
+        a_ino: Ino,
+        b_dir: Ino,
+        b_name: String,
+        b_ino: Ino,
+    },
     /// An atomic move of `ino`, replacing whatever the target name held.
     Rename {
         from_dir: Ino,
@@ -92,26 +101,36 @@ impl NsOp {
         match self {
             NsOp::Link { dir, .. } | NsOp::Unlink { dir, .. } => [Some(*dir), None],
             NsOp::Rename {
-                from_dir, to_dir, ..
-            } => {
-                if from_dir == to_dir {
-                    [Some(*from_dir), None]
+                from_dir: a_dir,
+                to_dir: b_dir,
+                ..
+            }
+            | NsOp::Exchange { a_dir, b_dir, .. } => {
+                if a_dir == b_dir {
+                    [Some(*a_dir), None]
                 } else {
-                    [Some(*from_dir), Some(*to_dir)]
+                    [Some(*a_dir), Some(*b_dir)]
                 }
             }
         }
     }
 
-    pub(crate) fn inodes(&self) -> [Ino; 3] {
+    pub(crate) fn inodes(&self) -> [Ino; 4] {
         match self {
-            NsOp::Link { dir, ino, .. } | NsOp::Unlink { dir, ino, .. } => [*dir, *ino, *ino],
+            NsOp::Link { dir, ino, .. } | NsOp::Unlink { dir, ino, .. } => [*dir, *ino, *ino, *ino],
             NsOp::Rename {
                 from_dir,
                 to_dir,
                 ino,
                 ..
-            } => [*from_dir, *to_dir, *ino],
+            } => [*from_dir, *to_dir, *ino, *ino],
+            NsOp::Exchange {
+                a_dir,
+                a_ino,
+                b_dir,
+                b_ino,
+                ..
+            } => [*a_dir, *b_dir, *a_ino, *b_ino],
         }
     }
 }
@@ -380,6 +399,29 @@ impl<'a> NsView<'a> {
     ///   may not move into itself or below itself.
     pub(crate) fn apply(&mut self, op: &NsOp) -> bool {
         match op {
+            NsOp::Exchange {
+                a_dir,
+                a_name,
+                a_ino,
+                b_dir,
+                b_name,
+                b_ino,
+            } => {
+                // both names must still refer to the inodes that were swapped
+                let holds = |v: &Self, d: &Ino, n: &String, i: &Ino| {
+                    v.entries(*d).and_then(|e| e.get(n)) == Some(i)
+                };
+                if !holds(self, a_dir, a_name, a_ino) || !holds(self, b_dir, b_name, b_ino) {
+                    return false;
+                }
+                if let Some(e) = self.entries_mut(*a_dir) {
+                    e.insert(a_name.clone(), *b_ino);
+                }
+                if let Some(e) = self.entries_mut(*b_dir) {
+                    e.insert(b_name.clone(), *a_ino);
+                }
+                true
+            }
             NsOp::Link { dir, name, ino } => {
                 match self.entries(*dir) {
                     Some(e) if !e.contains_key(name) => {}

@@ -944,3 +944,84 @@ fn _assert_send_sync() {
     is::<FaultFs>();
     is::<FaultFile>();
 }
+
+/// Namespace operations beyond the `Fs` trait, for replaying programs that use them (the
+/// syscall-trace checker of `trace-check/`): hard links and `RENAME_EXCHANGE`. Both are
+/// namespace operations like a create or a rename: durable at once under Ordered, waiting for
+/// a `sync_dir` of their parent(s) under Posix, undone whole by a crash that loses them.
+impl FaultFs {
+    /// `link(from, to)`: a second name for the file `from`. Fails as Linux does: `NotFound`
+    /// without `from`, `AlreadyExists` if `to` exists, `PermissionDenied` (EPERM) for a
+    /// directory.
+    #[track_caller]
+    pub fn hard_link(&self, from: &str, to: &str) -> io::Result<()> {
+        let loc = Location::caller();
+        self.op(OpKind::HardLink, from, Some(to), OpArg::None, loc, |cx| {
+            cx.check_injected()?;
+            let ino = cx.core().walk(&components(from)?)?;
+            if cx.core().is_dir(ino) {
+                return Err(err(ErrorKind::PermissionDenied, "hard link to a directory"));
+            }
+            let tc = components(to)?;
+            let Some((name, parent_comps)) = tc.split_last() else {
+                return Err(err(ErrorKind::AlreadyExists, "the root exists"));
+            };
+            let dir = cx.core().walk_dir(parent_comps)?;
+            if cx.core().live_entries(dir)?.contains_key(*name) {
+                return Err(err(ErrorKind::AlreadyExists, "entry exists"));
+            }
+            cx.core_mut()
+                .live_entries_mut(dir)?
+                .insert(name.to_string(), ino);
+            cx.log_ns(NsOp::Link {
+                dir,
+                name: name.to_string(),
+                ino,
+            });
+            Ok(())
+        })
+    }
+
+    /// `renameat2(a, b, RENAME_EXCHANGE)`: the two existing names swap what they refer to,
+    /// atomically (an image shows both swapped or neither). `NotFound` if either is missing,
+    /// `InvalidInput` if one is an ancestor of the other.
+    #[track_caller]
+    pub fn exchange(&self, a: &str, b: &str) -> io::Result<()> {
+        let loc = Location::caller();
+        self.op(OpKind::Exchange, a, Some(b), OpArg::None, loc, |cx| {
+            cx.check_injected()?;
+            let (ac, bc) = (components(a)?, components(b)?);
+            let (Some((an, ap)), Some((bn, bp))) = (ac.split_last(), bc.split_last()) else {
+                return Err(err(ErrorKind::InvalidInput, "the root cannot be exchanged"));
+            };
+            let below = |x: &[&str], y: &[&str]| y.len() > x.len() && y[..x.len()] == x[..];
+            if below(&ac, &bc) || below(&bc, &ac) {
+                return Err(err(ErrorKind::InvalidInput, "one name is below the other"));
+            }
+            let core = cx.core();
+            let (a_dir, b_dir) = (core.walk_dir(ap)?, core.walk_dir(bp)?);
+            let get = |d: Ino, n: &str| -> io::Result<Ino> {
+                core.live_entries(d)?
+                    .get(n)
+                    .copied()
+                    .ok_or_else(|| err(ErrorKind::NotFound, "no such file"))
+            };
+            let (a_ino, b_ino) = (get(a_dir, an)?, get(b_dir, bn)?);
+            if a_ino == b_ino {
+                return Ok(());
+            }
+            let core = cx.core_mut();
+            core.live_entries_mut(a_dir)?.insert(an.to_string(), b_ino);
+            core.live_entries_mut(b_dir)?.insert(bn.to_string(), a_ino);
+            cx.log_ns(NsOp::Exchange {
+                a_dir,
+                a_name: an.to_string(),
+                a_ino,
+                b_dir,
+                b_name: bn.to_string(),
+                b_ino,
+            });
+            Ok(())
+        })
+    }
+}

@@ -159,8 +159,14 @@
 //! it crashes the recovery itself at every operation boundary: the images it checks are the
 //! "crash during recovery" states.
 //!
+//! # Beyond the `Fs` trait
+//! For replaying real programs' syscalls (`trace-check/`): [`FaultFs::from_dir`] loads a real
+//! directory with everything in it durable; [`FaultFs::hard_link`] (`link(2)`) and
+//! [`FaultFs::exchange`] (`renameat2(RENAME_EXCHANGE)`) are namespace operations with the same
+//! rules as a create and a rename (an exchange is atomic: both names swapped or neither).
+//!
 //! # Not modelled
-//! Symlinks and hard links, permissions and timestamps; `close` is not a sync (dropping a handle
+//! Symlinks, permissions and timestamps; `close` is not a sync (dropping a handle
 //! changes nothing durable); `sync_all` and `sync_data` are the same (data and length, never the
 //! name); a torn `set_len`; a short write (an injected or capacity failure of a write has no
 //! effect at all). Directories are limited to 255-byte names (ENAMETOOLONG, as Linux), files to
@@ -180,6 +186,7 @@ mod core;
 mod data;
 mod explore;
 mod fs;
+mod host;
 mod image;
 mod rng;
 mod types;

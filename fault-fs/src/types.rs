@@ -206,6 +206,10 @@ pub enum OpKind {
     SyncData,
     /// `FsFile::sync_all`
     SyncAll,
+    /// [`FaultFs::hard_link`](crate::FaultFs::hard_link)
+    HardLink,
+    /// [`FaultFs::exchange`](crate::FaultFs::exchange)
+    Exchange,
 }
 
 impl OpKind {
@@ -231,6 +235,8 @@ impl fmt::Display for OpKind {
             OpKind::SetLen => "set_len",
             OpKind::SyncData => "sync_data",
             OpKind::SyncAll => "sync_all",
+            OpKind::HardLink => "hard_link",
+            OpKind::Exchange => "exchange",
         })
     }
 }
