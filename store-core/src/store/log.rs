@@ -14,18 +14,12 @@ impl<F: Fs> Store<F> {
         // the newest block is never cached (`prepare_read`); if it ever were, drop the copy
         // rather than let it go stale
         b.cache = None;
-        match b.file.write_all_at(&self.wbuf, b.len) {
-            Ok(()) => {
-                b.len += self.wbuf.len() as u64;
-                self.wbuf.clear();
-                Ok(())
-            }
-            Err(e) => {
-                // The file's tail is now unknown: stop writing until reopened.
-                self.poisoned = true;
-                Err(Error::io("write", b.path.clone(), e))
-            }
-        }
+        let r = b.file.write_all_at(&self.wbuf, b.len);
+        // on failure the file's tail is unknown: stop writing until reopened
+        poisoning(&mut self.poisoned, r, "write", &b.path)?;
+        b.len += self.wbuf.len() as u64;
+        self.wbuf.clear();
+        Ok(())
     }
 
     /// Starts block `last index + 1`. Its header goes into the write buffer with the first

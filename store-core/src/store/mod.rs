@@ -102,6 +102,18 @@ fn ioe<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
     r.map_err(|e| Error::io(op, path, e))
 }
 
+/// The one place a failed write, rename, removal, truncation or fsync poisons the store: the
+/// file or directory is then in a state the store does not know, so it refuses every write
+/// (`Error::Poisoned`) until reopened — and after a failed fsync a retry could report success
+/// without writing anything (fsyncgate). Takes the flag, not the store, so that a caller
+/// holding a block borrowed can still latch it.
+fn poisoning<T>(poisoned: &mut bool, r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
+    r.map_err(|e| {
+        *poisoned = true;
+        Error::io(op, path, e)
+    })
+}
+
 impl<F: Fs> Drop for Store<F> {
     fn drop(&mut self) {
         if !self.closed && !self.poisoned {

@@ -171,18 +171,14 @@ impl<F: Fs> Store<F> {
         )?;
         let mut buf = record::block_header(index).to_vec();
         let crc = encode(&mut buf, Kind::Floor, 0, l, ts, b"", b"", b"");
-        if let Err(e) = file.write_all_at(&buf, 0) {
-            self.poisoned = true;
-            return Err(Error::io("write", new_path, e));
-        }
+        let r = file.write_all_at(&buf, 0);
+        poisoning(&mut self.poisoned, r, "write", &new_path)?;
         // 2. fsync the tombstone: without it a crash after the swap finds an empty block and
         //    the stream comes back as 0,0 (the NATS bug).
         let tombstone_synced = !self.skip("purge.tombstone", false);
         if tombstone_synced {
-            if let Err(e) = file.sync_data() {
-                self.poisoned = true;
-                return Err(Error::io("sync_data", new_path, e));
-            }
+            let r = file.sync_data();
+            poisoning(&mut self.poisoned, r, "sync_data", &new_path)?;
         }
         // 3. make the block's name in purge.new durable: from now on, wherever purge.new is
         //    found (as purge.new, or already renamed to msgs), it holds the floor record.
@@ -192,10 +188,8 @@ impl<F: Fs> Store<F> {
         //    recovery completes the purge if purge.new is there with its floor block, else
         //    rolls it back (ARCHITECTURE.md lists every case).
         for (from, to) in [(MSGS_DIR, PURGE_OLD), (PURGE_NEW, MSGS_DIR)] {
-            if let Err(e) = self.fs.rename(from, to) {
-                self.poisoned = true;
-                return Err(Error::io("rename", from, e));
-            }
+            let r = self.fs.rename(from, to);
+            poisoning(&mut self.poisoned, r, "rename", from)?;
         }
         self.sync_dir("", "purge.swap-dir")?;
         // 5. memory: one block, nothing live, floor L

@@ -34,10 +34,8 @@ impl<F: Fs> Store<F> {
         for _ in 0..n {
             self.sync_inner(S_DROP)?;
             let path = self.blocks[0].path.clone();
-            if let Err(e) = self.fs.remove_file(&path) {
-                self.poisoned = true;
-                return Err(Error::io("remove_file", path, e));
-            }
+            let r = self.fs.remove_file(&path);
+            poisoning(&mut self.poisoned, r, "remove_file", &path)?;
             self.blocks.remove(0);
             self.msgs_dir_dirty = true;
         }
@@ -142,10 +140,8 @@ impl<F: Fs> Store<F> {
                 b.cache = None;
             }
         }
-        if let Err(err) = b.file.write_all_at(&erased, e.off as u64) {
-            self.poisoned = true;
-            return Err(Error::io("write", b.path.clone(), err));
-        }
+        let r = b.file.write_all_at(&erased, e.off as u64);
+        poisoning(&mut self.poisoned, r, "write", &b.path)?;
         if e.off as u64 + e.len as u64 == b.len {
             b.last_crc = crc;
         }

@@ -128,16 +128,10 @@ impl<F: Fs> Store<F> {
             return Ok(());
         }
         let b = &mut self.blocks[pos];
-        match b.file.sync_data() {
-            Ok(()) => {
-                b.dirty = false;
-                Ok(())
-            }
-            Err(e) => {
-                self.poisoned = true;
-                Err(Error::io("sync_data", b.path.clone(), e))
-            }
-        }
+        let r = b.file.sync_data();
+        poisoning(&mut self.poisoned, r, "sync_data", &b.path)?;
+        b.dirty = false;
+        Ok(())
     }
 
     /// Fsyncs a directory so its entries (creations, renames, removals) are durable.
@@ -146,13 +140,8 @@ impl<F: Fs> Store<F> {
         if self.skip(site, true) {
             return Ok(());
         }
-        match self.fs.sync_dir(path) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                self.poisoned = true;
-                Err(Error::io("sync_dir", path, e))
-            }
-        }
+        let r = self.fs.sync_dir(path);
+        poisoning(&mut self.poisoned, r, "sync_dir", path)
     }
 
     /// The common case of [`Self::sync_inner`] under `SyncPolicy::Always`: the buffer holds
@@ -182,17 +171,15 @@ impl<F: Fs> Store<F> {
                 newest.dirty = false;
                 Ok(true)
             }
+            // as `flush`: the file's tail is now unknown
             Err(WriteSyncError::Write(e)) => {
-                // as `flush`: the file's tail is now unknown
-                self.poisoned = true;
-                Err(Error::io("write", newest.path.clone(), e))
+                poisoning(&mut self.poisoned, Err(e), "write", &newest.path)
             }
             Err(WriteSyncError::Sync(e)) => {
                 // as `flush` then `sync_file`: written, and the sync failed (fsyncgate)
                 newest.len += self.wbuf.len() as u64;
                 self.wbuf.clear();
-                self.poisoned = true;
-                Err(Error::io("sync_data", newest.path.clone(), e))
+                poisoning(&mut self.poisoned, Err(e), "sync_data", &newest.path)
             }
         }
     }
@@ -211,10 +198,7 @@ impl<F: Fs> Store<F> {
         if !self.group_inflight.is_empty() && !self.skip(site.data, false) {
             // a leader's fsync of these may still be running: do not rely on it
             for (f, path) in &self.group_inflight {
-                if let Err(e) = f.sync_data() {
-                    self.poisoned = true;
-                    return Err(Error::io("sync_data", path.clone(), e));
-                }
+                poisoning(&mut self.poisoned, f.sync_data(), "sync_data", path)?;
             }
         }
         if self.msgs_dir_dirty {

@@ -125,18 +125,14 @@ impl<F: Fs> Store<F> {
             let new_pos = self.blocks.len() - 1;
             for pos in (cut_pos + 1..new_pos).rev() {
                 let path = self.blocks[pos].path.clone();
-                if let Err(e) = self.fs.remove_file(&path) {
-                    self.poisoned = true;
-                    return Err(Error::io("remove_file", path, e));
-                }
+                let r = self.fs.remove_file(&path);
+                poisoning(&mut self.poisoned, r, "remove_file", &path)?;
                 self.blocks.remove(pos);
             }
             let b = &mut self.blocks[cut_pos];
             b.cache = None;
-            if let Err(e) = b.file.set_len(off) {
-                self.poisoned = true;
-                return Err(Error::io("set_len", b.path.clone(), e));
-            }
+            let r = b.file.set_len(off);
+            poisoning(&mut self.poisoned, r, "set_len", &b.path)?;
             b.len = off;
             let entries = b.entries.as_mut().expect("loaded");
             entries.retain(|e| e.seq <= seq);
