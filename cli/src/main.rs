@@ -239,43 +239,35 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
             ablation,
             json,
             guest,
-            random: Some(n),
+            random,
             first,
             max_steps,
             shared,
-        } if workload == "all" => random::crashcheck_random(
-            random::Args {
-                workloads: n,
-                first,
-                max_steps,
-                seed,
-                model: model.as_deref(),
-                ablation: &ablation,
-                backend: if guest {
+        } => match random {
+            None => crashcheck(&workload, model.as_deref(), seed, &ablation, json, guest),
+            Some(_) if workload != "all" => {
+                bail!("--random explores random workloads: it takes no --workload")
+            }
+            Some(n) => {
+                let backend: &dyn Backend = if guest {
                     &Guest
                 } else if shared {
                     &crash_matrix::Shared
                 } else {
                     &Native
-                },
-            },
-            json,
-        ),
-        Cmd::Crashcheck {
-            workload,
-            model,
-            seed,
-            ablation,
-            json,
-            guest,
-            random,
-            ..
-        } => {
-            if random.is_some() {
-                bail!("--random explores random workloads: it takes no --workload");
+                };
+                let args = random::Args {
+                    workloads: n,
+                    first,
+                    max_steps,
+                    seed,
+                    model: model.as_deref(),
+                    ablation: &ablation,
+                    backend,
+                };
+                random::crashcheck_random(args, json)
             }
-            crashcheck(&workload, model.as_deref(), seed, &ablation, json, guest)
-        }
+        },
         Cmd::Verify { dir, json } => verify(&dir.dir, json),
         Cmd::Bench { quick, json, dir } => bench(quick, json, dir),
         Cmd::Trace(args) => trace::run(args),
