@@ -38,7 +38,9 @@ pub enum Ablation {
 }
 
 impl Ablation {
-    /// Every variant, in table order.
+    /// The rows of the demo's ablation table, in table order. The other switches (`Skip` of
+    /// one site, `MovePurgeBlocks`, `CompactEarlyReturn`) are the negative controls of
+    /// single tests.
     pub const ALL: [Ablation; 3] = [
         Ablation::Full,
         Ablation::NoTombstoneSync,

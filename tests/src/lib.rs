@@ -1241,7 +1241,7 @@ impl fmt::Display for CellResult {
     }
 }
 
-/// What the purge-proof issue expects of a demo cell (the seed scenario).
+/// What a demo cell (the seed scenario) must show for its ablation and model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Expected {
     /// Zero violations.
@@ -1281,7 +1281,7 @@ impl Expected {
 }
 
 // =================================================================================================
-// Robustness helpers (added for the robustness issue; additive only, nothing above uses them).
+// Robustness helpers: the bodies of the fuzz targets and what they share.
 //
 // The bodies of the fuzz targets live here so that two harnesses share them: cargo-fuzz (the
 // separate `fuzz/` workspace calls `crash_matrix::robust::fuzz_*`) and plain `cargo test`

@@ -1,5 +1,5 @@
 //! The headline: the purge keeps the sequence at every crash point, and each fsync is shown
-//! necessary by removing it (the expected ablation table of the purge-proof issue).
+//! necessary by removing it (the expected ablation table: `Expected::of`).
 
 use crash_matrix::*;
 
