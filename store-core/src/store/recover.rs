@@ -62,7 +62,6 @@ impl<F: Fs> Store<F> {
     /// Rebuilds the whole state from the blocks. Returns where a truncate left void records
     /// on disk (they are cleaned up by the caller), else `None`.
     pub(super) fn rebuild(&mut self, indexes: &[u64]) -> Result<Option<(usize, u64, usize)>> {
-        let strict = self.cfg.recovery == RecoveryMode::Strict;
         let mut rb = Rebuild::default();
         self.blocks.clear();
         self.subj_names.clear();
@@ -73,174 +72,183 @@ impl<F: Fs> Store<F> {
         self.num_subjects = 0;
         let mut memo = SubjMemo::new();
         let mut scan_buf = Vec::new();
-        let n = indexes.len();
         for (i, &index) in indexes.iter().enumerate() {
-            let path = block_path(MSGS_DIR, index);
-            let file = ioe(
-                self.fs
-                    .open(&path, OpenOptions::new().read(true).write(true)),
-                "open",
-                &path,
-            )?;
-            let mut flen = ioe(file.len(), "len", &path)?;
-            let mut h = [0u8; BLOCK_HEADER_LEN as usize];
-            let hn = (flen as usize).min(h.len());
-            ioe(file.read_exact_at(&mut h[..hn], 0), "read", &path)?;
-            if check_block_header(&path, &h[..hn], index)? == Header::Blank {
-                // The header never became durable, so nothing after it counts either.
-                let nonzero = flen > BLOCK_HEADER_LEN && !all_zero(&file, &path, flen)?;
-                if nonzero {
-                    if strict {
-                        return Err(Error::corrupt(path, 0, "data after a blank header"));
-                    }
-                    self.report.cuts.push(Cut {
-                        file: path.clone(),
-                        offset: 0,
-                        dropped: flen,
-                        reason: "block header missing".into(),
-                    });
-                }
-                ioe(self.fs.remove_file(&path), "remove_file", &path)?;
-                self.report.removed_blank.push(path);
-                continue;
+            let newest = i + 1 == indexes.len();
+            if let Some((file, path, flen)) = self.open_for_rebuild(index)? {
+                let b = self.rebuild_block(&mut rb, &mut memo, &mut scan_buf, file, path, flen)?;
+                self.finish_rebuilt_block(b, index, newest)?;
             }
-            let pos = self.blocks.len();
-            rb.replay.start_block();
-            let mut entries: Vec<Entry> = Vec::new();
-            let (mut block_max, mut last_crc) = (0u64, 0u32);
-            let mut skipped_here = Vec::new();
-            let end = {
-                let Store {
-                    blocks,
-                    subj_names,
-                    subj_ids,
-                    subj,
-                    report,
-                    ..
-                } = &mut *self;
-                scan_block_chunked(
-                    &file,
-                    &path,
-                    BLOCK_HEADER_LEN,
-                    flen,
-                    READ_CHUNK,
-                    &mut scan_buf,
-                    |off, r| {
-                        last_crc = r.crc;
-                        match r.kind {
-                            Kind::Msg => {
-                                if rb.replay.message(r.seq, r.ts) == Verdict::OutOfOrder {
-                                    report.out_of_order.push((path.clone(), off));
-                                    return Ok(());
-                                }
-                                let sid = memo.intern(subj_names, subj_ids, subj, r.subject);
-                                if entries.len() == entries.capacity() {
-                                    reserve_by_density(&mut entries, off + r.len as u64, flen);
-                                }
-                                entries.push(Entry {
-                                    seq: r.seq,
-                                    ts: r.ts,
-                                    off: off as u32,
-                                    len: r.len as u32,
-                                    subj: sid,
-                                    deleted: r.flags & FLAG_ERASED != 0,
-                                });
-                            }
-                            Kind::Tombstone => {
-                                let found = match entries.binary_search_by_key(&r.seq, |e| e.seq) {
-                                    Ok(i) => {
-                                        entries[i].deleted = true;
-                                        true
-                                    }
-                                    Err(_) => mark_in(blocks, r.seq),
-                                };
-                                rb.replay.tombstone(r.seq, r.ts, found);
-                            }
-                            Kind::Floor => rb.replay.floor(r.seq, r.ts),
-                            Kind::Truncate => {
-                                let s = r.seq;
-                                match rb.replay.truncate_verdict(s) {
-                                    Verdict::Apply => {}
-                                    Verdict::OutOfOrder => {
-                                        report.out_of_order.push((path.clone(), off));
-                                        return Ok(());
-                                    }
-                                    Verdict::Damaged(why) => {
-                                        return Err(Error::corrupt(path.clone(), off, why))
-                                    }
-                                }
-                                if rb.void_from.is_none() {
-                                    rb.void_from = first_void(blocks, s);
-                                    rb.truncate_block = pos;
-                                }
-                                rb.replay.truncate(s, r.ts);
-                            }
-                        }
-                        block_max = block_max.max(r.seq);
-                        Ok(())
-                    },
-                    |off, reason, seq| {
-                        skipped_here.push((off, reason.to_string(), seq));
-                        Ok(())
-                    },
-                )?
-            };
-            for (off, reason, _seq) in skipped_here {
-                if strict {
-                    return Err(Error::corrupt(path, off, reason));
-                }
-                self.report.skipped.push((path.clone(), off, reason));
-            }
-            match end {
-                ScanEnd::Clean => {}
-                ScanEnd::Zeros { offset } => {
-                    ioe(file.set_len(offset), "set_len", &path)?;
-                    flen = offset;
-                }
-                ScanEnd::Damaged { offset, reason } => {
-                    if strict && i + 1 != n {
-                        return Err(Error::corrupt(path, offset, reason));
-                    }
-                    ioe(file.set_len(offset), "set_len", &path)?;
-                    self.report.cuts.push(Cut {
-                        file: path.clone(),
-                        offset,
-                        dropped: flen - offset,
-                        reason,
-                    });
-                    flen = offset;
-                }
-            }
-            if entries.capacity() - entries.len() > entries.len() / 8 {
-                // `reserve_by_density` guessed high (records grew along the block)
-                entries.shrink_to_fit();
-            }
-            let hi = self.blocks.last().map_or(0, |b| b.hi);
-            self.blocks.push(Block {
-                index,
-                path,
-                file: Arc::new(file),
-                len: flen,
-                msg_first: entries.first().map_or(0, |e| e.seq),
-                msg_last: entries.last().map_or(0, |e| e.seq),
-                hi: hi.max(entries.last().map_or(0, |e| e.seq)),
-                max_seq: block_max,
-                live: 0,
-                live_bytes: 0,
-                last_crc,
-                entries: Some(entries),
-                dmap: Vec::new(),
-                // a previous process may never have synced it: the next sync does
-                dirty: true,
-                cache: None,
-                heat: 0,
-                uncached_reads: 0,
-            });
         }
         if let Some((bpos, off)) = rb.void_from {
             return Ok(Some((bpos, off, rb.truncate_block)));
         }
-        // Apply the floor, then count what is live.
+        self.count_rebuilt(&rb)?;
+        // Lost: gaps between message records not explained by the floor or a tombstone.
+        self.report.lost = rb.replay.lost();
+        Ok(None)
+    }
+
+    /// Opens block `index` for the rebuild. A block whose header never became durable is
+    /// removed (nothing after it counts either; data there is reported as cut): `None`.
+    fn open_for_rebuild(&mut self, index: u64) -> Result<Option<(F::File, String, u64)>> {
+        let path = block_path(MSGS_DIR, index);
+        let rw = OpenOptions::new().read(true).write(true);
+        let file = ioe(self.fs.open(&path, rw), "open", &path)?;
+        let flen = ioe(file.len(), "len", &path)?;
+        let mut h = [0u8; BLOCK_HEADER_LEN as usize];
+        let hn = (flen as usize).min(h.len());
+        ioe(file.read_exact_at(&mut h[..hn], 0), "read", &path)?;
+        if check_block_header(&path, &h[..hn], index)? != Header::Blank {
+            return Ok(Some((file, path, flen)));
+        }
+        let nonzero = flen > BLOCK_HEADER_LEN && !all_zero(&file, &path, flen)?;
+        if nonzero {
+            if self.cfg.recovery == RecoveryMode::Strict {
+                return Err(Error::corrupt(path, 0, "data after a blank header"));
+            }
+            self.report.cuts.push(Cut {
+                file: path.clone(),
+                offset: 0,
+                dropped: flen,
+                reason: "block header missing".into(),
+            });
+        }
+        ioe(self.fs.remove_file(&path), "remove_file", &path)?;
+        self.report.removed_blank.push(path);
+        Ok(None)
+    }
+
+    /// Scans one block through the replay rules, building its entries.
+    fn rebuild_block(
+        &mut self,
+        rb: &mut Rebuild,
+        memo: &mut SubjMemo,
+        scan_buf: &mut Vec<u8>,
+        file: F::File,
+        path: String,
+        flen: u64,
+    ) -> Result<ScannedBlock<F::File>> {
+        rb.replay.start_block();
+        let pos = self.blocks.len();
+        let Store {
+            blocks,
+            subj_names,
+            subj_ids,
+            subj,
+            report,
+            ..
+        } = &mut *self;
+        let mut tables = Tables {
+            memo,
+            names: subj_names,
+            ids: subj_ids,
+            info: subj,
+        };
+        let mut skipped = Vec::new();
+        let (mut entries, mut max_seq, mut last_crc) = (Vec::new(), 0u64, 0u32);
+        let end = scan_block_chunked(
+            &file,
+            &path,
+            BLOCK_HEADER_LEN,
+            flen,
+            READ_CHUNK,
+            scan_buf,
+            |off, r| {
+                last_crc = r.crc;
+                let at = RecordAt {
+                    off,
+                    flen,
+                    pos,
+                    path: &path,
+                };
+                visit_record(rb, &mut tables, blocks, &mut entries, report, &at, r)?;
+                max_seq = max_seq.max(r.seq);
+                Ok(())
+            },
+            |off, reason, seq| {
+                skipped.push((off, reason.to_string(), seq));
+                Ok(())
+            },
+        )?;
+        Ok(ScannedBlock {
+            file,
+            path,
+            len: flen,
+            entries,
+            max_seq,
+            last_crc,
+            skipped,
+            end,
+        })
+    }
+
+    /// Reports what the scan of a block skipped, cuts its damaged or unwritten tail, and adds
+    /// it to the blocks.
+    fn finish_rebuilt_block(
+        &mut self,
+        mut sb: ScannedBlock<F::File>,
+        index: u64,
+        newest: bool,
+    ) -> Result<()> {
+        let strict = self.cfg.recovery == RecoveryMode::Strict;
+        for (off, reason, _seq) in std::mem::take(&mut sb.skipped) {
+            if strict {
+                return Err(Error::corrupt(sb.path, off, reason));
+            }
+            self.report.skipped.push((sb.path.clone(), off, reason));
+        }
+        match std::mem::replace(&mut sb.end, ScanEnd::Clean) {
+            ScanEnd::Clean => {}
+            ScanEnd::Zeros { offset } => {
+                ioe(sb.file.set_len(offset), "set_len", &sb.path)?;
+                sb.len = offset;
+            }
+            ScanEnd::Damaged { offset, reason } => {
+                if strict && !newest {
+                    return Err(Error::corrupt(sb.path, offset, reason));
+                }
+                ioe(sb.file.set_len(offset), "set_len", &sb.path)?;
+                self.report.cuts.push(Cut {
+                    file: sb.path.clone(),
+                    offset,
+                    dropped: sb.len - offset,
+                    reason,
+                });
+                sb.len = offset;
+            }
+        }
+        let mut entries = sb.entries;
+        if entries.capacity() - entries.len() > entries.len() / 8 {
+            // `reserve_by_density` guessed high (records grew along the block)
+            entries.shrink_to_fit();
+        }
+        let hi = self.blocks.last().map_or(0, |b| b.hi);
+        self.blocks.push(Block {
+            index,
+            path: sb.path,
+            file: Arc::new(sb.file),
+            len: sb.len,
+            msg_first: entries.first().map_or(0, |e| e.seq),
+            msg_last: entries.last().map_or(0, |e| e.seq),
+            hi: hi.max(entries.last().map_or(0, |e| e.seq)),
+            max_seq: sb.max_seq,
+            live: 0,
+            live_bytes: 0,
+            last_crc: sb.last_crc,
+            entries: Some(entries),
+            dmap: Vec::new(),
+            // a previous process may never have synced it: the next sync does
+            dirty: true,
+            cache: None,
+            heat: 0,
+            uncached_reads: 0,
+        });
+        Ok(())
+    }
+
+    /// Applies the floor to the rebuilt blocks and counts what is live, per block, per
+    /// subject and in all.
+    fn count_rebuilt(&mut self, rb: &Rebuild) -> Result<()> {
         let floor = rb.replay.floor;
         self.floor = floor;
         self.last_seq = rb.replay.max_seq;
@@ -268,9 +276,98 @@ impl<F: Fs> Store<F> {
             self.msgs += b.live;
             self.bytes += b.live_bytes;
         }
-        self.set_first_from(0)?;
-        // Lost: gaps between message records not explained by the floor or a tombstone.
-        self.report.lost = rb.replay.lost();
-        Ok(None)
+        self.set_first_from(0)
     }
+}
+
+/// One block as the rebuild scan left it, before its tail is cut and it joins the blocks.
+pub(super) struct ScannedBlock<H> {
+    file: H,
+    path: String,
+    len: u64,
+    entries: Vec<Entry>,
+    max_seq: u64,
+    last_crc: u32,
+    skipped: Vec<(u64, String, Option<u64>)>,
+    end: ScanEnd,
+}
+
+/// The subject tables a rebuild interns into.
+struct Tables<'a> {
+    memo: &'a mut SubjMemo,
+    names: &'a mut Vec<String>,
+    ids: &'a mut SubjMap,
+    info: &'a mut Vec<SubjInfo>,
+}
+
+/// Where a record is: its offset, in which block (position among the blocks so far, path,
+/// length of the file).
+struct RecordAt<'a> {
+    off: u64,
+    flen: u64,
+    pos: usize,
+    path: &'a str,
+}
+
+/// One record of the rebuild scan: the replay rules decide whether it counts; a message
+/// becomes an entry, a tombstone marks one (in this block or an earlier one), a truncate
+/// notes where its void records start.
+fn visit_record<H>(
+    rb: &mut Rebuild,
+    tables: &mut Tables<'_>,
+    blocks: &mut [Block<H>],
+    entries: &mut Vec<Entry>,
+    report: &mut RecoveryReport,
+    at: &RecordAt<'_>,
+    r: &record::Record<'_>,
+) -> Result<()> {
+    match r.kind {
+        Kind::Msg => {
+            if rb.replay.message(r.seq, r.ts) == Verdict::OutOfOrder {
+                report.out_of_order.push((at.path.to_string(), at.off));
+                return Ok(());
+            }
+            let sid = tables
+                .memo
+                .intern(tables.names, tables.ids, tables.info, r.subject);
+            if entries.len() == entries.capacity() {
+                reserve_by_density(entries, at.off + r.len as u64, at.flen);
+            }
+            entries.push(Entry {
+                seq: r.seq,
+                ts: r.ts,
+                off: at.off as u32,
+                len: r.len as u32,
+                subj: sid,
+                deleted: r.flags & FLAG_ERASED != 0,
+            });
+        }
+        Kind::Tombstone => {
+            let found = match entries.binary_search_by_key(&r.seq, |e| e.seq) {
+                Ok(i) => {
+                    entries[i].deleted = true;
+                    true
+                }
+                Err(_) => mark_in(blocks, r.seq),
+            };
+            rb.replay.tombstone(r.seq, r.ts, found);
+        }
+        Kind::Floor => rb.replay.floor(r.seq, r.ts),
+        Kind::Truncate => {
+            match rb.replay.truncate_verdict(r.seq) {
+                Verdict::Apply => {}
+                Verdict::OutOfOrder => {
+                    report.out_of_order.push((at.path.to_string(), at.off));
+                    return Ok(());
+                }
+                Verdict::Damaged(why) => return Err(Error::corrupt(at.path, at.off, why)),
+            }
+            if rb.void_from.is_none() {
+                rb.void_from = first_void(blocks, r.seq);
+                rb.truncate_block = at.pos;
+            }
+            rb.replay.truncate(r.seq, r.ts);
+        }
+    }
+    Ok(())
 }
