@@ -53,37 +53,10 @@ impl<F: Fs> Store<F> {
             let entries = self.blocks[cut_pos].entries.as_ref().expect("loaded");
             cut_off = entries.iter().find(|e| e.seq > seq).map(|e| e.off as u64);
         }
-        // markers at or after the cut that must survive it
-        let mut keep_tombs = Vec::new();
-        let mut keep_floor = 0u64;
-        if let Some(off) = cut_off {
-            for pos in cut_pos..self.blocks.len() {
-                let b = &self.blocks[pos];
-                let start = if pos == cut_pos {
-                    off
-                } else {
-                    BLOCK_HEADER_LEN
-                };
-                let end = scan_block(
-                    &*b.file,
-                    &b.path,
-                    start,
-                    b.len,
-                    |_, r| {
-                        match r.kind {
-                            Kind::Tombstone if r.seq <= seq => keep_tombs.push(r.seq),
-                            Kind::Floor => keep_floor = keep_floor.max(r.seq),
-                            _ => {}
-                        }
-                        Ok(())
-                    },
-                    |off, reason, _| Err(Error::corrupt(b.path.clone(), off, reason)),
-                )?;
-                if let ScanEnd::Damaged { offset, reason } = end {
-                    return Err(Error::corrupt(b.path.clone(), offset, reason));
-                }
-            }
-        }
+        let (keep_tombs, keep_floor) = match cut_off {
+            Some(off) => self.markers_past_cut(seq, cut_pos, off)?,
+            None => (Vec::new(), 0),
+        };
         let ts = match self.find(seq)? {
             Some((p, i)) => self.blocks[p].entries.as_ref().expect("loaded")[i].ts,
             None => self.now(),
@@ -99,7 +72,58 @@ impl<F: Fs> Store<F> {
         }
         self.marker(Kind::Truncate, seq, ts)?;
         self.sync_inner(S_TRUNCATE_COMMIT)?;
-        // memory: everything above seq goes
+        let n = self.remove_above(seq, cut_pos)?;
+        if let Some(off) = cut_off {
+            self.cut_blocks(seq, cut_pos, off)?;
+        }
+        self.last_seq = seq;
+        self.last_ts = ts;
+        for s in &mut self.subj {
+            if s.last > seq {
+                s.last = 0;
+            }
+        }
+        let first = self.first_seq.min(seq + 1);
+        self.set_first_from(first)?;
+        Ok(n)
+    }
+
+    /// The markers at or after the cut (block `cut_pos`, offset `off`) that must outlive it:
+    /// tombstones of sequences at or below `seq`, and the highest floor.
+    fn markers_past_cut(&self, seq: u64, cut_pos: usize, off: u64) -> Result<(Vec<u64>, u64)> {
+        let (mut keep_tombs, mut keep_floor) = (Vec::new(), 0u64);
+        for pos in cut_pos..self.blocks.len() {
+            let b = &self.blocks[pos];
+            let start = if pos == cut_pos {
+                off
+            } else {
+                BLOCK_HEADER_LEN
+            };
+            let end = scan_block(
+                &*b.file,
+                &b.path,
+                start,
+                b.len,
+                |_, r| {
+                    match r.kind {
+                        Kind::Tombstone if r.seq <= seq => keep_tombs.push(r.seq),
+                        Kind::Floor => keep_floor = keep_floor.max(r.seq),
+                        _ => {}
+                    }
+                    Ok(())
+                },
+                |off, reason, _| Err(Error::corrupt(b.path.clone(), off, reason)),
+            )?;
+            if let ScanEnd::Damaged { offset, reason } = end {
+                return Err(Error::corrupt(b.path.clone(), offset, reason));
+            }
+        }
+        Ok((keep_tombs, keep_floor))
+    }
+
+    /// Marks every live message above `seq` (from block `cut_pos` on) deleted, in memory.
+    /// Returns how many.
+    fn remove_above(&mut self, seq: u64, cut_pos: usize) -> Result<u64> {
         let mut n = 0;
         for pos in cut_pos..self.blocks.len() {
             if self.blocks[pos].live == 0 {
@@ -120,51 +144,44 @@ impl<F: Fs> Store<F> {
                 n += 1;
             }
         }
-        // disk: remove the blocks between the cut and the new block, then shorten the cut one
-        if let Some(off) = cut_off {
-            let new_pos = self.blocks.len() - 1;
-            for pos in (cut_pos + 1..new_pos).rev() {
-                let path = self.blocks[pos].path.clone();
-                let r = self.fs.remove_file(&path);
-                poisoning(&mut self.poisoned, r, "remove_file", &path)?;
-                self.blocks.remove(pos);
-            }
-            let b = &mut self.blocks[cut_pos];
-            b.cache = None;
-            let r = b.file.set_len(off);
-            poisoning(&mut self.poisoned, r, "set_len", &b.path)?;
-            b.len = off;
-            let entries = b.entries.as_mut().expect("loaded");
-            entries.retain(|e| e.seq <= seq);
-            b.msg_first = entries.first().map_or(0, |e| e.seq);
-            b.msg_last = entries.last().map_or(0, |e| e.seq);
-            b.max_seq = b.max_seq.min(seq);
-            b.dirty = true;
-            let mut hi = 0;
-            for b in &mut self.blocks {
-                hi = hi.max(b.msg_last);
-                b.hi = hi;
-            }
-            // No fsync: the truncate record already voids what the cut removes, and recovery
-            // redoes an unfinished cut. The next sync makes it durable.
-            self.msgs_dir_dirty = true;
-            // the cut block's last crc is no longer known without a read: re-read it
-            let b = &mut self.blocks[cut_pos];
-            if b.len > BLOCK_HEADER_LEN {
-                let mut c = [0u8; 4];
-                ioe(b.file.read_exact_at(&mut c, b.len - 4), "read", &b.path)?;
-                b.last_crc = u32::from_le_bytes(c);
-            }
-        }
-        self.last_seq = seq;
-        self.last_ts = ts;
-        for s in &mut self.subj {
-            if s.last > seq {
-                s.last = 0;
-            }
-        }
-        let first = self.first_seq.min(seq + 1);
-        self.set_first_from(first)?;
         Ok(n)
+    }
+
+    /// After the commit: removes the blocks between the cut and the new block, then shortens
+    /// the cut block to `off`. No fsync: the truncate record already voids what the cut
+    /// removes, and recovery redoes an unfinished cut; the next sync makes it durable.
+    fn cut_blocks(&mut self, seq: u64, cut_pos: usize, off: u64) -> Result<()> {
+        let new_pos = self.blocks.len() - 1;
+        for pos in (cut_pos + 1..new_pos).rev() {
+            let path = self.blocks[pos].path.clone();
+            let r = self.fs.remove_file(&path);
+            poisoning(&mut self.poisoned, r, "remove_file", &path)?;
+            self.blocks.remove(pos);
+        }
+        let b = &mut self.blocks[cut_pos];
+        b.cache = None;
+        let r = b.file.set_len(off);
+        poisoning(&mut self.poisoned, r, "set_len", &b.path)?;
+        b.len = off;
+        let entries = b.entries.as_mut().expect("loaded");
+        entries.retain(|e| e.seq <= seq);
+        b.msg_first = entries.first().map_or(0, |e| e.seq);
+        b.msg_last = entries.last().map_or(0, |e| e.seq);
+        b.max_seq = b.max_seq.min(seq);
+        b.dirty = true;
+        let mut hi = 0;
+        for b in &mut self.blocks {
+            hi = hi.max(b.msg_last);
+            b.hi = hi;
+        }
+        self.msgs_dir_dirty = true;
+        // the cut block's last crc is no longer known without a read: re-read it
+        let b = &mut self.blocks[cut_pos];
+        if b.len > BLOCK_HEADER_LEN {
+            let mut c = [0u8; 4];
+            ioe(b.file.read_exact_at(&mut c, b.len - 4), "read", &b.path)?;
+            b.last_crc = u32::from_le_bytes(c);
+        }
+        Ok(())
     }
 }
