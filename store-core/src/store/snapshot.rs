@@ -34,49 +34,64 @@ pub(crate) fn load_index<F: Fs>(
     let (mut live, mut bytes, mut hi) = (0u64, 0u64, 0u64);
     let mut files = Vec::with_capacity(snap.blocks.len());
     for bs in &snap.blocks {
-        let path = block_path(MSGS_DIR, bs.index);
-        let file = ioe(
-            fs.open(&path, OpenOptions::new().read(true).write(write)),
-            "open",
-            &path,
-        )?;
-        let flen = ioe(file.len(), "len", &path)?;
-        if flen != bs.len || flen < BLOCK_HEADER_LEN {
-            return Err(Error::corrupt(path, flen, "stale: block length differs"));
-        }
-        // the header too: a block the index vouches for must still be a block
-        let mut h = [0u8; BLOCK_HEADER_LEN as usize];
-        ioe(file.read_exact_at(&mut h, 0), "read", &path)?;
-        if check_block_header(&path, &h, bs.index)? != Header::Valid {
-            return Err(Error::corrupt(path, 0, "block header blank"));
-        }
-        if flen > BLOCK_HEADER_LEN {
-            let mut c = [0u8; 4];
-            ioe(file.read_exact_at(&mut c, flen - 4), "read", &path)?;
-            if u32::from_le_bytes(c) != bs.last_crc {
-                return Err(Error::corrupt(path, flen - 4, "stale: last record differs"));
-            }
-        }
-        if bs.msg_first > bs.msg_last || bs.live > bs.msg_last.saturating_sub(bs.msg_first) + 1 {
-            return Err(Error::corrupt(INDEX_FILE, 0, "block summary inconsistent"));
-        }
+        files.push(open_vouched_block(fs, bs, write)?);
         live += bs.live;
         bytes += bs.live_bytes;
         hi = hi.max(bs.msg_last);
-        files.push(file);
     }
     let subj_msgs: u64 = snap.subjects.iter().map(|s| s.msgs).sum();
     if live != snap.msgs || bytes != snap.bytes || subj_msgs != snap.msgs {
         return Err(Error::corrupt(INDEX_FILE, 0, "totals inconsistent"));
     }
-    // Cross-check what a crc cannot: an index.db forged (or written by a buggy build) with a
-    // valid crc must still describe a possible stream.
+    if !sequences_possible(&snap, hi) {
+        return Err(Error::corrupt(INDEX_FILE, 0, "sequences inconsistent"));
+    }
+    Ok(Some((snap, files)))
+}
+
+/// Opens the block a summary of index.db describes and checks that it still is that block:
+/// the same length, a valid header, the same last record (its crc), a summary that holds
+/// together.
+fn open_vouched_block<F: Fs>(fs: &F, bs: &BlockSummary, write: bool) -> Result<F::File> {
+    let path = block_path(MSGS_DIR, bs.index);
+    let file = ioe(
+        fs.open(&path, OpenOptions::new().read(true).write(write)),
+        "open",
+        &path,
+    )?;
+    let flen = ioe(file.len(), "len", &path)?;
+    if flen != bs.len || flen < BLOCK_HEADER_LEN {
+        return Err(Error::corrupt(path, flen, "stale: block length differs"));
+    }
+    // the header too: a block the index vouches for must still be a block
+    let mut h = [0u8; BLOCK_HEADER_LEN as usize];
+    ioe(file.read_exact_at(&mut h, 0), "read", &path)?;
+    if check_block_header(&path, &h, bs.index)? != Header::Valid {
+        return Err(Error::corrupt(path, 0, "block header blank"));
+    }
+    if flen > BLOCK_HEADER_LEN {
+        let mut c = [0u8; 4];
+        ioe(file.read_exact_at(&mut c, flen - 4), "read", &path)?;
+        if u32::from_le_bytes(c) != bs.last_crc {
+            return Err(Error::corrupt(path, flen - 4, "stale: last record differs"));
+        }
+    }
+    if bs.msg_first > bs.msg_last || bs.live > bs.msg_last.saturating_sub(bs.msg_first) + 1 {
+        return Err(Error::corrupt(INDEX_FILE, 0, "block summary inconsistent"));
+    }
+    Ok(file)
+}
+
+/// What a crc cannot check: an index.db forged (or written by a buggy build) with a valid
+/// crc must still describe a possible stream. `hi`: the highest message sequence of its
+/// blocks.
+fn sequences_possible(snap: &Snapshot, hi: u64) -> bool {
     let first_live = snap
         .blocks
         .iter()
         .find(|b| b.live > 0)
         .map_or(0, |b| b.msg_first);
-    let seqs_ok = snap.last_seq >= hi
+    snap.last_seq >= hi
         && snap.last_seq <= record::MAX_SEQ
         && snap.floor <= snap.last_seq
         && snap.first_seq > snap.floor
@@ -89,11 +104,7 @@ pub(crate) fn load_index<F: Fs>(
                 && (s.first == 0 || s.last == 0 || s.first <= s.last)
                 && (s.first == 0 || s.first >= snap.first_seq)
                 && s.last <= snap.last_seq
-        });
-    if !seqs_ok {
-        return Err(Error::corrupt(INDEX_FILE, 0, "sequences inconsistent"));
-    }
-    Ok(Some((snap, files)))
+        })
 }
 
 impl<F: Fs> Store<F> {
