@@ -193,23 +193,40 @@ impl<F: Fs> Store<F> {
         }
         self.sync_dir("", "purge.swap-dir")?;
         // 5. memory: one block, nothing live, floor L
+        let block = PurgedBlock {
+            index,
+            file,
+            len: buf.len() as u64,
+            crc,
+            synced: tombstone_synced,
+        };
+        self.reset_to_purged(block, l);
+        // 6. the old blocks go only now that the purge is durable. A failure here leaves
+        //    purge.old behind, which the next open or purge removes: nothing is lost.
+        self.purge_old_pending = true;
+        Ok(purged)
+    }
+
+    /// The memory of a purged stream: the purge's one block (its floor record for `l`) and
+    /// nothing live; the old blocks are kept for `cleanup`.
+    fn reset_to_purged(&mut self, b: PurgedBlock<F::File>, l: u64) {
         self.wbuf.clear();
         self.retired = std::mem::take(&mut self.blocks);
         self.blocks = vec![Block {
-            index,
-            path: block_path(MSGS_DIR, index),
-            file: Arc::new(file),
-            len: buf.len() as u64,
+            index: b.index,
+            path: block_path(MSGS_DIR, b.index),
+            file: Arc::new(b.file),
+            len: b.len,
             msg_first: 0,
             msg_last: 0,
             hi: 0,
             max_seq: l,
             live: 0,
             live_bytes: 0,
-            last_crc: crc,
+            last_crc: b.crc,
             entries: Some(Vec::new()),
             dmap: Vec::new(),
-            dirty: !tombstone_synced,
+            dirty: !b.synced,
             cache: None,
             heat: 0,
             uncached_reads: 0,
@@ -224,10 +241,6 @@ impl<F: Fs> Store<F> {
             *s = SubjInfo::default();
         }
         self.msgs_dir_dirty = false;
-        // 6. the old blocks go only now that the purge is durable. A failure here leaves
-        //    purge.old behind, which the next open or purge removes: nothing is lost.
-        self.purge_old_pending = true;
-        Ok(purged)
     }
 
     /// Releases what a purge left for later: the old blocks' memory and `purge.old/` on disk
@@ -238,4 +251,13 @@ impl<F: Fs> Store<F> {
             let _ = self.fs.remove_dir_all(PURGE_OLD);
         }
     }
+}
+
+/// The block a purge wrote: its index, file, length, last crc, and whether it was fsynced.
+struct PurgedBlock<H> {
+    index: u64,
+    file: H,
+    len: u64,
+    crc: u32,
+    synced: bool,
 }
