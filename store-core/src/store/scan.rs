@@ -53,6 +53,11 @@ pub(super) struct Window {
 }
 
 /// `scan_block` reading `chunk` bytes at a time (small when the caller stops early).
+///
+/// One loop over the window of bytes read, longer than 70 lines on purpose: every arm (a
+/// record, a short read, zeros, damage and resync) moves the same window and offset, and
+/// recovery's speed is this loop's (a split into functions passing the window state back
+/// and forth is what the rebuild figures would pay for).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn scan_block_chunked<H: FsFile>(
     file: &H,
