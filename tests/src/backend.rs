@@ -1,0 +1,235 @@
+//! The backends a workload runs on: the native store, `SharedStore`, the wasm guest, all
+//! through [`StreamOps`].
+
+use crate::*;
+
+/// The operations a workload and the checker need from a store, so that the native `Store`
+/// and the wasm guest run the very same matrix.
+pub trait StreamOps {
+    /// `Store::append`.
+    fn append(&mut self, subject: &str, payload: &[u8]) -> Result<u64, Error>;
+    /// `Store::get`.
+    fn get(&mut self, seq: u64) -> Result<StoredMsg, Error>;
+    /// `Store::state`.
+    fn state(&mut self) -> Result<StreamState, Error>;
+    /// `Store::sync`.
+    fn sync(&mut self) -> Result<(), Error>;
+    /// `Store::tick`.
+    fn tick(&mut self) -> Result<(), Error>;
+    /// `Store::delete`.
+    fn delete(&mut self, seq: u64) -> Result<(), Error>;
+    /// `Store::erase`.
+    fn erase(&mut self, seq: u64) -> Result<(), Error>;
+    /// `Store::purge`.
+    fn purge(&mut self) -> Result<u64, Error>;
+    /// `Store::purge_ex`.
+    fn purge_ex(&mut self, filter: &str, up_to: u64, keep: u64) -> Result<u64, Error>;
+    /// `Store::compact`.
+    fn compact(&mut self, seq: u64) -> Result<u64, Error>;
+    /// `Store::truncate`.
+    fn truncate(&mut self, seq: u64) -> Result<u64, Error>;
+    /// `Store::checkpoint` (sync, then write `index.db`).
+    fn checkpoint(&mut self) -> Result<(), Error>;
+}
+
+impl<F: store_core::Fs> StreamOps for Store<F> {
+    fn append(&mut self, subject: &str, payload: &[u8]) -> Result<u64, Error> {
+        Store::append(self, subject, b"", payload)
+    }
+    fn get(&mut self, seq: u64) -> Result<StoredMsg, Error> {
+        Store::get(self, seq)
+    }
+    fn state(&mut self) -> Result<StreamState, Error> {
+        Ok(Store::state(self))
+    }
+    fn sync(&mut self) -> Result<(), Error> {
+        Store::sync(self)
+    }
+    fn tick(&mut self) -> Result<(), Error> {
+        Store::tick(self)
+    }
+    fn delete(&mut self, seq: u64) -> Result<(), Error> {
+        Store::delete(self, seq)
+    }
+    fn erase(&mut self, seq: u64) -> Result<(), Error> {
+        Store::erase(self, seq)
+    }
+    fn purge(&mut self) -> Result<u64, Error> {
+        Store::purge(self)
+    }
+    fn purge_ex(&mut self, filter: &str, up_to: u64, keep: u64) -> Result<u64, Error> {
+        Store::purge_ex(self, filter, up_to, keep)
+    }
+    fn compact(&mut self, seq: u64) -> Result<u64, Error> {
+        Store::compact(self, seq)
+    }
+    fn truncate(&mut self, seq: u64) -> Result<u64, Error> {
+        Store::truncate(self, seq)
+    }
+    fn checkpoint(&mut self) -> Result<(), Error> {
+        Store::checkpoint(self)
+    }
+}
+
+/// Opens a store of some backend on a fault-fs filesystem.
+pub trait Backend: Sync {
+    /// The backend's name in reports (`native`, `guest`).
+    fn name(&self) -> &'static str;
+    /// Opens (recovers) a store on `fs`.
+    fn open(
+        &self,
+        fs: FaultFs,
+        cfg: Config,
+        clock: ManualClock,
+    ) -> Result<Box<dyn StreamOps>, Error>;
+}
+
+/// The native `Store`.
+pub struct Native;
+
+impl Backend for Native {
+    fn name(&self) -> &'static str {
+        "native"
+    }
+    fn open(
+        &self,
+        fs: FaultFs,
+        cfg: Config,
+        clock: ManualClock,
+    ) -> Result<Box<dyn StreamOps>, Error> {
+        Ok(Box::new(Store::open_with_clock(fs, cfg, Box::new(clock))?))
+    }
+}
+
+/// The native store behind a `SharedStore` (group commit): appends under `Always` go through
+/// the leader/follower fsync path.
+pub struct Shared;
+
+impl<F: store_core::Fs> StreamOps for store_core::SharedStore<F> {
+    fn append(&mut self, subject: &str, payload: &[u8]) -> Result<u64, Error> {
+        store_core::SharedStore::append(self, subject, b"", payload)
+    }
+    fn get(&mut self, seq: u64) -> Result<StoredMsg, Error> {
+        self.with(|s| s.get(seq))
+    }
+    fn state(&mut self) -> Result<StreamState, Error> {
+        Ok(self.with(|s| Store::state(s)))
+    }
+    fn sync(&mut self) -> Result<(), Error> {
+        self.with(|s| s.sync())
+    }
+    fn tick(&mut self) -> Result<(), Error> {
+        self.with(|s| s.tick())
+    }
+    fn delete(&mut self, seq: u64) -> Result<(), Error> {
+        self.with(|s| s.delete(seq))
+    }
+    fn erase(&mut self, seq: u64) -> Result<(), Error> {
+        self.with(|s| s.erase(seq))
+    }
+    fn purge(&mut self) -> Result<u64, Error> {
+        self.with(|s| s.purge())
+    }
+    fn purge_ex(&mut self, filter: &str, up_to: u64, keep: u64) -> Result<u64, Error> {
+        self.with(|s| s.purge_ex(filter, up_to, keep))
+    }
+    fn compact(&mut self, seq: u64) -> Result<u64, Error> {
+        self.with(|s| s.compact(seq))
+    }
+    fn truncate(&mut self, seq: u64) -> Result<u64, Error> {
+        self.with(|s| s.truncate(seq))
+    }
+    fn checkpoint(&mut self) -> Result<(), Error> {
+        self.with(|s| s.checkpoint())
+    }
+}
+
+impl Backend for Shared {
+    fn name(&self) -> &'static str {
+        "shared"
+    }
+    fn open(
+        &self,
+        fs: FaultFs,
+        cfg: Config,
+        clock: ManualClock,
+    ) -> Result<Box<dyn StreamOps>, Error> {
+        let store = Store::open_with_clock(fs, cfg, Box::new(clock))?;
+        Ok(Box::new(store_core::SharedStore::new(store)))
+    }
+}
+
+/// The store running as a wasm32-wasip2 guest under wasmtime, its filesystem (fault-fs) served
+/// by the host through the WIT `fs` import. A crash drops the instance and the next open
+/// instantiates a fresh guest on the image.
+#[cfg(feature = "guest")]
+pub struct Guest;
+
+#[cfg(feature = "guest")]
+pub(crate) fn guest_err(e: wasm_host::Error) -> Error {
+    match e {
+        wasm_host::Error::Store(e) => e,
+        // a trap or a sandbox limit: no store-core variant says it; keep the text
+        other => Error::Io {
+            op: "guest",
+            path: String::new(),
+            source: std::io::Error::other(other.to_string()),
+        },
+    }
+}
+
+#[cfg(feature = "guest")]
+impl StreamOps for wasm_host::GuestStore {
+    fn append(&mut self, subject: &str, payload: &[u8]) -> Result<u64, Error> {
+        wasm_host::GuestStore::append(self, subject, b"", payload).map_err(guest_err)
+    }
+    fn get(&mut self, seq: u64) -> Result<StoredMsg, Error> {
+        wasm_host::GuestStore::get(self, seq).map_err(guest_err)
+    }
+    fn state(&mut self) -> Result<StreamState, Error> {
+        wasm_host::GuestStore::state(self).map_err(guest_err)
+    }
+    fn sync(&mut self) -> Result<(), Error> {
+        wasm_host::GuestStore::sync(self).map_err(guest_err)
+    }
+    fn tick(&mut self) -> Result<(), Error> {
+        wasm_host::GuestStore::tick(self).map_err(guest_err)
+    }
+    fn delete(&mut self, seq: u64) -> Result<(), Error> {
+        wasm_host::GuestStore::delete(self, seq).map_err(guest_err)
+    }
+    fn erase(&mut self, seq: u64) -> Result<(), Error> {
+        wasm_host::GuestStore::erase(self, seq).map_err(guest_err)
+    }
+    fn purge(&mut self) -> Result<u64, Error> {
+        wasm_host::GuestStore::purge(self).map_err(guest_err)
+    }
+    fn purge_ex(&mut self, filter: &str, up_to: u64, keep: u64) -> Result<u64, Error> {
+        wasm_host::GuestStore::purge_ex(self, filter, up_to, keep).map_err(guest_err)
+    }
+    fn compact(&mut self, seq: u64) -> Result<u64, Error> {
+        wasm_host::GuestStore::compact(self, seq).map_err(guest_err)
+    }
+    fn truncate(&mut self, seq: u64) -> Result<u64, Error> {
+        wasm_host::GuestStore::truncate(self, seq).map_err(guest_err)
+    }
+    fn checkpoint(&mut self) -> Result<(), Error> {
+        wasm_host::GuestStore::checkpoint(self).map_err(guest_err)
+    }
+}
+
+#[cfg(feature = "guest")]
+impl Backend for Guest {
+    fn name(&self) -> &'static str {
+        "guest"
+    }
+    fn open(
+        &self,
+        fs: FaultFs,
+        cfg: Config,
+        clock: ManualClock,
+    ) -> Result<Box<dyn StreamOps>, Error> {
+        let g = wasm_host::GuestStore::from_fs(fs, cfg, Box::new(clock)).map_err(guest_err)?;
+        Ok(Box::new(g))
+    }
+}

@@ -1,0 +1,203 @@
+//! The runner: one workload step on a live filesystem, noting what it learns.
+
+use crate::*;
+
+/// Runs workload steps on a live filesystem, noting what it learns. Holds the open store.
+pub struct Runner<'b> {
+    backend: &'b dyn Backend,
+    cfg: Config,
+    clock: ManualClock,
+    store: Option<Box<dyn StreamOps>>,
+    next_id: u64,
+    /// The subject each sequence was appended under (for what `purge_ex` promises).
+    subjects: BTreeMap<u64, &'static str>,
+}
+
+impl<'b> Runner<'b> {
+    /// A runner for `cfg` on `backend`.
+    pub fn new(backend: &'b dyn Backend, cfg: Config) -> Self {
+        Runner {
+            backend,
+            cfg,
+            clock: ManualClock::new(1_000_000_000),
+            store: None,
+            next_id: 0,
+            subjects: BTreeMap::new(),
+        }
+    }
+
+    /// Drops the open store and opens one with `cfg` on `fs`, as a restarted process would.
+    fn reopen(&mut self, fs: &FaultFs, cfg: Config) -> Result<(), Error> {
+        self.store = None;
+        self.store = Some(self.backend.open(fs.clone(), cfg, self.clock.clone())?);
+        Ok(())
+    }
+
+    /// The sequences the open store can read now.
+    fn present(&mut self) -> Result<Vec<u64>, String> {
+        let st = self.store()?.state().map_err(|e| format!("state: {e}"))?;
+        let s = self.store()?;
+        let hi = st.last_seq.min(st.first_seq.saturating_add(10_000));
+        Ok((st.first_seq.max(1)..=hi)
+            .filter(|&q| s.get(q).is_ok())
+            .collect())
+    }
+
+    fn store(&mut self) -> Result<&mut Box<dyn StreamOps>, String> {
+        self.store
+            .as_mut()
+            .ok_or_else(|| "no store open (the workload must start with Open)".to_string())
+    }
+
+    /// Runs one step.
+    pub fn step(
+        &mut self,
+        fs: &FaultFs,
+        step: &Step,
+        j: &mut Journal<Event>,
+    ) -> Result<(), String> {
+        self.clock.advance(STEP_NS);
+        let always = self.cfg.sync == SyncPolicy::Always;
+        let e = |e: Error| format!("{step:?}: {e}");
+        match *step {
+            Step::Open | Step::Reopen => {
+                if *step == Step::Open {
+                    self.next_id = 0;
+                    self.subjects.clear();
+                }
+                self.reopen(fs, self.cfg.clone()).map_err(e)?;
+            }
+            Step::Checkpoint | Step::Close => {
+                self.store()?.checkpoint().map_err(e)?;
+                j.note(fs, Event::Synced);
+                if *step == Step::Close {
+                    self.reopen(fs, self.cfg.clone()).map_err(e)?;
+                }
+            }
+            Step::TrimOnOpen(n) => self.trim_on_open(fs, n, j).map_err(e)?,
+            Step::Append(subject, size) => {
+                let id = self.next_id;
+                self.next_id += 1;
+                let next = self.store()?.state().map_err(e)?.last_seq + 1;
+                j.note(fs, Event::Appending { seq: next, id });
+                let seq = self
+                    .store()?
+                    .append(subject, &payload(id, size))
+                    .map_err(e)?;
+                if seq != next {
+                    return Err(format!("append got seq {seq}, expected {next}"));
+                }
+                self.subjects.insert(seq, subject);
+                j.note(
+                    fs,
+                    Event::Appended {
+                        seq,
+                        id,
+                        durable: always,
+                    },
+                );
+            }
+            Step::Sync => {
+                self.store()?.sync().map_err(e)?;
+                j.note(fs, Event::Synced);
+            }
+            Step::Tick(ns) => {
+                self.clock.advance(ns as i64);
+                self.store()?.tick().map_err(e)?;
+            }
+            Step::Delete(seq) | Step::Erase(seq) => {
+                j.note(fs, Event::Deleting { seq });
+                let erase = matches!(step, Step::Erase(_));
+                let r = if erase {
+                    self.store()?.erase(seq)
+                } else {
+                    self.store()?.delete(seq)
+                };
+                let durable = match r {
+                    Ok(()) => always,
+                    // already gone: an erase makes that durable before it says so, a delete
+                    // promises nothing (there is nothing to delete)
+                    Err(Error::NotFound { .. }) if erase => true,
+                    Err(Error::NotFound { .. }) => return Ok(()),
+                    Err(err) => return Err(e(err)),
+                };
+                j.note(fs, Event::Deleted { seq, durable });
+            }
+            Step::Purge => {
+                let upto = self.store()?.state().map_err(e)?.last_seq;
+                j.note(fs, Event::FloorStart { upto });
+                self.store()?.purge().map_err(e)?;
+                j.note(fs, Event::FloorDone { upto });
+            }
+            Step::Compact(seq) => {
+                j.note(fs, Event::FloorStart { upto: seq - 1 });
+                self.store()?.compact(seq).map_err(e)?;
+                j.note(fs, Event::FloorDone { upto: seq - 1 });
+            }
+            Step::PurgeEx(filter, 0, 0) if filter.is_empty() || filter == ">" => {
+                // purge_ex(">", 0, 0) is purge, and promises what purge promises
+                let upto = self.store()?.state().map_err(e)?.last_seq;
+                j.note(fs, Event::FloorStart { upto });
+                self.store()?.purge_ex(filter, 0, 0).map_err(e)?;
+                j.note(fs, Event::FloorDone { upto });
+            }
+            Step::PurgeEx(filter, up_to, keep) => {
+                let last = self.store()?.state().map_err(e)?.last_seq;
+                let before = self.present()?;
+                j.note(fs, Event::Removing);
+                self.store()?.purge_ex(filter, up_to, keep).map_err(e)?;
+                let after = self.present()?;
+                let mut seqs: Vec<u64> = before
+                    .iter()
+                    .copied()
+                    .filter(|q| after.binary_search(q).is_err())
+                    .collect();
+                // what the promise covers beyond its own tombstones: matching messages that
+                // were gone already (an unsynced delete among them) stay gone
+                let filter = if filter.is_empty() { ">" } else { filter };
+                seqs.extend(self.subjects.iter().filter_map(|(&q, subject)| {
+                    let gone = before.binary_search(&q).is_err();
+                    let covered = q <= last && (up_to == 0 || q < up_to);
+                    (gone && covered && store_core::subject::matches(filter, subject)).then_some(q)
+                }));
+                j.note(fs, Event::Removed { seqs });
+            }
+            Step::Truncate(seq) => {
+                let last = self.store()?.state().map_err(e)?.last_seq;
+                j.note(fs, Event::TruncateStart { seq });
+                self.store()?.truncate(seq).map_err(e)?;
+                // at or above the last sequence nothing is cut: last stays where it was
+                j.note(fs, Event::TruncateDone { seq: seq.min(last) });
+                self.subjects.retain(|&q, _| q <= seq);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Runner<'_> {
+    /// [`Step::TrimOnOpen`]: an open whose limits remove the oldest messages; what it removed
+    /// must stay removed once the open returned.
+    fn trim_on_open(&mut self, fs: &FaultFs, n: u64, j: &mut Journal<Event>) -> Result<(), Error> {
+        let before = self
+            .present()
+            .map_err(|m| Error::InvalidArgument(m.clone()))?;
+        let mut cfg = self.cfg.clone();
+        cfg.limits.max_msgs = n;
+        self.store = None;
+        j.note(fs, Event::Removing);
+        self.reopen(fs, cfg)?;
+        let after = self.present().map_err(Error::InvalidArgument)?;
+        let seqs = before
+            .into_iter()
+            .filter(|q| after.binary_search(q).is_err())
+            .collect();
+        j.note(fs, Event::Removed { seqs });
+        self.reopen(fs, self.cfg.clone())
+    }
+
+    /// The open store, if any: the robustness tests inspect it after an injected fault.
+    pub fn ops(&mut self) -> Option<&mut (dyn StreamOps + 'static)> {
+        self.store.as_deref_mut()
+    }
+}

@@ -1,0 +1,396 @@
+//! Workloads: the steps, the events they note, and the named workloads of the matrix.
+
+use crate::*;
+
+/// One step of a workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Open (recover) the store on the live filesystem.
+    Open,
+    /// Drop the store (no close, no sync) and open it again, as a restarted process would.
+    Reopen,
+    /// Append a message of `size` bytes (its first bytes identify it).
+    Append(&'static str, u16),
+    /// `sync()`.
+    Sync,
+    /// `delete(seq)`.
+    Delete(u64),
+    /// `erase(seq)`.
+    Erase(u64),
+    /// `purge()`.
+    Purge,
+    /// `purge_ex(filter, up_to, keep)`.
+    PurgeEx(&'static str, u64, u64),
+    /// `compact(seq)`.
+    Compact(u64),
+    /// `truncate(seq)`.
+    Truncate(u64),
+    /// Advance the clock and `tick()` (drives the `Interval` policy).
+    Tick(u64),
+    /// `checkpoint()`: sync, then write `index.db`.
+    Checkpoint,
+    /// What `close()` does — checkpoint, then drop — and open again: the open takes the
+    /// `index.db` path.
+    Close,
+    /// Drop the store and open it with `max_msgs = n` (the limits remove the oldest messages at
+    /// open), then drop it and open it again without limits.
+    TrimOnOpen(u64),
+}
+
+/// What the workload learned, noted in the journal as it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// `append` of the message with this id is about to run and will get `seq`: from here on
+    /// a crash image may hold it.
+    Appending {
+        /// The sequence it will get.
+        seq: u64,
+        /// The payload's id.
+        id: u64,
+    },
+    /// `append` returned `seq` for the message with this id; `durable` under `Always`.
+    Appended {
+        /// The sequence.
+        seq: u64,
+        /// The payload's id.
+        id: u64,
+        /// Acknowledged durable.
+        durable: bool,
+    },
+    /// `sync()` returned: everything before it is durable.
+    Synced,
+    /// `delete(seq)` is about to run.
+    Deleting {
+        /// The sequence.
+        seq: u64,
+    },
+    /// `delete(seq)` returned.
+    Deleted {
+        /// The sequence.
+        seq: u64,
+        /// Acknowledged durable.
+        durable: bool,
+    },
+    /// A structural operation that removes sequences `<= upto` (purge, compact) started.
+    FloorStart {
+        /// The last sequence it removes.
+        upto: u64,
+    },
+    /// It returned (durably).
+    FloorDone {
+        /// The last sequence it removed.
+        upto: u64,
+    },
+    /// `purge_ex` is about to run.
+    Removing,
+    /// `purge_ex` returned having durably removed these.
+    Removed {
+        /// The sequences.
+        seqs: Vec<u64>,
+    },
+    /// `truncate(seq)` started.
+    TruncateStart {
+        /// The target.
+        seq: u64,
+    },
+    /// `truncate(seq)` returned (durably).
+    TruncateDone {
+        /// The target.
+        seq: u64,
+    },
+}
+
+/// A named workload.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// Its name (`seed`, `purge-then-append`, ...).
+    pub name: &'static str,
+    /// Its steps.
+    pub steps: Vec<Step>,
+    /// Block size to run it with (small ones force rollover).
+    pub block_size: u64,
+}
+
+pub(crate) fn appends(subjects: &[&'static str], n: usize, size: u16) -> Vec<Step> {
+    (0..n)
+        .map(|i| Step::Append(subjects[i % subjects.len()], size))
+        .collect()
+}
+
+/// The number of messages the seed scenario appends before its purge.
+pub const SEED_K: u64 = 8;
+
+/// The workloads of the crash matrix. `seed` is the scenario of the original bug.
+pub fn workloads() -> Vec<Workload> {
+    let cat = |parts: Vec<Vec<Step>>| parts.into_iter().flatten().collect::<Vec<_>>();
+    let k = SEED_K as usize;
+    vec![
+        Workload {
+            name: "seed",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["orders.eu"], k, 40),
+                vec![Step::Sync, Step::Purge],
+            ]),
+            block_size: 1 << 20,
+        },
+        Workload {
+            name: "purge-then-append",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["orders.eu"], 5, 40),
+                vec![Step::Sync, Step::Purge],
+                appends(&["orders.us"], 3, 40),
+                vec![Step::Sync],
+            ]),
+            block_size: 1 << 20,
+        },
+        Workload {
+            name: "purge-deletes-blocks",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["a.1", "a.2"], 30, 60),
+                vec![
+                    Step::Delete(3),
+                    Step::Delete(11),
+                    Step::Delete(20),
+                    Step::Sync,
+                    Step::Purge,
+                ],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
+            name: "purge-ex",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["a.1", "a.2", "b.1"], 12, 30),
+                vec![
+                    Step::Sync,
+                    Step::PurgeEx("a.*", 0, 1),
+                    Step::PurgeEx(">", 11, 0),
+                    Step::Append("b.1", 30),
+                ],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
+            name: "compact",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["c"], 10, 30),
+                vec![Step::Sync],
+                // these roll into a new block that nothing has synced yet
+                appends(&["c"], 8, 30),
+                vec![Step::Compact(6)],
+                appends(&["c"], 2, 30),
+                vec![Step::Compact(20), Step::Append("c", 30)],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
+            name: "truncate",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["t"], 24, 40),
+                vec![Step::Sync, Step::Delete(5), Step::Truncate(10)],
+                appends(&["t"], 2, 40),
+                vec![Step::Sync],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
+            name: "reopen",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["o"], 3, 40),
+                vec![Step::Reopen],
+                appends(&["o"], 2, 40),
+                vec![Step::Sync],
+            ]),
+            block_size: 1 << 20,
+        },
+        Workload {
+            name: "delete-front-block",
+            // 97-byte records: block 1 holds ten messages and the first tombstone, so
+            // deleting 1..=10 empties it while the other tombstones land in block 2
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["d"], 10, 60),
+                vec![Step::Sync],
+                (1..=10).map(Step::Delete).collect(),
+                vec![
+                    Step::Append("d", 60),
+                    Step::Erase(11),
+                    Step::Append("d", 60),
+                ],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
+            name: "drop-several-blocks",
+            // one 922-byte record per 1 KiB block: purge_ex empties three front blocks at once
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["d.1"], 3, 883),
+                vec![
+                    Step::Append("d.2", 40),
+                    Step::Sync,
+                    Step::PurgeEx("*.1", 0, 0),
+                ],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
+            name: "reopen-sync",
+            // a restarted process's sync() must cover what the previous one never synced
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["o"], 3, 40),
+                vec![Step::Reopen, Step::Sync],
+            ]),
+            block_size: 1 << 20,
+        },
+        Workload {
+            name: "erase-last",
+            // records larger than a sector, so the in-place overwrite can tear
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["e"], 2, 600),
+                vec![Step::Sync, Step::Erase(2), Step::Append("e", 40)],
+            ]),
+            // two 636-byte records fill the block: the erase's tombstone starts block 2
+            block_size: 1290,
+        },
+        Workload {
+            name: "purge-pending-interval",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["p"], 4, 40),
+                vec![Step::Sync],
+                appends(&["p"], 4, 40),
+                vec![Step::Tick(300_000), Step::Purge, Step::Append("p", 40)],
+            ]),
+            block_size: 1 << 20,
+        },
+        Workload {
+            // found by a user (issue 13): the delete of seq 3 is unsynced under never and
+            // interval, so compact(4) found nothing to do in memory and used to return without
+            // a floor record or a sync: a crash brought back last=2, or seq 3
+            name: "compact-after-unsynced-delete",
+            steps: vec![
+                Step::Open,
+                Step::Append("a.x", 40),
+                Step::Append("a.x", 40),
+                Step::Purge,
+                Step::Append("c", 40),
+                Step::Delete(3),
+                Step::Compact(4),
+                Step::Append("a.y", 8),
+                Step::Reopen,
+                Step::Sync,
+            ],
+            block_size: 1024,
+        },
+        Workload {
+            // every match of the filter was removed by unsynced deletes: purge_ex finds nothing
+            // to remove and must still leave none of them to come back
+            name: "purge-ex-after-unsynced-deletes",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["a.1", "b.1"], 4, 40),
+                vec![
+                    Step::Sync,
+                    Step::Delete(1),
+                    Step::Delete(3),
+                    Step::PurgeEx("a.*", 0, 0),
+                    Step::Append("b.1", 40),
+                ],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
+            // truncate at or above the last sequence cuts nothing, and still promises last
+            name: "truncate-at-last",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["t"], 3, 40),
+                vec![Step::Truncate(3), Step::Truncate(7), Step::Append("t", 40)],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
+            // erase of a message an unsynced delete removed: NotFound, and it stays removed
+            name: "erase-after-unsynced-delete",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["e"], 2, 40),
+                vec![Step::Sync, Step::Delete(2), Step::Erase(2)],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
+            // the limits remove the oldest messages at open, their floor record starting block
+            // 2 (six 167-byte records leave 6 bytes in block 1); then index.db is written and
+            // the next open takes the index path
+            name: "limits-on-open-and-index",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["l.1", "l.2"], 6, 128),
+                vec![Step::TrimOnOpen(2), Step::Append("l.1", 40), Step::Close],
+                appends(&["l.2"], 2, 40),
+                vec![Step::Truncate(8), Step::Close, Step::Append("l.1", 40)],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
+            name: "rollover",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["r.1", "r.2"], 20, 100),
+                vec![Step::Delete(1), Step::Delete(2), Step::Tick(2_000_000)],
+                appends(&["r.1"], 10, 100),
+                vec![Step::Sync],
+            ]),
+            block_size: 1024,
+        },
+    ]
+}
+
+/// The sync policies every workload runs under. The interval is 1 ms of the workload's
+/// clock, which advances 250 µs per step.
+pub fn policies() -> Vec<(&'static str, SyncPolicy)> {
+    vec![
+        ("always", SyncPolicy::Always),
+        ("interval", SyncPolicy::Interval(Duration::from_millis(1))),
+        ("never", SyncPolicy::Never),
+    ]
+}
+
+/// Nanoseconds the workload clock moves per step.
+pub const STEP_NS: i64 = 250_000;
+
+/// The store configuration a run uses.
+pub fn config(block_size: u64, sync: SyncPolicy, ablation: Ablation) -> Config {
+    Config {
+        block_size,
+        sync,
+        ablation,
+        ..Config::default()
+    }
+}
+
+/// The payload of the message with id `id`: the id in decimal, padded to `size` bytes.
+pub fn payload(id: u64, size: u16) -> Vec<u8> {
+    let mut p = format!("id{id:010}:").into_bytes();
+    p.resize((size as usize).max(p.len()), b'.');
+    p
+}
+
+pub(crate) fn payload_id(p: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(p.get(2..12)?).ok()?;
+    if !p.starts_with(b"id") {
+        return None;
+    }
+    s.parse().ok()
+}
