@@ -218,6 +218,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = Cli::parse();
     match run(cli.cmd) {
         Ok(code) => code,
@@ -225,6 +226,18 @@ fn main() -> ExitCode {
             eprintln!("seqstore: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Rust starts programs with SIGPIPE ignored, so a write to a closed pipe (`seqstore … | head`)
+/// is an error that `println!` turns into a panic. A command-line tool should end quietly
+/// there, as coreutils do: the default action, which ends the process.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any other thread exists; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
