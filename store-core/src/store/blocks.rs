@@ -196,6 +196,32 @@ impl<F: Fs> Store<F> {
         ))
     }
 
+    /// Marks the live messages of block `pos` whose sequence `which` selects deleted (in
+    /// memory; the caller writes the records that make it so). Returns how many.
+    pub(super) fn delete_in_block(
+        &mut self,
+        pos: usize,
+        which: impl Fn(u64) -> bool,
+    ) -> Result<u64> {
+        if self.blocks[pos].live == 0 {
+            return Ok(0);
+        }
+        self.ensure_loaded(pos)?;
+        let idx: Vec<usize> = self.blocks[pos]
+            .entries
+            .as_ref()
+            .expect("loaded")
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !e.deleted && which(e.seq))
+            .map(|(i, _)| i)
+            .collect();
+        for &i in &idx {
+            self.mark_deleted(pos, i);
+        }
+        Ok(idx.len() as u64)
+    }
+
     /// Marks entry `i` of block `pos` deleted and updates every counter. `first_seq` is fixed
     /// by the caller (`set_first_from`) once a batch is done.
     pub(super) fn mark_deleted(&mut self, pos: usize, i: usize) {

@@ -54,23 +54,7 @@ impl<F: Fs> Store<F> {
                 }
                 continue;
             }
-            if b.live == 0 {
-                continue;
-            }
-            self.ensure_loaded(pos)?;
-            let idx: Vec<usize> = self.blocks[pos]
-                .entries
-                .as_ref()
-                .expect("loaded")
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| !e.deleted && e.seq <= f)
-                .map(|(i, _)| i)
-                .collect();
-            for i in idx {
-                self.mark_deleted(pos, i);
-                n += 1;
-            }
+            n += self.delete_in_block(pos, |seq| seq <= f)?;
         }
         self.floor = self.floor.max(f);
         Ok(n)

@@ -126,23 +126,7 @@ impl<F: Fs> Store<F> {
     fn remove_above(&mut self, seq: u64, cut_pos: usize) -> Result<u64> {
         let mut n = 0;
         for pos in cut_pos..self.blocks.len() {
-            if self.blocks[pos].live == 0 {
-                continue;
-            }
-            self.ensure_loaded(pos)?;
-            let idx: Vec<usize> = self.blocks[pos]
-                .entries
-                .as_ref()
-                .expect("loaded")
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| !e.deleted && e.seq > seq)
-                .map(|(i, _)| i)
-                .collect();
-            for i in idx {
-                self.mark_deleted(pos, i);
-                n += 1;
-            }
+            n += self.delete_in_block(pos, |s| s > seq)?;
         }
         Ok(n)
     }
