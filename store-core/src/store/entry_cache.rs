@@ -34,9 +34,14 @@ impl<F: Fs> Store<F> {
     /// the hot paths.
     #[inline]
     pub(super) fn trim_entries(&mut self) {
-        if self.untrimmed.saturating_mul(ENTRY_BYTES) > self.cfg.entry_cache / 8 {
+        if self.untrimmed > self.trim_at {
             self.trim_entries_now();
         }
+    }
+
+    /// `trim_at` for `Config::entry_cache`: entries loaded past an eighth of the budget.
+    pub(super) fn trim_threshold(entry_cache: u64) -> u64 {
+        entry_cache / 8 / ENTRY_BYTES
     }
 
     /// Drops the entries of the least recently used sealed blocks until those left fit
@@ -99,6 +104,7 @@ impl<F: Fs> Store<F> {
     /// Changes `Config::entry_cache` on an open store, trimming to it at once.
     pub fn set_entry_cache(&mut self, bytes: u64) {
         self.cfg.entry_cache = bytes;
+        self.trim_at = Self::trim_threshold(bytes);
         self.trim_entries_now();
     }
 

@@ -177,8 +177,11 @@ impl<F: Fs> Store<F> {
             self.roll()?;
         }
         let pos = self.blocks.len() - 1;
-        // appends index into the newest block's entries: read it if open left it unread
-        self.ensure_loaded(pos)?;
+        // appends index into the newest block's entries: read it if open left it unread (not
+        // `ensure_loaded`: the newest block is never evicted, its recency is not needed)
+        if self.blocks[pos].entries.is_none() {
+            self.load_entries(pos)?;
+        }
         let off = self.blocks[pos].len + self.wbuf.len() as u64;
         let crc = match encoded {
             Some((bytes, crc)) => {

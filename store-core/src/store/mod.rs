@@ -89,8 +89,10 @@ pub struct Store<F: Fs> {
     reads_since_decay: u64,
     /// Uses of loaded entries so far (`Block::used` stamps; see `entry_cache.rs`).
     entry_tick: u64,
-    /// Entries loaded or sealed since the entry cache was last trimmed.
+    /// Entries loaded or sealed since the entry cache was last trimmed, and how many make a
+    /// trim worth its walk over the blocks.
     untrimmed: u64,
+    trim_at: u64,
 }
 
 /// A clock for [`Store::open`]: store-core reads no clock, so without one each call returns
@@ -144,6 +146,7 @@ impl<F: Fs> Store<F> {
     pub fn open_with_clock(fs: F, cfg: Config, clock: Box<dyn Clock>) -> Result<Self> {
         cfg.validate().map_err(Error::InvalidConfig)?;
         let now = clock.now_ns();
+        let entry_cache = cfg.entry_cache;
         let mut s = Store {
             fs,
             cfg,
@@ -174,6 +177,7 @@ impl<F: Fs> Store<F> {
             reads_since_decay: 0,
             entry_tick: 0,
             untrimmed: 0,
+            trim_at: Self::trim_threshold(entry_cache),
         };
         s.recover_purge()?;
         s.load()?;
