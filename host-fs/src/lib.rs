@@ -132,10 +132,115 @@ fn entry_name(name: std::ffi::OsString, dir: &str) -> io::Result<String> {
 pub struct SystemClock;
 
 impl store_core::Clock for SystemClock {
+    /// The system time in ns since the epoch (0 before it). Natively: the system time at
+    /// the last anchor plus the TSC's elapsed time since (`tsc_clock`), re-anchored every
+    /// 100 ms, so it follows the system time (NTP steps and slews) to well within a
+    /// microsecond of drift between anchors. A reading costs ~25 instructions where
+    /// `SystemTime::now` with `duration_since` cost ~110: 14% of an unsynced append
+    /// (callgrind). Not monotonic across an anchor that the system time stepped back; the
+    /// store never lets a timestamp go back anyway.
+    #[inline]
     fn now_ns(&self) -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64)
+        #[cfg(not(target_os = "wasi"))]
+        {
+            tsc_clock::now_ns()
+        }
+        #[cfg(target_os = "wasi")]
+        {
+            system_ns()
+        }
+    }
+}
+
+/// `SystemTime::now()` in ns since the epoch, 0 before it.
+fn system_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64)
+}
+
+#[cfg(not(target_os = "wasi"))]
+mod tsc_clock {
+    //! The wall clock from the TSC: an anchor (a raw TSC reading and the system time taken
+    //! beside it) behind a sequence lock of atomics, so that readers on any thread take a
+    //! consistent pair without a lock, and whichever reader finds the anchor 100 ms old
+    //! takes a new one.
+    use std::sync::atomic::{fence, AtomicI64, AtomicU64, Ordering};
+    use std::sync::OnceLock;
+
+    /// How long an anchor serves before the system time is read again.
+    const REANCHOR_NS: u64 = 100_000_000;
+
+    static CLOCK: OnceLock<quanta::Clock> = OnceLock::new();
+    /// Even: the anchor is stable; odd: being written. 0: no anchor yet.
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    static RAW: AtomicU64 = AtomicU64::new(0);
+    static NS: AtomicI64 = AtomicI64::new(0);
+
+    #[inline]
+    pub(super) fn now_ns() -> i64 {
+        let clock = CLOCK.get_or_init(quanta::Clock::new);
+        let now = clock.raw();
+        let s1 = SEQ.load(Ordering::Acquire);
+        let (raw, ns) = (RAW.load(Ordering::Relaxed), NS.load(Ordering::Relaxed));
+        fence(Ordering::Acquire);
+        let s2 = SEQ.load(Ordering::Relaxed);
+        if s1 == s2 && s1 != 0 && s1.is_multiple_of(2) && now >= raw {
+            let elapsed = clock.delta_as_nanos(raw, now);
+            if elapsed < REANCHOR_NS {
+                return ns.saturating_add(elapsed as i64);
+            }
+        }
+        reanchor(clock, s2)
+    }
+
+    /// Reads the system time (the answer) and, unless another thread is doing it, makes it
+    /// the new anchor.
+    #[cold]
+    fn reanchor(clock: &quanta::Clock, seen: u64) -> i64 {
+        let raw = clock.raw();
+        let ns = super::system_ns();
+        if seen.is_multiple_of(2)
+            && SEQ
+                .compare_exchange(seen, seen + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        {
+            fence(Ordering::Release);
+            RAW.store(raw, Ordering::Relaxed);
+            NS.store(ns, Ordering::Relaxed);
+            SEQ.store(seen + 2, Ordering::Release);
+        }
+        ns
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::now_ns;
+
+        /// Readings stay within a millisecond of the system time, across anchors and on
+        /// several threads at once (a torn anchor would be off by far more).
+        #[test]
+        fn follows_the_system_time() {
+            let check = || {
+                let until = std::time::Instant::now() + std::time::Duration::from_millis(350);
+                let mut worst = 0i64;
+                while std::time::Instant::now() < until {
+                    let before = super::super::system_ns();
+                    let t = now_ns();
+                    let after = super::super::system_ns();
+                    assert!(
+                        t >= before - 1_000_000 && t <= after + 1_000_000,
+                        "{before} <= {t} <= {after}"
+                    );
+                    worst = worst.max((t - before).abs().min((t - after).abs()));
+                }
+                worst
+            };
+            let hs: Vec<_> = (0..4).map(|_| std::thread::spawn(check)).collect();
+            for h in hs {
+                h.join().expect("thread");
+            }
+        }
     }
 }
 
