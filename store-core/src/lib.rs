@@ -46,7 +46,9 @@ pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use error::{Error, Result};
 pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 pub use shared::SharedStore;
-pub use store::{RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SYNC_SITES};
+pub use store::{
+    FilteredState, RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SYNC_SITES,
+};
 pub use verify::{verify, IndexStatus, Problem, VerifyReport};
 
 /// The seed of a randomized test (`SEQSTORE_SEED` if set, to replay a failure; else
