@@ -31,6 +31,8 @@ pub mod fs;
 pub mod index;
 #[cfg(test)]
 mod memfs;
+#[cfg(test)]
+mod query_model;
 pub mod record;
 mod shared;
 pub mod store;
