@@ -440,3 +440,39 @@ fn truncate_keeps_tombstones_that_spill_over_a_block() {
         assert_eq!(s.state(), before, "block_size {block_size}");
     }
 }
+
+/// The `SharedStore` forms answer as the `Store` methods do (they only take the lock).
+#[test]
+fn shared_store_reads_are_the_stores() {
+    let (fs, clock) = (MemFs::new(), ManualClock::new(1_000));
+    let mut s = open(&fs, &Config::default(), &clock);
+    for (i, subject) in SUBJECTS.iter().cycle().take(20).enumerate() {
+        clock.advance(i as i64 % 2);
+        s.append(subject, b"", b"x").unwrap();
+    }
+    s.delete(3).unwrap();
+    let sh = SharedStore::new(s);
+    let prev = sh.prev_matching("a.*", 10).unwrap().map(|m| m.seq);
+    assert_eq!(prev, Some(9));
+    let next = sh.next_matching_multi(&["c", "d.>"], 6).unwrap();
+    assert_eq!(next.map(|m| m.seq), Some(7));
+    let back = sh.prev_matching_multi(&["c", "b.1"], 10).unwrap();
+    assert_eq!(back.map(|m| m.seq), Some(10));
+    assert_eq!(sh.seq_from_time(1_003).unwrap(), 6);
+    let st = sh.filtered_state("a.>", 5).unwrap();
+    assert_eq!((st.msgs, st.first, st.last), (7, 6, 20));
+    assert_eq!(sh.subject_for_seq(5).unwrap(), "c");
+    assert!(matches!(
+        sh.subject_for_seq(3),
+        Err(Error::NotFound { seq: 3 })
+    ));
+    assert_eq!(sh.num_pending(10, ">", true).unwrap(), (7, 20));
+    let lasts = sh.multi_last_seqs(&["a.*"], 0, 0).unwrap();
+    assert_eq!(lasts, vec![15, 16]);
+    let too = sh.multi_last_seqs(&[">"], 0, 3);
+    assert!(matches!(too, Err(Error::TooManyResults { max: 3 })));
+    let batch = sh.get_batch(0, "a.1", 10, 0).unwrap();
+    assert_eq!(batch.iter().map(|m| m.seq).collect::<Vec<_>>(), [1, 8, 15]);
+    let bad = sh.next_matching_multi(&["a", "a..b"], 0);
+    assert!(matches!(bad, Err(Error::InvalidSubject { .. })));
+}
