@@ -610,7 +610,7 @@ impl AnyStore {
 
     /// The last message at or before `from` matching any of `filters`.
     fn prev_multi(&mut self, filters: &[&str], from: u64) -> Result<Option<StoredMsg>> {
-        Ok(self.native("prev")?.prev_matching_multi(filters, from)?)
+        on!(self, s => s.prev_matching_multi(filters, from))
     }
 }
 

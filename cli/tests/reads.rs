@@ -96,6 +96,14 @@ fn next_prev_pending_and_time_seq() {
         "last + 1 when no timestamp is that late"
     );
 
+    // the same reads in the wasm sandbox, on the same files
+    let mut guest_any = any.to_vec();
+    guest_any.push("--guest");
+    assert_eq!(seq_of(dir, &guest_any), 4);
+    let mut guest_before = before.to_vec();
+    guest_before.push("--guest");
+    assert_eq!(seq_of(dir, &guest_before), 4);
+
     // a bad filter is an error, not a panic
     let bad = seqstore(dir, &["next", "--filter", "a..b"]);
     assert_eq!(bad.status.code(), Some(2), "{bad:?}");

@@ -677,6 +677,21 @@ impl wit::GuestStore for GuestStoreRes {
         self.with(|s| s.next_matching(&filter, from_seq))
             .map(|m| m.map(to_msg))
     }
+    fn prev_matching(&self, filters: Vec<String>, from_seq: u64) -> R<Option<wit::StoredMsg>> {
+        let filters: Vec<&str> = filters.iter().map(String::as_str).collect();
+        self.with(|s| s.prev_matching_multi(&filters, from_seq))
+            .map(|m| m.map(to_msg))
+    }
+    fn get_batch(
+        &self,
+        from_seq: u64,
+        filter: String,
+        max_msgs: u32,
+        max_bytes: u64,
+    ) -> R<Vec<wit::StoredMsg>> {
+        self.with(|s| s.get_batch(from_seq, &filter, max_msgs as usize, max_bytes))
+            .map(|v| v.into_iter().map(to_msg).collect())
+    }
     fn subjects_state(&self, filter: String) -> R<Vec<(String, u64)>> {
         self.with(|s| s.subjects_state(&filter))
             .map(|m| m.into_iter().collect())

@@ -682,6 +682,39 @@ impl GuestStore {
             .map(|m| m.map(from_wit_msg))
     }
 
+    /// The last message at or before `from_seq` whose subject matches `filter`
+    /// (`Store::prev_matching`).
+    pub fn prev_matching(&mut self, filter: &str, from_seq: u64) -> Result<Option<StoredMsg>> {
+        self.prev_matching_multi(&[filter], from_seq)
+    }
+
+    /// The last message at or before `from_seq` whose subject matches any of `filters`
+    /// (`Store::prev_matching_multi`; an empty list: any subject).
+    pub fn prev_matching_multi(
+        &mut self,
+        filters: &[&str],
+        from_seq: u64,
+    ) -> Result<Option<StoredMsg>> {
+        let filters: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
+        self.call_read(|g, s, h| g.call_prev_matching(s, h, &filters, from_seq))
+            .map(|m| m.map(from_wit_msg))
+    }
+
+    /// Up to `max_msgs` messages at or after `from_seq` matching `filter`, within `max_bytes`
+    /// (`Store::get_batch`), in one call into the guest. `max_msgs` above `u32::MAX` asks for
+    /// `u32::MAX`.
+    pub fn get_batch(
+        &mut self,
+        from_seq: u64,
+        filter: &str,
+        max_msgs: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<StoredMsg>> {
+        let n = u32::try_from(max_msgs).unwrap_or(u32::MAX);
+        self.call_read(|g, s, h| g.call_get_batch(s, h, from_seq, filter, n, max_bytes))
+            .map(|v| v.into_iter().map(from_wit_msg).collect())
+    }
+
     /// Message counts per subject for the subjects matching `filter`.
     pub fn subjects_state(&mut self, filter: &str) -> Result<BTreeMap<String, u64>> {
         self.call_read(|g, s, h| g.call_subjects_state(s, h, filter))
