@@ -245,13 +245,22 @@ impl<F: Fs> Store<F> {
         let mut st = FilteredState::default();
         if from_seq <= self.first_seq {
             // the whole stream: the count from the subject counters, first and last from the
-            // two ends (each scan stops at its first match)
+            // two ends (each scan stops at its first match), unless every matching subject
+            // knows its own first (last) sequence already
             let sids = self.matching_sids(m);
-            st.msgs = sids.iter().map(|&i| self.subj[i as usize].msgs).sum();
-            if st.msgs > 0 {
-                st.first = self.first_hit(m, 0, u64::MAX, false)?.unwrap_or(0);
-                st.last = self.first_hit(m, 0, u64::MAX, true)?.unwrap_or(0);
+            let info: Vec<SubjInfo> = sids.iter().map(|&i| self.subj[i as usize]).collect();
+            st.msgs = info.iter().map(|s| s.msgs).sum();
+            if st.msgs == 0 {
+                return Ok(st);
             }
+            st.first = match info.iter().all(|s| s.first != 0) {
+                true => info.iter().map(|s| s.first).min().unwrap_or(0),
+                false => self.first_hit(m, 0, u64::MAX, false)?.unwrap_or(0),
+            };
+            st.last = match info.iter().all(|s| s.last != 0) {
+                true => info.iter().map(|s| s.last).max().unwrap_or(0),
+                false => self.first_hit(m, 0, u64::MAX, true)?.unwrap_or(0),
+            };
             return Ok(st);
         }
         self.visit_live(from_seq, u64::MAX, false, |e, names| {
