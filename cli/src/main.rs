@@ -581,14 +581,6 @@ impl AnyStore {
         on!(self, s => s.close())
     }
 
-    /// The native store, for the reads the guest's WIT interface does not have yet.
-    fn native(&mut self, what: &str) -> Result<&mut Store<HostFs>> {
-        match self {
-            AnyStore::Native(s) => Ok(s),
-            AnyStore::Guest(_) => bail!("seqstore {what} is not available with --guest yet"),
-        }
-    }
-
     /// The first message at or after `from` matching any of `filters`. The guest has one
     /// filter per call: the first match of any filter is the lowest of their first matches.
     fn next_multi(&mut self, filters: &[&str], from: u64) -> Result<Option<StoredMsg>> {
@@ -771,8 +763,8 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
         } => {
             let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
             let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
-            let native = s.native("pending")?;
-            let (n, through) = native.num_pending_multi(from, &filters, last_per_subject)?;
+            let (n, through) =
+                on!(&mut s, x => x.num_pending_multi(from, &filters, last_per_subject))?;
             if json {
                 println!("{}", json!({"pending": n, "valid_through": through}));
             } else {
@@ -782,7 +774,7 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
         }
         Cmd::TimeSeq { dir, ts, json } => {
             let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
-            let seq = s.native("time-seq")?.seq_from_time(ts)?;
+            let seq = on!(&mut s, x => x.seq_from_time(ts))?;
             if json {
                 println!("{}", json!({"seq": seq}));
             } else {

@@ -103,6 +103,11 @@ fn next_prev_pending_and_time_seq() {
     let mut guest_before = before.to_vec();
     guest_before.push("--guest");
     assert_eq!(seq_of(dir, &guest_before), 4);
+    let mut guest_pending = lps.to_vec();
+    guest_pending.push("--guest");
+    assert_eq!(json(dir, &guest_pending)["pending"].as_u64(), Some(3));
+    let guest_at = ok(dir, &["time-seq", &ts3.to_string(), "--guest"]);
+    assert_eq!(guest_at, at, "the guest finds the same sequence");
 
     // a bad filter is an error, not a panic
     let bad = seqstore(dir, &["next", "--filter", "a..b"]);

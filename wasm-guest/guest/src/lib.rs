@@ -692,6 +692,18 @@ impl wit::GuestStore for GuestStoreRes {
         self.with(|s| s.get_batch(from_seq, &filter, max_msgs as usize, max_bytes))
             .map(|v| v.into_iter().map(to_msg).collect())
     }
+    fn seq_from_time(&self, ts: i64) -> R<u64> {
+        self.with(|s| s.seq_from_time(ts))
+    }
+    fn num_pending(
+        &self,
+        from_seq: u64,
+        filters: Vec<String>,
+        last_per_subject: bool,
+    ) -> R<(u64, u64)> {
+        let filters: Vec<&str> = filters.iter().map(String::as_str).collect();
+        self.with(|s| s.num_pending_multi(from_seq, &filters, last_per_subject))
+    }
     fn subjects_state(&self, filter: String) -> R<Vec<(String, u64)>> {
         self.with(|s| s.subjects_state(&filter))
             .map(|m| m.into_iter().collect())

@@ -715,6 +715,33 @@ impl GuestStore {
             .map(|v| v.into_iter().map(from_wit_msg).collect())
     }
 
+    /// The first sequence with a timestamp at or after `ts` (`Store::seq_from_time`).
+    pub fn seq_from_time(&mut self, ts: i64) -> Result<u64> {
+        self.call_read(|g, s, h| g.call_seq_from_time(s, h, ts))
+    }
+
+    /// How many messages at or after `from_seq` match `filter`, and the last sequence
+    /// (`Store::num_pending`).
+    pub fn num_pending(
+        &mut self,
+        from_seq: u64,
+        filter: &str,
+        last_per_subject: bool,
+    ) -> Result<(u64, u64)> {
+        self.num_pending_multi(from_seq, &[filter], last_per_subject)
+    }
+
+    /// `num_pending` for any of `filters` (`Store::num_pending_multi`).
+    pub fn num_pending_multi(
+        &mut self,
+        from_seq: u64,
+        filters: &[&str],
+        last_per_subject: bool,
+    ) -> Result<(u64, u64)> {
+        let filters: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
+        self.call_read(|g, s, h| g.call_num_pending(s, h, from_seq, &filters, last_per_subject))
+    }
+
     /// Message counts per subject for the subjects matching `filter`.
     pub fn subjects_state(&mut self, filter: &str) -> Result<BTreeMap<String, u64>> {
         self.call_read(|g, s, h| g.call_subjects_state(s, h, filter))
