@@ -96,11 +96,11 @@ impl<F: Fs> Store<F> {
             let end = entries.partition_point(|e| e.seq <= to).max(start);
             let live = |e: &&Entry| !e.deleted && e.seq >= first;
             let names = &self.subj_names;
-            let mut run = entries[start..end].iter();
+            let run = entries[start..end].iter();
             let more = if rev {
                 run.rev().filter(live).all(|e| visit(e, names))
             } else {
-                run.by_ref().filter(live).all(|e| visit(e, names))
+                run.filter(live).all(|e| visit(e, names))
             };
             if !more {
                 break;
