@@ -77,6 +77,12 @@ pub struct Config {
     /// block is cached whole once reads of it by `pread` have cost about as much as loading
     /// it; least recently used blocks leave first. See `Store::get`.
     pub block_cache: u64,
+    /// Bytes of sealed blocks' in-memory entries (32 bytes a message: where each record is,
+    /// its subject, whether it is deleted) kept loaded (default 32 MiB, about a million
+    /// messages; 0: only the newest block's). Beyond it the least recently used block's
+    /// entries are dropped, keeping only its deleted sequences, and read again from the block
+    /// on its next use (one scan of the block), so memory does not grow with the stream.
+    pub entry_cache: u64,
     /// Fsync call sites to skip, for the crash-proof tests and the demo only. See
     /// [`crate::Ablation`]: **it breaks durability on purpose**.
     #[cfg(feature = "ablation")]
@@ -99,6 +105,7 @@ impl Default for Config {
             recovery: RecoveryMode::default(),
             write_buffer: 256 << 10,
             block_cache: 64 << 20,
+            entry_cache: 32 << 20,
             #[cfg(feature = "ablation")]
             ablation: crate::Ablation::Full,
         }

@@ -2,7 +2,8 @@
 //! only wildcards reach), deletes, purges, `purge_ex`, compacts, truncates and reopens on the
 //! in-memory fs, each followed by random reads with random arguments (bad filters included),
 //! every answer compared with the model's (a `BTreeMap` of seq → subject, timestamp, payload).
-//! Blocks of 1 KiB (reads cross many of them) and larger, the block cache off and on.
+//! Blocks of 1 KiB (reads cross many of them) and larger, the block cache and the entry cache
+//! off, small and large.
 //! Seeded: `SEQSTORE_SEED=<n>` replays a run; the seed is printed and in every failure.
 
 use crate::memfs::MemFs;
@@ -395,7 +396,8 @@ fn one_write(
                 m.last = seq;
             }
         }
-        179..=181 => s.set_block_cache([0, 4096, 1 << 20][g.n(3) as usize]),
+        179..=180 => s.set_block_cache([0, 4096, 1 << 20][g.n(3) as usize]),
+        181 => s.set_entry_cache([0, 4096, 32 << 20][g.n(3) as usize]),
         // a reopen: the caller does it (closing or dropping this store first)
         182..=186 => return Some(true),
         _ => return Some(false),
@@ -419,6 +421,9 @@ fn query_reads_match_the_model() {
             block_size: [1024, 1024, 4096, 1 << 20][g.n(4) as usize],
             write_buffer: [0, 300, 256 << 10][g.n(3) as usize],
             block_cache: [0, 2048, 1 << 20][(case % 3) as usize],
+            // no entry cache (every sealed block's entries dropped at each trim), a small one,
+            // the default
+            entry_cache: [0, 4096, 32 << 20][(case / 3 % 3) as usize],
             ..Config::default()
         };
         let (fs, clock) = (MemFs::new(), ManualClock::new(1_000));
@@ -521,4 +526,74 @@ fn shared_store_reads_are_the_stores() {
     assert_eq!(batch.iter().map(|m| m.seq).collect::<Vec<_>>(), [1, 8, 15]);
     let bad = sh.next_matching_multi(&["a", "a..b"], 0);
     assert!(matches!(bad, Err(Error::InvalidSubject { .. })));
+}
+
+/// The reads that walk many blocks keep the entry cache within its budget (they trim between
+/// blocks, as `next_matching` does) and answer as a store that keeps every entry.
+#[test]
+fn query_walks_stay_within_the_entry_cache() {
+    const BUDGET: u64 = 16 << 10; // 512 entries; the stream has 6000 messages
+    let cfg = |entry_cache| Config {
+        block_size: 4096,
+        sync: SyncPolicy::Never,
+        entry_cache,
+        ..Config::default()
+    };
+    let (fa, fb, clock) = (MemFs::new(), MemFs::new(), ManualClock::new(1_000));
+    let (mut a, mut b) = (
+        open(&fa, &cfg(BUDGET), &clock),
+        open(&fb, &cfg(1 << 30), &clock),
+    );
+    for i in 0..6000u64 {
+        // "rare" only at both ends: a walk for it passes every block in between
+        let subj = if i == 3 || i == 5990 {
+            "rare"
+        } else {
+            SUBJECTS[(i % 3) as usize]
+        };
+        clock.advance(1);
+        assert_eq!(
+            a.append(subj, b"", b"x").unwrap(),
+            b.append(subj, b"", b"x").unwrap()
+        );
+    }
+    let held = |s: &Store<MemFs>| s.loaded_entries().0 * 32;
+    let bound = BUDGET + BUDGET / 8 + 4096;
+    type Read = fn(&mut Store<MemFs>) -> String;
+    let reads: [(&str, Read); 8] = [
+        ("prev", (|s| format!("{:?}", s.prev_matching("rare", 5000)))),
+        (
+            "next multi",
+            (|s| format!("{:?}", s.next_matching_multi(&["x", "rare"], 10))),
+        ),
+        (
+            "filtered",
+            (|s| format!("{:?}", s.filtered_state("rare", 100))),
+        ),
+        (
+            "detail",
+            (|s| format!("{:?}", s.subjects_state_detail(">"))),
+        ),
+        (
+            "last seqs",
+            (|s| format!("{:?}", s.multi_last_seqs(&["rare"], 5000, 0))),
+        ),
+        (
+            "pending",
+            (|s| format!("{:?}", s.num_pending(2, "a.*", false))),
+        ),
+        ("time", (|s| format!("{:?}", s.seq_from_time(4_500)))),
+        (
+            "batch",
+            (|s| format!("{:?}", s.get_batch(1, ">", 10_000, 0).map(|v| v.len()))),
+        ),
+    ];
+    for (what, read) in reads {
+        assert_eq!(read(&mut a), read(&mut b), "{what}");
+        assert!(
+            held(&a) <= bound,
+            "{what}: {} bytes of entries held",
+            held(&a)
+        );
+    }
 }

@@ -912,9 +912,8 @@ impl Model {
     }
 }
 
-fn run_ops(ops: &[Op]) -> Result<(), TestCaseError> {
+fn run_ops(ops: &[Op], cfg: Config) -> Result<(), TestCaseError> {
     let fs = MemFs::new();
-    let cfg = small();
     let mut s = open(&fs, cfg.clone());
     let mut m = Model::default();
     for op in ops {
@@ -1056,7 +1055,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
     #[test]
     fn store_matches_model(ops in proptest::collection::vec(op(), 1..120)) {
-        run_ops(&ops)?;
+        run_ops(&ops, small())?;
+        // no entry cache: every operation finds the sealed blocks' entries dropped
+        run_ops(&ops, Config { entry_cache: 0, ..small() })?;
     }
 }
 
@@ -1199,4 +1200,89 @@ fn append_encoded_run_agrees_with_one_call_per_record() {
         short_runs > 20,
         "the short path ran in only {short_runs} batches"
     );
+}
+
+/// The entry cache holds sealed blocks' entries within `Config::entry_cache` while a stream
+/// many times that size is written, read, rebuilt and trimmed, and answers as a store that
+/// keeps every entry: the same state, messages, subject counts and `index.db`.
+#[test]
+fn entry_cache_stays_within_its_budget_and_changes_no_answer() {
+    const BUDGET: u64 = 16 << 10; // 512 entries; the stream has 6000 messages
+    let (seed, mut next) = crate::seeded_rng(0x00e7_7c4e);
+    let subjects = ["a.x", "a.y", "b.z"];
+    let cfg = |entry_cache| Config {
+        block_size: 4096,
+        sync: SyncPolicy::Never,
+        entry_cache,
+        ..Config::default()
+    };
+    let (fa, fb) = (MemFs::new(), MemFs::new());
+    let (mut a, mut b) = (open(&fa, cfg(BUDGET)), open(&fb, cfg(1 << 30)));
+    let held = |s: &Store<MemFs>| s.loaded_entries().0 * 32;
+    // an eighth of the budget may load before a trim, plus one operation's blocks
+    let bound = BUDGET + BUDGET / 8 + 4096;
+    for i in 0..6000u64 {
+        let subj = subjects[(next() % 3) as usize];
+        let p = vec![i as u8; (next() % 100) as usize];
+        assert_eq!(
+            a.append(subj, b"", &p).unwrap(),
+            b.append(subj, b"", &p).unwrap()
+        );
+        if next() % 10 == 0 {
+            let seq = 1 + next() % (i + 1);
+            let (ra, rb) = (a.delete(seq), b.delete(seq));
+            assert_eq!(ra.is_ok(), rb.is_ok(), "seed {seed}: delete {seq}");
+        }
+        assert!(held(&a) <= bound, "seed {seed}: {} bytes held", held(&a));
+    }
+    a.compact(700).unwrap();
+    b.compact(700).unwrap();
+    a.purge_ex("a.*", 2000, 3).unwrap();
+    b.purge_ex("a.*", 2000, 3).unwrap();
+    let check = |a: &mut Store<MemFs>, b: &mut Store<MemFs>, when: &str| {
+        assert_eq!(a.state(), b.state(), "seed {seed}: {when}");
+        assert_eq!(
+            a.subjects_state(">").unwrap(),
+            b.subjects_state(">").unwrap()
+        );
+        let st = b.state();
+        for seq in st.first_seq..=st.last_seq {
+            let (ga, gb) = (a.get(seq), b.get(seq));
+            assert_eq!(ga.ok(), gb.ok(), "seed {seed}: {when}: get {seq}");
+            assert!(
+                held(a) <= bound,
+                "seed {seed}: {when}: {} bytes held",
+                held(a)
+            );
+        }
+        for subj in subjects {
+            let (la, lb) = (a.last_for_subject(subj), b.last_for_subject(subj));
+            assert_eq!(la.unwrap(), lb.unwrap(), "seed {seed}: {when}: last {subj}");
+            let (na, nb) = (a.next_matching(subj, 1), b.next_matching(subj, 1));
+            assert_eq!(na.unwrap(), nb.unwrap(), "seed {seed}: {when}: next {subj}");
+        }
+    };
+    check(&mut a, &mut b, "written");
+    // a rebuild (no index.db: dropped, not closed) keeps the bound as it reads the blocks
+    drop((a, b));
+    let (mut a, mut b) = (open(&fa, cfg(BUDGET)), open(&fb, cfg(1 << 30)));
+    assert!(!a.recovery_report().used_index);
+    assert!(
+        held(&a) <= bound,
+        "seed {seed}: rebuild holds {} bytes",
+        held(&a)
+    );
+    check(&mut a, &mut b, "rebuilt");
+    a.truncate(5000).unwrap();
+    b.truncate(5000).unwrap();
+    check(&mut a, &mut b, "truncated");
+    a.close().unwrap();
+    b.close().unwrap();
+    assert!(
+        fa.bytes(crate::store::INDEX_FILE) == fb.bytes(crate::store::INDEX_FILE),
+        "seed {seed}: index.db depends on the cache"
+    );
+    let (mut a, mut b) = (open(&fa, cfg(BUDGET)), open(&fb, cfg(1 << 30)));
+    assert!(a.recovery_report().used_index);
+    check(&mut a, &mut b, "from index.db");
 }

@@ -196,6 +196,7 @@ impl<F: Fs> Store<F> {
         encoded: Option<Encoded<'_>>,
     ) -> Result<u64> {
         self.check_writable()?;
+        self.trim_entries();
         // a subject already in the index was validated when it was first stored
         let (subject, known) = match subj {
             Subj::Name(s) => (

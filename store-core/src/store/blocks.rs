@@ -45,6 +45,11 @@ pub(super) struct Block<H> {
     pub(super) heat: u64,
     /// Reads by `pread` since the block was last cached or evicted (admission counter).
     pub(super) uncached_reads: u64,
+    /// When `entries` were last used (`Store::entry_tick`): the least recent leave first.
+    pub(super) used: u64,
+    /// Its entries cannot be built again by `load_entries` (the rebuild skipped damaged or
+    /// out-of-order records in it, which a plain scan would refuse or count): never evicted.
+    pub(super) pinned: bool,
 }
 
 /// Before a full `entries` of a block grows (the rebuild scan's, or the newest block's on
@@ -66,33 +71,12 @@ pub(super) fn reserve_by_density(entries: &mut Vec<Entry>, seen: u64, len: u64) 
     entries.reserve(want as usize - entries.len());
 }
 
-/// Marks message `seq` deleted in fully loaded blocks (rebuild). Whether it was found.
-pub(super) fn mark_in<H>(blocks: &mut [Block<H>], seq: u64) -> bool {
-    let pos = blocks.partition_point(|b| b.hi < seq);
-    if let Some(b) = blocks.get_mut(pos) {
-        if let Some(entries) = b.entries.as_mut() {
-            if let Ok(i) = entries.binary_search_by_key(&seq, |e| e.seq) {
-                entries[i].deleted = true;
-                return true;
-            }
-        }
-    }
-    false
-}
-
-/// The first message record above `s` in fully loaded blocks: (block position, offset).
-pub(super) fn first_void<H>(blocks: &[Block<H>], s: u64) -> Option<(usize, u64)> {
-    let pos = blocks.partition_point(|b| b.hi <= s);
-    let b = blocks.get(pos)?;
-    let e = b.entries.as_ref()?.iter().find(|e| e.seq > s)?;
-    Some((pos, e.off as u64))
-}
-
 impl<F: Fs> Store<F> {
     /// Reads an unread block (known from `index.db`) and builds its entries. The check is
     /// inlined (every append asks, about the newest block); the load is not.
     #[inline]
     pub(super) fn ensure_loaded(&mut self, pos: usize) -> Result<()> {
+        self.touch_entries(pos);
         if self.blocks[pos].entries.is_some() {
             return Ok(());
         }
@@ -163,7 +147,8 @@ impl<F: Fs> Store<F> {
                 "block contents disagree with index.db",
             ));
         }
-        let b = &mut blocks[pos];
+        self.untrimmed += entries.len() as u64;
+        let b = &mut self.blocks[pos];
         b.entries = Some(entries);
         b.dmap = Vec::new();
         Ok(())

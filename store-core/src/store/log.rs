@@ -26,6 +26,12 @@ impl<F: Fs> Store<F> {
     /// record; its name is made durable by the next sync (`msgs_dir_dirty`).
     pub(super) fn roll(&mut self) -> Result<()> {
         self.flush()?;
+        // the newest block's entries become a sealed block's: the entry cache's to bound
+        self.untrimmed += self
+            .blocks
+            .last()
+            .and_then(|b| b.entries.as_ref())
+            .map_or(0, |e| e.len() as u64);
         let index = self.blocks.last().map_or(1, |b| b.index + 1);
         let path = block_path(MSGS_DIR, index);
         let file = ioe(
@@ -56,6 +62,8 @@ impl<F: Fs> Store<F> {
             cache: None,
             heat: 0,
             uncached_reads: 0,
+            used: 0,
+            pinned: false,
         });
         self.msgs_dir_dirty = true;
         Ok(())

@@ -23,6 +23,7 @@ use sync::S_OPEN_LIMITS;
 mod append;
 mod blocks;
 mod cache;
+mod entry_cache;
 mod layout;
 mod limits;
 mod log;
@@ -87,6 +88,10 @@ pub struct Store<F: Fs> {
     group_inflight: Vec<(Arc<F::File>, String)>,
     /// Reads since the block heats were last halved.
     reads_since_decay: u64,
+    /// Uses of loaded entries so far (`Block::used` stamps; see `entry_cache.rs`).
+    entry_tick: u64,
+    /// Entries loaded or sealed since the entry cache was last trimmed.
+    untrimmed: u64,
 }
 
 /// A clock for [`Store::open`]: store-core reads no clock, so without one each call returns
@@ -168,6 +173,8 @@ impl<F: Fs> Store<F> {
             purge_old_pending: false,
             group_inflight: Vec::new(),
             reads_since_decay: 0,
+            entry_tick: 0,
+            untrimmed: 0,
         };
         s.recover_purge()?;
         s.load()?;
@@ -188,6 +195,7 @@ impl<F: Fs> Store<F> {
             s.sync_inner(S_OPEN_LIMITS)?;
         }
         s.maybe_sync()?;
+        s.trim_entries();
         Ok(s)
     }
 
@@ -259,6 +267,7 @@ impl<F: Fs> Store<F> {
     /// timer; store-core has no threads.
     pub fn tick(&mut self) -> Result<()> {
         self.check_writable()?;
+        self.trim_entries();
         self.cleanup();
         if self.cfg.limits.max_age.is_some() {
             self.enforce_limits(None)?;

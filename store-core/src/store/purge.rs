@@ -146,6 +146,7 @@ impl<F: Fs> Store<F> {
     /// messages removed.
     pub fn purge(&mut self) -> Result<u64> {
         self.check_writable()?;
+        self.trim_entries();
         let purged = self.msgs;
         let (l, ts) = (self.last_seq, self.last_ts);
         // 0. leftovers of an earlier purge go first. Their removal needs no fsync of its own:
@@ -230,6 +231,8 @@ impl<F: Fs> Store<F> {
             cache: None,
             heat: 0,
             uncached_reads: 0,
+            used: 0,
+            pinned: false,
         }];
         self.msgs = 0;
         self.bytes = 0;

@@ -88,6 +88,9 @@ impl<F: Fs> Store<F> {
             if self.blocks[pos].live == 0 {
                 continue;
             }
+            // a walk may pass every block: keep the entry cache bounded (nothing here holds a
+            // position into entries between blocks)
+            self.trim_entries();
             self.ensure_loaded(pos)?;
             let Some(entries) = self.blocks[pos].entries.as_ref() else {
                 return Err(Error::corrupt(MSGS_DIR, 0, "block entries not loaded"));
@@ -111,6 +114,14 @@ impl<F: Fs> Store<F> {
 }
 
 impl<F: Fs> Store<F> {
+    /// What every read here does first: refuse a closed store, and trim the entry cache
+    /// (a public call holds no position into entries yet).
+    fn begin_read(&mut self) -> Result<()> {
+        self.check_open()?;
+        self.trim_entries();
+        Ok(())
+    }
+
     /// The first (or, `rev`, the last) live sequence in `from..=to` whose subject `m` selects.
     fn first_hit(&mut self, m: &mut Matcher, from: u64, to: u64, rev: bool) -> Result<Option<u64>> {
         let mut found = None;
@@ -145,7 +156,7 @@ impl<F: Fs> Store<F> {
         filters: &[&str],
         from_seq: u64,
     ) -> Result<Option<StoredMsg>> {
-        self.check_open()?;
+        self.begin_read()?;
         let mut m = Matcher::new(filters)?;
         match self.first_hit(&mut m, from_seq, u64::MAX, false)? {
             Some(seq) => self.get(seq).map(Some),
@@ -160,7 +171,7 @@ impl<F: Fs> Store<F> {
         filters: &[&str],
         from_seq: u64,
     ) -> Result<Option<StoredMsg>> {
-        self.check_open()?;
+        self.begin_read()?;
         let mut m = Matcher::new(filters)?;
         match self.first_hit(&mut m, 0, from_seq, true)? {
             Some(seq) => self.get(seq).map(Some),
@@ -180,7 +191,7 @@ impl<F: Fs> Store<F> {
     /// stored sequence with a timestamp ≥ `ts` (or `last_seq + 1`), but not necessarily the
     /// first.
     pub fn seq_from_time(&mut self, ts: i64) -> Result<u64> {
-        self.check_open()?;
+        self.begin_read()?;
         let none = self.last_seq + 1;
         if self.msgs == 0 {
             return Ok(none);
@@ -194,6 +205,7 @@ impl<F: Fs> Store<F> {
         let (mut lo, mut hi) = (0, live.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
+            self.trim_entries();
             match self.last_live_ts(live[mid])? {
                 Some(last) if last < ts => lo = mid + 1,
                 _ => hi = mid,
@@ -236,7 +248,7 @@ impl<F: Fs> Store<F> {
         filters: &[&str],
         from_seq: u64,
     ) -> Result<FilteredState> {
-        self.check_open()?;
+        self.begin_read()?;
         let mut m = Matcher::new(filters)?;
         self.filtered(&mut m, from_seq)
     }
@@ -282,7 +294,7 @@ impl<F: Fs> Store<F> {
         &mut self,
         filter: &str,
     ) -> Result<BTreeMap<String, FilteredState>> {
-        self.check_open()?;
+        self.begin_read()?;
         let mut m = Matcher::new(&[filter])?;
         let mut out = BTreeMap::new();
         for sid in self.matching_sids(&mut m) {
@@ -305,7 +317,7 @@ impl<F: Fs> Store<F> {
         max_seq: u64,
         max_count: usize,
     ) -> Result<Vec<u64>> {
-        self.check_open()?;
+        self.begin_read()?;
         let mut m = Matcher::new(filters)?;
         let too_many = |n: usize| max_count > 0 && n > max_count;
         let sids = self.matching_sids(&mut m);
@@ -347,7 +359,7 @@ impl<F: Fs> Store<F> {
     /// The subject of the stored message `seq` (NATS's `SubjectForSeq`), from the index (no
     /// record read); `Error::NotFound` if it is not stored.
     pub fn subject_for_seq(&mut self, seq: u64) -> Result<String> {
-        self.check_open()?;
+        self.begin_read()?;
         let Some((pos, i)) = self.find(seq)? else {
             return Err(Error::NotFound { seq });
         };
@@ -382,7 +394,7 @@ impl<F: Fs> Store<F> {
         filters: &[&str],
         last_per_subject: bool,
     ) -> Result<(u64, u64)> {
-        self.check_open()?;
+        self.begin_read()?;
         let mut m = Matcher::new(filters)?;
         let n = if last_per_subject {
             let mut n = 0;
@@ -410,7 +422,7 @@ impl<F: Fs> Store<F> {
         max_msgs: usize,
         max_bytes: u64,
     ) -> Result<Vec<StoredMsg>> {
-        self.check_open()?;
+        self.begin_read()?;
         let mut m = Matcher::new(&[filter])?;
         let mut seqs = Vec::new();
         if max_msgs > 0 {

@@ -91,6 +91,7 @@ impl<F: Fs> Store<F> {
     /// The message with sequence `seq`.
     pub fn get(&mut self, seq: u64) -> Result<StoredMsg> {
         self.check_open()?;
+        self.trim_entries();
         match self.find(seq)? {
             Some((pos, i)) => {
                 self.prepare_read(pos)?;
@@ -103,6 +104,7 @@ impl<F: Fs> Store<F> {
     /// The newest message stored under `subject` (a literal subject, no wildcards).
     pub fn last_for_subject(&mut self, subject: &str) -> Result<Option<StoredMsg>> {
         self.check_open()?;
+        self.trim_entries();
         subject::validate_subject(subject)?;
         let Some(&sid) = self.subj_ids.get(subject) else {
             return Ok(None);
@@ -117,6 +119,7 @@ impl<F: Fs> Store<F> {
     /// one token, `>` the rest).
     pub fn next_matching(&mut self, filter: &str, from_seq: u64) -> Result<Option<StoredMsg>> {
         self.check_open()?;
+        self.trim_entries();
         subject::validate_filter(filter)?;
         let from = from_seq.max(self.first_seq).max(1);
         let literal = subject::is_literal(filter).then(|| self.subj_ids.get(filter).copied());
@@ -128,6 +131,8 @@ impl<F: Fs> Store<F> {
         let mut pos = self.blocks.partition_point(|b| b.hi < from);
         while pos < self.blocks.len() {
             if self.blocks[pos].live > 0 {
+                // a scan for a rare subject may pass every block: keep the cache bounded
+                self.trim_entries();
                 self.ensure_loaded(pos)?;
                 let entries = self.blocks[pos].entries.as_ref().expect("loaded");
                 let start = entries.partition_point(|e| e.seq < from);

@@ -1,6 +1,6 @@
 //! Recovery from the blocks: the rebuild scan and the sequences it finds lost.
 
-use super::blocks::{first_void, mark_in, reserve_by_density, Block, Entry};
+use super::blocks::{reserve_by_density, Block, Entry};
 use super::scan::{all_zero, scan_block_chunked, READ_CHUNK};
 use super::subjects::SubjMemo;
 use super::*;
@@ -70,6 +70,7 @@ impl<F: Fs> Store<F> {
         *self.subj_memo = SubjMemo::new();
         self.subj.clear();
         self.num_subjects = 0;
+        (self.floor, self.msgs, self.bytes) = (0, 0, 0);
         let mut memo = SubjMemo::new();
         let mut scan_buf = Vec::new();
         for (i, &index) in indexes.iter().enumerate() {
@@ -77,12 +78,18 @@ impl<F: Fs> Store<F> {
             if let Some((file, path, flen)) = self.open_for_rebuild(index)? {
                 let b = self.rebuild_block(&mut rb, &mut memo, &mut scan_buf, file, path, flen)?;
                 self.finish_rebuilt_block(b, index, newest)?;
+                // Between blocks nothing holds a position into entries: the rebuild keeps
+                // the entry cache's bound as it goes, instead of every block's entries.
+                self.trim_entries();
             }
         }
         if let Some((bpos, off)) = rb.void_from {
             return Ok(Some((bpos, off, rb.truncate_block)));
         }
-        self.count_rebuilt(&rb)?;
+        debug_assert_eq!(self.floor, rb.replay.floor);
+        self.last_seq = rb.replay.max_seq;
+        self.last_ts = rb.replay.max_ts;
+        self.set_first_from(0)?;
         // Lost: gaps between message records not explained by the floor or a tombstone.
         self.report.lost = rb.replay.lost();
         Ok(None)
@@ -130,20 +137,7 @@ impl<F: Fs> Store<F> {
     ) -> Result<ScannedBlock<F::File>> {
         rb.replay.start_block();
         let pos = self.blocks.len();
-        let Store {
-            blocks,
-            subj_names,
-            subj_ids,
-            subj,
-            report,
-            ..
-        } = &mut *self;
-        let mut tables = Tables {
-            memo,
-            names: subj_names,
-            ids: subj_ids,
-            info: subj,
-        };
+        let out_of_order = self.report.out_of_order.len();
         let mut skipped = Vec::new();
         let (mut entries, mut max_seq, mut last_crc) = (Vec::new(), 0u64, 0u32);
         let end = scan_block_chunked(
@@ -161,7 +155,7 @@ impl<F: Fs> Store<F> {
                     pos,
                     path: &path,
                 };
-                visit_record(rb, &mut tables, blocks, &mut entries, report, &at, r)?;
+                self.visit_record(rb, memo, &mut entries, &at, r)?;
                 max_seq = max_seq.max(r.seq);
                 Ok(())
             },
@@ -170,6 +164,8 @@ impl<F: Fs> Store<F> {
                 Ok(())
             },
         )?;
+        // `load_entries` would refuse what was skipped and count what was out of order
+        let pinned = !skipped.is_empty() || self.report.out_of_order.len() > out_of_order;
         Ok(ScannedBlock {
             file,
             path,
@@ -179,6 +175,7 @@ impl<F: Fs> Store<F> {
             last_crc,
             skipped,
             end,
+            pinned,
         })
     }
 
@@ -223,6 +220,7 @@ impl<F: Fs> Store<F> {
             entries.shrink_to_fit();
         }
         let hi = self.blocks.last().map_or(0, |b| b.hi);
+        self.untrimmed += entries.len() as u64;
         self.blocks.push(Block {
             index,
             path: sb.path,
@@ -242,41 +240,177 @@ impl<F: Fs> Store<F> {
             cache: None,
             heat: 0,
             uncached_reads: 0,
+            used: 0,
+            pinned: sb.pinned,
         });
+        self.count_rebuilt_block(self.blocks.len() - 1);
         Ok(())
     }
 
-    /// Applies the floor to the rebuilt blocks and counts what is live, per block, per
-    /// subject and in all.
-    fn count_rebuilt(&mut self, rb: &Rebuild) -> Result<()> {
-        let floor = rb.replay.floor;
-        self.floor = floor;
-        self.last_seq = rb.replay.max_seq;
-        self.last_ts = rb.replay.max_ts;
-        self.msgs = 0;
-        self.bytes = 0;
-        for b in &mut self.blocks {
-            let entries = b.entries.as_mut().expect("rebuild loads every block");
-            for e in entries.iter_mut() {
-                if e.seq <= floor {
-                    e.deleted = true;
-                }
-                if !e.deleted {
-                    b.live += 1;
-                    b.live_bytes += e.len as u64;
-                    let s = &mut self.subj[e.subj as usize];
-                    if s.msgs == 0 {
-                        s.first = e.seq;
-                        self.num_subjects += 1;
-                    }
-                    s.msgs += 1;
-                    s.last = e.seq;
-                }
+    /// Applies the floor so far to a block the rebuild just read and counts what is live in
+    /// it, in the block, per subject and in all. Later records that remove its messages (a
+    /// tombstone, a higher floor) are applied to the counts by `rebuild_delete` and
+    /// `rebuild_floor`, as a delete or a compact would.
+    fn count_rebuilt_block(&mut self, pos: usize) {
+        let Store {
+            blocks,
+            subj,
+            num_subjects,
+            msgs,
+            bytes,
+            floor,
+            ..
+        } = &mut *self;
+        let b = &mut blocks[pos];
+        let entries = b.entries.as_mut().expect("a rebuilt block is loaded");
+        for e in entries.iter_mut() {
+            if e.seq <= *floor {
+                e.deleted = true;
             }
-            self.msgs += b.live;
-            self.bytes += b.live_bytes;
+            if !e.deleted {
+                b.live += 1;
+                b.live_bytes += e.len as u64;
+                let s = &mut subj[e.subj as usize];
+                if s.msgs == 0 {
+                    s.first = e.seq;
+                    *num_subjects += 1;
+                }
+                s.msgs += 1;
+                s.last = e.seq;
+            }
         }
-        self.set_first_from(0)
+        *msgs += b.live;
+        *bytes += b.live_bytes;
+    }
+
+    /// A tombstone for `seq`, which is not in the block being read: marks it deleted in an
+    /// earlier block (reading its entries again if the cache dropped them). Whether a message
+    /// record holds `seq`.
+    fn rebuild_delete(&mut self, seq: u64) -> Result<bool> {
+        let pos = self.blocks.partition_point(|b| b.hi < seq);
+        if pos >= self.blocks.len() || self.blocks[pos].msg_first > seq {
+            return Ok(false);
+        }
+        self.ensure_loaded(pos)?;
+        let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+        match entries.binary_search_by_key(&seq, |e| e.seq) {
+            Ok(i) => {
+                if !entries[i].deleted {
+                    self.mark_deleted(pos, i);
+                }
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// A floor record raised the floor to `to`: removes what it covers in the blocks read
+    /// so far (the block being read applies it when it is counted).
+    fn rebuild_floor(&mut self, to: u64) -> Result<()> {
+        if to <= self.floor {
+            return Ok(());
+        }
+        for pos in 0..self.blocks.len() {
+            let b = &self.blocks[pos];
+            if b.live > 0 && b.msg_first <= to {
+                self.delete_in_block(pos, |s| s <= to)?;
+            }
+        }
+        // after the deletes: `load_entries` (of an evicted block) applies `self.floor`, which
+        // must be the floor its counts were made with
+        self.floor = to;
+        Ok(())
+    }
+
+    /// The first message record above `s` in the blocks read so far: (block position,
+    /// offset).
+    fn first_void(&mut self, s: u64) -> Result<Option<(usize, u64)>> {
+        let pos = self.blocks.partition_point(|b| b.hi <= s);
+        if pos >= self.blocks.len() {
+            return Ok(None);
+        }
+        self.ensure_loaded(pos)?;
+        let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+        Ok(entries
+            .iter()
+            .find(|e| e.seq > s)
+            .map(|e| (pos, e.off as u64)))
+    }
+
+    /// One record of the rebuild scan: the replay rules decide whether it counts; a message
+    /// becomes an entry, a tombstone marks one (in this block or an earlier one), a floor
+    /// removes what it covers, a truncate notes where its void records start.
+    fn visit_record(
+        &mut self,
+        rb: &mut Rebuild,
+        memo: &mut SubjMemo,
+        entries: &mut Vec<Entry>,
+        at: &RecordAt<'_>,
+        r: &record::Record<'_>,
+    ) -> Result<()> {
+        match r.kind {
+            Kind::Msg => {
+                if rb.replay.message(r.seq, r.ts) == Verdict::OutOfOrder {
+                    self.report.out_of_order.push((at.path.to_string(), at.off));
+                    return Ok(());
+                }
+                let sid = memo.intern(
+                    &mut self.subj_names,
+                    &mut self.subj_ids,
+                    &mut self.subj,
+                    r.subject,
+                );
+                if entries.len() == entries.capacity() {
+                    reserve_by_density(entries, at.off + r.len as u64, at.flen);
+                }
+                entries.push(Entry {
+                    seq: r.seq,
+                    ts: r.ts,
+                    off: at.off as u32,
+                    len: r.len as u32,
+                    subj: sid,
+                    deleted: r.flags & FLAG_ERASED != 0,
+                });
+            }
+            Kind::Tombstone => {
+                let found = match entries.binary_search_by_key(&r.seq, |e| e.seq) {
+                    Ok(i) => {
+                        entries[i].deleted = true;
+                        true
+                    }
+                    Err(_) => self.rebuild_delete(r.seq)?,
+                };
+                rb.replay.tombstone(r.seq, r.ts, found);
+            }
+            Kind::Floor => {
+                rb.replay.floor(r.seq, r.ts);
+                self.rebuild_floor(rb.replay.floor)?;
+            }
+            Kind::Truncate => self.visit_truncate(rb, at, r)?,
+        }
+        Ok(())
+    }
+
+    fn visit_truncate(
+        &mut self,
+        rb: &mut Rebuild,
+        at: &RecordAt<'_>,
+        r: &record::Record<'_>,
+    ) -> Result<()> {
+        match rb.replay.truncate_verdict(r.seq) {
+            Verdict::Apply => {}
+            Verdict::OutOfOrder => {
+                self.report.out_of_order.push((at.path.to_string(), at.off));
+                return Ok(());
+            }
+            Verdict::Damaged(why) => return Err(Error::corrupt(at.path, at.off, why)),
+        }
+        if rb.void_from.is_none() {
+            rb.void_from = self.first_void(r.seq)?;
+            rb.truncate_block = at.pos;
+        }
+        rb.replay.truncate(r.seq, r.ts);
+        Ok(())
     }
 }
 
@@ -290,14 +424,7 @@ pub(super) struct ScannedBlock<H> {
     last_crc: u32,
     skipped: Vec<(u64, String, Option<u64>)>,
     end: ScanEnd,
-}
-
-/// The subject tables a rebuild interns into.
-struct Tables<'a> {
-    memo: &'a mut SubjMemo,
-    names: &'a mut Vec<String>,
-    ids: &'a mut SubjMap,
-    info: &'a mut Vec<SubjInfo>,
+    pinned: bool,
 }
 
 /// Where a record is: its offset, in which block (position among the blocks so far, path,
@@ -307,67 +434,4 @@ struct RecordAt<'a> {
     flen: u64,
     pos: usize,
     path: &'a str,
-}
-
-/// One record of the rebuild scan: the replay rules decide whether it counts; a message
-/// becomes an entry, a tombstone marks one (in this block or an earlier one), a truncate
-/// notes where its void records start.
-fn visit_record<H>(
-    rb: &mut Rebuild,
-    tables: &mut Tables<'_>,
-    blocks: &mut [Block<H>],
-    entries: &mut Vec<Entry>,
-    report: &mut RecoveryReport,
-    at: &RecordAt<'_>,
-    r: &record::Record<'_>,
-) -> Result<()> {
-    match r.kind {
-        Kind::Msg => {
-            if rb.replay.message(r.seq, r.ts) == Verdict::OutOfOrder {
-                report.out_of_order.push((at.path.to_string(), at.off));
-                return Ok(());
-            }
-            let sid = tables
-                .memo
-                .intern(tables.names, tables.ids, tables.info, r.subject);
-            if entries.len() == entries.capacity() {
-                reserve_by_density(entries, at.off + r.len as u64, at.flen);
-            }
-            entries.push(Entry {
-                seq: r.seq,
-                ts: r.ts,
-                off: at.off as u32,
-                len: r.len as u32,
-                subj: sid,
-                deleted: r.flags & FLAG_ERASED != 0,
-            });
-        }
-        Kind::Tombstone => {
-            let found = match entries.binary_search_by_key(&r.seq, |e| e.seq) {
-                Ok(i) => {
-                    entries[i].deleted = true;
-                    true
-                }
-                Err(_) => mark_in(blocks, r.seq),
-            };
-            rb.replay.tombstone(r.seq, r.ts, found);
-        }
-        Kind::Floor => rb.replay.floor(r.seq, r.ts),
-        Kind::Truncate => {
-            match rb.replay.truncate_verdict(r.seq) {
-                Verdict::Apply => {}
-                Verdict::OutOfOrder => {
-                    report.out_of_order.push((at.path.to_string(), at.off));
-                    return Ok(());
-                }
-                Verdict::Damaged(why) => return Err(Error::corrupt(at.path, at.off, why)),
-            }
-            if rb.void_from.is_none() {
-                rb.void_from = first_void(blocks, r.seq);
-                rb.truncate_block = at.pos;
-            }
-            rb.replay.truncate(r.seq, r.ts);
-        }
-    }
-    Ok(())
 }

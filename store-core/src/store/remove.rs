@@ -63,6 +63,7 @@ impl<F: Fs> Store<F> {
     /// Deletes message `seq` by writing a tombstone (durable per the sync policy).
     pub fn delete(&mut self, seq: u64) -> Result<()> {
         self.check_writable()?;
+        self.trim_entries();
         let (pos, i) = self.find(seq)?.ok_or(Error::NotFound { seq })?;
         let ts = self.now();
         self.marker(Kind::Tombstone, seq, ts)?;
@@ -82,6 +83,7 @@ impl<F: Fs> Store<F> {
     /// the payload must go.
     pub fn erase(&mut self, seq: u64) -> Result<()> {
         self.check_writable()?;
+        self.trim_entries();
         let Some((pos, i)) = self.find(seq)? else {
             // Already removed, perhaps by an unsynced delete: an erase promises that the
             // message never comes back, so make the removal durable before saying so.
@@ -148,6 +150,7 @@ impl<F: Fs> Store<F> {
     /// here too, as is everything written before the call).
     pub fn purge_ex(&mut self, filter: &str, up_to_seq: u64, keep: u64) -> Result<u64> {
         self.check_writable()?;
+        self.trim_entries();
         let filter = if filter.is_empty() { ">" } else { filter };
         subject::validate_filter(filter)?;
         if filter == ">" && up_to_seq == 0 && keep == 0 {
@@ -227,6 +230,7 @@ impl<F: Fs> Store<F> {
     /// number of messages removed.
     pub fn compact(&mut self, seq: u64) -> Result<u64> {
         self.check_writable()?;
+        self.trim_entries();
         if seq == 0 || seq - 1 > record::MAX_SEQ {
             return Err(Error::InvalidArgument(format!("compact({seq})")));
         }

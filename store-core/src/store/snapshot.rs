@@ -136,6 +136,8 @@ impl<F: Fs> Store<F> {
                 cache: None,
                 heat: 0,
                 uncached_reads: 0,
+                used: 0,
+                pinned: false,
             });
         }
         self.blocks = blocks;
@@ -217,6 +219,7 @@ impl<F: Fs> Store<F> {
     /// fails validation and open rebuilds from the blocks.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.check_writable()?;
+        self.trim_entries();
         self.cleanup();
         self.sync_inner(S_SYNC)?;
         let snap = self.snapshot();

@@ -29,6 +29,7 @@ impl<F: Fs> Store<F> {
     /// removed and the cut block shortened. Recovery finishes an interrupted cleanup.
     pub fn truncate(&mut self, seq: u64) -> Result<u64> {
         self.check_writable()?;
+        self.trim_entries();
         if seq >= self.last_seq {
             // Nothing above `seq` to remove. The promise still holds as for a real cut: once
             // this returns, a crash recovers `last_seq = min(seq, last)` with the removals

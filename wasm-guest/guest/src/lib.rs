@@ -470,6 +470,7 @@ fn to_config(c: wit::Config) -> Result<Config, store_core::Error> {
         // Too large for this address space: saturate, and `Config::validate` refuses it.
         write_buffer: usize::try_from(c.write_buffer).unwrap_or(usize::MAX),
         block_cache: c.block_cache,
+        entry_cache: c.entry_cache,
         ablation: c
             .ablation
             .parse()

@@ -161,6 +161,7 @@ pub(crate) fn to_wit_config(c: &Config) -> wit::Config {
         },
         write_buffer: c.write_buffer as u64,
         block_cache: c.block_cache,
+        entry_cache: c.entry_cache,
         ablation: c.ablation.name(),
     }
 }
@@ -285,5 +286,6 @@ mod tests {
         assert_eq!(w.limits.max_age, Some(3_000_000_000));
         assert_eq!(w.write_buffer, c.write_buffer as u64);
         assert_eq!(w.block_cache, c.block_cache);
+        assert_eq!(w.entry_cache, c.entry_cache);
     }
 }
