@@ -724,63 +724,8 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
             }
             s.close()?;
         }
-        Cmd::Next {
-            dir,
-            filter,
-            from,
-            json,
-        } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
-            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
-            match s.next_multi(&filters, from)? {
-                Some(m) => print_msg(&m, json),
-                None => bail!("no message matching {filter:?} at or after {from}"),
-            }
-            s.close()?;
-        }
-        Cmd::Prev {
-            dir,
-            filter,
-            from,
-            json,
-        } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
-            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
-            let from = from.unwrap_or(u64::MAX);
-            match s.prev_multi(&filters, from)? {
-                Some(m) => print_msg(&m, json),
-                None if from == u64::MAX => bail!("no message matching {filter:?}"),
-                None => bail!("no message matching {filter:?} at or before {from}"),
-            }
-            s.close()?;
-        }
-        Cmd::Pending {
-            dir,
-            filter,
-            from,
-            last_per_subject,
-            json,
-        } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
-            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
-            let (n, through) =
-                on!(&mut s, x => x.num_pending_multi(from, &filters, last_per_subject))?;
-            if json {
-                println!("{}", json!({"pending": n, "valid_through": through}));
-            } else {
-                println!("pending        {n}\nvalid through  {through}");
-            }
-            s.close()?;
-        }
-        Cmd::TimeSeq { dir, ts, json } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
-            let seq = on!(&mut s, x => x.seq_from_time(ts))?;
-            if json {
-                println!("{}", json!({"seq": seq}));
-            } else {
-                println!("{seq}");
-            }
-            s.close()?;
+        cmd @ (Cmd::Next { .. } | Cmd::Prev { .. } | Cmd::Pending { .. } | Cmd::TimeSeq { .. }) => {
+            read_op(cmd, cfg)?
         }
         Cmd::Delete { dir, seq, erase } => {
             let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
@@ -855,6 +800,72 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The reads that take filters or a time (`next`, `prev`, `pending`, `time-seq`).
+fn read_op(cmd: Cmd, cfg: Config) -> Result<()> {
+    match cmd {
+        Cmd::Next {
+            dir,
+            filter,
+            from,
+            json,
+        } => {
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
+            match s.next_multi(&filters, from)? {
+                Some(m) => print_msg(&m, json),
+                None => bail!("no message matching {filter:?} at or after {from}"),
+            }
+            s.close()?;
+        }
+        Cmd::Prev {
+            dir,
+            filter,
+            from,
+            json,
+        } => {
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
+            let from = from.unwrap_or(u64::MAX);
+            match s.prev_multi(&filters, from)? {
+                Some(m) => print_msg(&m, json),
+                None if from == u64::MAX => bail!("no message matching {filter:?}"),
+                None => bail!("no message matching {filter:?} at or before {from}"),
+            }
+            s.close()?;
+        }
+        Cmd::Pending {
+            dir,
+            filter,
+            from,
+            last_per_subject,
+            json,
+        } => {
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
+            let (n, through) =
+                on!(&mut s, x => x.num_pending_multi(from, &filters, last_per_subject))?;
+            if json {
+                println!("{}", json!({"pending": n, "valid_through": through}));
+            } else {
+                println!("pending        {n}\nvalid through  {through}");
+            }
+            s.close()?;
+        }
+        Cmd::TimeSeq { dir, ts, json } => {
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let seq = on!(&mut s, x => x.seq_from_time(ts))?;
+            if json {
+                println!("{}", json!({"seq": seq}));
+            } else {
+                println!("{seq}");
+            }
+            s.close()?;
+        }
+        _ => unreachable!("store_op sends only reads here"),
+    }
+    Ok(())
 }
 
 fn verify(dir: &Path, as_json: bool) -> Result<ExitCode> {
