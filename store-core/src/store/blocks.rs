@@ -34,8 +34,13 @@ pub(super) struct Block<H> {
     pub(super) last_crc: u32,
     /// `None` until the block is read (blocks known from `index.db` are read on first use).
     pub(super) entries: Option<Vec<Entry>>,
-    /// Deleted sequences of an unread block (from `index.db`), sorted.
+    /// Deleted sequences of an unread block (from `index.db`, or kept when the entry cache
+    /// dropped its entries), sorted.
     pub(super) dmap: Vec<u64>,
+    /// When the entry cache dropped its entries: every `MARK_EVERY`-th message record's
+    /// (sequence − `msg_first`, offset), so that a get finds its record by reading a few
+    /// records instead of the whole block (empty otherwise).
+    pub(super) marks: Vec<(u32, u32)>,
     /// Has writes that are not fsynced.
     pub(super) dirty: bool,
     /// The block's bytes `[0, cache.len())`, kept for reads (sealed blocks only; see
@@ -151,6 +156,7 @@ impl<F: Fs> Store<F> {
         let b = &mut self.blocks[pos];
         b.entries = Some(entries);
         b.dmap = Vec::new();
+        b.marks = Vec::new();
         Ok(())
     }
 

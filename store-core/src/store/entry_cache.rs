@@ -8,6 +8,11 @@
 //! reads them again from the block (`load_entries`, which checks the scan against the block's
 //! counters). The newest block keeps its entries: every append indexes into them.
 //!
+//! A get of a message in such a block does not read the entries back (uniform random gets
+//! over a stream larger than the cache would then scan a whole block per get): the block
+//! keeps a mark every `MARK_EVERY` messages, and the get reads the records from the mark
+//! before its sequence up to the next mark, from the block cache or by one `pread`.
+//!
 //! Trimming happens only where no caller holds a position into entries: at the start of a
 //! public operation, between the blocks of a rebuild, and at the top of the loops that walk
 //! blocks one at a time. Inside an operation, a block loaded by `ensure_loaded` stays loaded
@@ -18,6 +23,10 @@ use super::*;
 
 /// Bytes one loaded entry costs.
 const ENTRY_BYTES: u64 = std::mem::size_of::<Entry>() as u64;
+
+/// One mark per this many message records of a block whose entries were dropped: half a
+/// byte a message, and a get reads this many records and decodes about half of them.
+pub(super) const MARK_EVERY: usize = 16;
 
 impl<F: Fs> Store<F> {
     /// Trims the entry cache to its budget if enough was loaded since the last trim to
@@ -68,6 +77,14 @@ impl<F: Fs> Store<F> {
                 .filter(|e| e.deleted)
                 .map(|e| e.seq)
                 .collect();
+            // (a sequence too far above the block's first for a u32 gets no mark: the walk
+            // from the mark before it is longer, never wrong)
+            let first = b.msg_first;
+            b.marks = entries
+                .iter()
+                .step_by(MARK_EVERY)
+                .filter_map(|e| Some((u32::try_from(e.seq - first).ok()?, e.off)))
+                .collect();
             debug_assert_eq!(entries.iter().filter(|e| !e.deleted).count() as u64, b.live);
         }
     }
@@ -95,5 +112,76 @@ impl<F: Fs> Store<F> {
         };
         let sealed = self.blocks.len().saturating_sub(1);
         (count(&self.blocks[..sealed]), count(&self.blocks))
+    }
+
+    /// The block that would hold `seq`, if the entry cache dropped its entries (it has
+    /// marks): a get there reads by marks (`read_marked`).
+    #[inline]
+    pub(super) fn marked_block(&self, seq: u64) -> Option<usize> {
+        if seq == 0 || seq < self.first_seq || seq > self.last_seq {
+            return None;
+        }
+        let pos = self.blocks.partition_point(|b| b.hi < seq);
+        let b = self.blocks.get(pos)?;
+        (b.entries.is_none() && !b.marks.is_empty() && b.msg_first <= seq).then_some(pos)
+    }
+
+    /// Message `seq` of block `pos`, whose entries were dropped: the records from the mark at
+    /// or before `seq` to the next mark are read (block cache or one `pread`) and walked.
+    /// `None` if it is deleted (the floor, `dmap`, an erased record) or has no record. What
+    /// is read is checked as `read_entry` checks a record: damage is `Corrupt`, never a wrong
+    /// message.
+    pub(super) fn read_marked(&self, pos: usize, seq: u64) -> Result<Option<StoredMsg>> {
+        let b = &self.blocks[pos];
+        if seq <= self.floor || b.dmap.binary_search(&seq).is_ok() {
+            return Ok(None);
+        }
+        let Ok(rel) = u32::try_from(seq - b.msg_first) else {
+            // beyond every mark: from the last one
+            return self.walk_marked(pos, seq, b.marks.len());
+        };
+        self.walk_marked(pos, seq, b.marks.partition_point(|m| m.0 <= rel))
+    }
+
+    /// `read_marked` from the records between mark `m - 1` and mark `m`.
+    fn walk_marked(&self, pos: usize, seq: u64, m: usize) -> Result<Option<StoredMsg>> {
+        let b = &self.blocks[pos];
+        let Some(&(_, from)) = m.checked_sub(1).and_then(|i| b.marks.get(i)) else {
+            return Ok(None);
+        };
+        let (from, to) = (from as u64, b.marks.get(m).map_or(b.len, |n| n.1 as u64));
+        let mut owned = Vec::new();
+        let bytes: &[u8] = match b.cache.as_deref().filter(|c| to as usize <= c.len()) {
+            Some(c) => &c[from as usize..to as usize],
+            None => {
+                owned.resize((to - from) as usize, 0);
+                ioe(b.file.read_exact_at(&mut owned, from), "read", &b.path)?;
+                &owned
+            }
+        };
+        let mut at = 0usize;
+        while at < bytes.len() {
+            let off = from + at as u64;
+            match decode(&bytes[at..]) {
+                Decoded::Record(r) if r.kind == Kind::Msg && r.seq >= seq => {
+                    if r.seq > seq || r.flags & FLAG_ERASED != 0 {
+                        return Ok(None);
+                    }
+                    return Ok(Some(StoredMsg {
+                        seq: r.seq,
+                        ts: r.ts,
+                        subject: r.subject.to_string(),
+                        headers: r.headers.to_vec(),
+                        payload: r.payload.to_vec(),
+                    }));
+                }
+                Decoded::Record(r) => at += r.len,
+                Decoded::Bad { reason, .. } => {
+                    return Err(Error::corrupt(b.path.clone(), off, reason))
+                }
+                _ => return Err(Error::corrupt(b.path.clone(), off, "record cut short")),
+            }
+        }
+        Ok(None)
     }
 }

@@ -58,6 +58,7 @@ impl<F: Fs> Store<F> {
             last_crc: 0,
             entries: Some(Vec::new()),
             dmap: Vec::new(),
+            marks: Vec::new(),
             dirty: true,
             cache: None,
             heat: 0,

@@ -227,6 +227,7 @@ impl<F: Fs> Store<F> {
             last_crc: b.crc,
             entries: Some(Vec::new()),
             dmap: Vec::new(),
+            marks: Vec::new(),
             dirty: !b.synced,
             cache: None,
             heat: 0,

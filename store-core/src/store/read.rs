@@ -92,6 +92,10 @@ impl<F: Fs> Store<F> {
     pub fn get(&mut self, seq: u64) -> Result<StoredMsg> {
         self.check_open()?;
         self.trim_entries();
+        if let Some(pos) = self.marked_block(seq) {
+            self.prepare_read(pos)?;
+            return self.read_marked(pos, seq)?.ok_or(Error::NotFound { seq });
+        }
         match self.find(seq)? {
             Some((pos, i)) => {
                 self.prepare_read(pos)?;

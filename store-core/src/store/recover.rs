@@ -235,6 +235,7 @@ impl<F: Fs> Store<F> {
             last_crc: sb.last_crc,
             entries: Some(entries),
             dmap: Vec::new(),
+            marks: Vec::new(),
             // a previous process may never have synced it: the next sync does
             dirty: true,
             cache: None,

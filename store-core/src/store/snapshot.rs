@@ -131,6 +131,7 @@ impl<F: Fs> Store<F> {
                 last_crc: bs.last_crc,
                 entries: None,
                 dmap: bs.deleted.clone(),
+                marks: Vec::new(),
                 // a previous process may never have synced it: the next sync does
                 dirty: true,
                 cache: None,
