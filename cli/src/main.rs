@@ -149,14 +149,52 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Print the first message at or after --from matching a filter (`*`, `>` wildcards).
+    /// Print the first message at or after --from matching a filter (`*`, `>` wildcards;
+    /// --filter may be repeated: a message matching any of them).
     Next {
         #[command(flatten)]
         dir: DirArg,
         #[arg(long, default_value = ">")]
-        filter: String,
+        filter: Vec<String>,
         #[arg(long, default_value_t = 0)]
         from: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the last message at or before --from (default: the last sequence) matching a
+    /// filter (repeatable: any of them).
+    Prev {
+        #[command(flatten)]
+        dir: DirArg,
+        #[arg(long, default_value = ">")]
+        filter: Vec<String>,
+        #[arg(long)]
+        from: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print how many messages at or after --from match a filter (repeatable: any of them),
+    /// and the last sequence the count is valid through (NATS's NumPending).
+    Pending {
+        #[command(flatten)]
+        dir: DirArg,
+        #[arg(long, default_value = ">")]
+        filter: Vec<String>,
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Count only the last message of each subject (subjects whose last message is at or
+        /// after --from).
+        #[arg(long)]
+        last_per_subject: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the first sequence whose timestamp is at or after TS (ns since the epoch), or
+    /// the last sequence + 1 when none is (NATS's GetSeqFromTime).
+    TimeSeq {
+        #[command(flatten)]
+        dir: DirArg,
+        ts: i64,
         #[arg(long)]
         json: bool,
     },
@@ -542,6 +580,30 @@ impl AnyStore {
     fn close(self) -> Result<()> {
         on!(self, s => s.close())
     }
+
+    /// The first message at or after `from` matching any of `filters`. The guest has one
+    /// filter per call: the first match of any filter is the lowest of their first matches.
+    fn next_multi(&mut self, filters: &[&str], from: u64) -> Result<Option<StoredMsg>> {
+        match self {
+            AnyStore::Native(s) => Ok(s.next_matching_multi(filters, from)?),
+            AnyStore::Guest(g) => {
+                let mut best: Option<StoredMsg> = None;
+                for f in filters {
+                    if let Some(m) = g.next_matching(f, from)? {
+                        if best.as_ref().is_none_or(|b| m.seq < b.seq) {
+                            best = Some(m);
+                        }
+                    }
+                }
+                Ok(best)
+            }
+        }
+    }
+
+    /// The last message at or before `from` matching any of `filters`.
+    fn prev_multi(&mut self, filters: &[&str], from: u64) -> Result<Option<StoredMsg>> {
+        on!(self, s => s.prev_matching_multi(filters, from))
+    }
 }
 
 fn open_store(dir: &Path, cfg: Config, create: bool, guest: bool) -> Result<AnyStore> {
@@ -662,18 +724,8 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
             }
             s.close()?;
         }
-        Cmd::Next {
-            dir,
-            filter,
-            from,
-            json,
-        } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
-            match on!(&mut s, x => x.next_matching(&filter, from))? {
-                Some(m) => print_msg(&m, json),
-                None => bail!("no message matching {filter:?} at or after {from}"),
-            }
-            s.close()?;
+        cmd @ (Cmd::Next { .. } | Cmd::Prev { .. } | Cmd::Pending { .. } | Cmd::TimeSeq { .. }) => {
+            read_op(cmd, cfg)?
         }
         Cmd::Delete { dir, seq, erase } => {
             let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
@@ -748,6 +800,72 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The reads that take filters or a time (`next`, `prev`, `pending`, `time-seq`).
+fn read_op(cmd: Cmd, cfg: Config) -> Result<()> {
+    match cmd {
+        Cmd::Next {
+            dir,
+            filter,
+            from,
+            json,
+        } => {
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
+            match s.next_multi(&filters, from)? {
+                Some(m) => print_msg(&m, json),
+                None => bail!("no message matching {filter:?} at or after {from}"),
+            }
+            s.close()?;
+        }
+        Cmd::Prev {
+            dir,
+            filter,
+            from,
+            json,
+        } => {
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
+            let from = from.unwrap_or(u64::MAX);
+            match s.prev_multi(&filters, from)? {
+                Some(m) => print_msg(&m, json),
+                None if from == u64::MAX => bail!("no message matching {filter:?}"),
+                None => bail!("no message matching {filter:?} at or before {from}"),
+            }
+            s.close()?;
+        }
+        Cmd::Pending {
+            dir,
+            filter,
+            from,
+            last_per_subject,
+            json,
+        } => {
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
+            let (n, through) =
+                on!(&mut s, x => x.num_pending_multi(from, &filters, last_per_subject))?;
+            if json {
+                println!("{}", json!({"pending": n, "valid_through": through}));
+            } else {
+                println!("pending        {n}\nvalid through  {through}");
+            }
+            s.close()?;
+        }
+        Cmd::TimeSeq { dir, ts, json } => {
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let seq = on!(&mut s, x => x.seq_from_time(ts))?;
+            if json {
+                println!("{}", json!({"seq": seq}));
+            } else {
+                println!("{seq}");
+            }
+            s.close()?;
+        }
+        _ => unreachable!("store_op sends only reads here"),
+    }
+    Ok(())
 }
 
 fn verify(dir: &Path, as_json: bool) -> Result<ExitCode> {

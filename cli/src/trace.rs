@@ -74,6 +74,7 @@ pub(crate) fn store_config(cmd: &super::Cmd) -> Result<Config> {
     use super::Cmd::*;
     let dir = match cmd {
         Append { dir, .. } | Get { dir, .. } | Last { dir, .. } | Next { dir, .. } => dir,
+        Prev { dir, .. } | Pending { dir, .. } | TimeSeq { dir, .. } => dir,
         Delete { dir, .. } | Purge { dir, .. } | Compact { dir, .. } | Truncate { dir, .. } => dir,
         State { dir, .. } | Dump { dir, .. } | Verify { dir, .. } => dir,
         _ => return Ok(Config::default()),

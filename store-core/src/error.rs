@@ -61,6 +61,12 @@ pub enum Error {
     InvalidConfig(String),
     /// The store was closed.
     Closed,
+    /// A read would return more results than the caller allowed (`Store::multi_last_seqs`'s
+    /// `max_count`, NATS's `ErrTooManyResults`).
+    TooManyResults {
+        /// The most the caller allowed.
+        max: u64,
+    },
 }
 
 impl Error {
@@ -111,6 +117,7 @@ impl fmt::Display for Error {
             Error::InvalidArgument(s) => write!(f, "invalid argument: {s}"),
             Error::InvalidConfig(s) => write!(f, "invalid config: {s}"),
             Error::Closed => write!(f, "store is closed"),
+            Error::TooManyResults { max } => write!(f, "more than {max} results"),
         }
     }
 }

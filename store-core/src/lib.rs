@@ -31,6 +31,8 @@ pub mod fs;
 pub mod index;
 #[cfg(test)]
 mod memfs;
+#[cfg(test)]
+mod query_model;
 pub mod record;
 mod shared;
 pub mod store;
@@ -46,7 +48,9 @@ pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use error::{Error, Result};
 pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 pub use shared::SharedStore;
-pub use store::{RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SYNC_SITES};
+pub use store::{
+    FilteredState, RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SYNC_SITES,
+};
 pub use verify::{verify, IndexStatus, Problem, VerifyReport};
 
 /// The seed of a randomized test (`SEQSTORE_SEED` if set, to replay a failure; else

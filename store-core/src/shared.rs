@@ -27,7 +27,7 @@
 use crate::config::SyncPolicy;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
-use crate::store::{Store, StoredMsg, StreamState};
+use crate::store::{FilteredState, Store, StoredMsg, StreamState};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -265,5 +265,74 @@ impl<F: Fs> SharedStore<F> {
     /// `Store::purge`.
     pub fn purge(&self) -> Result<u64> {
         self.with(|s| s.purge())
+    }
+
+    /// `Store::prev_matching`.
+    pub fn prev_matching(&self, filter: &str, from_seq: u64) -> Result<Option<StoredMsg>> {
+        self.with(|s| s.prev_matching(filter, from_seq))
+    }
+
+    /// `Store::next_matching_multi`.
+    pub fn next_matching_multi(
+        &self,
+        filters: &[&str],
+        from_seq: u64,
+    ) -> Result<Option<StoredMsg>> {
+        self.with(|s| s.next_matching_multi(filters, from_seq))
+    }
+
+    /// `Store::prev_matching_multi`.
+    pub fn prev_matching_multi(
+        &self,
+        filters: &[&str],
+        from_seq: u64,
+    ) -> Result<Option<StoredMsg>> {
+        self.with(|s| s.prev_matching_multi(filters, from_seq))
+    }
+
+    /// `Store::seq_from_time`.
+    pub fn seq_from_time(&self, ts: i64) -> Result<u64> {
+        self.with(|s| s.seq_from_time(ts))
+    }
+
+    /// `Store::filtered_state`.
+    pub fn filtered_state(&self, filter: &str, from_seq: u64) -> Result<FilteredState> {
+        self.with(|s| s.filtered_state(filter, from_seq))
+    }
+
+    /// `Store::subject_for_seq`.
+    pub fn subject_for_seq(&self, seq: u64) -> Result<String> {
+        self.with(|s| s.subject_for_seq(seq))
+    }
+
+    /// `Store::num_pending`.
+    pub fn num_pending(
+        &self,
+        from_seq: u64,
+        filter: &str,
+        last_per_subject: bool,
+    ) -> Result<(u64, u64)> {
+        self.with(|s| s.num_pending(from_seq, filter, last_per_subject))
+    }
+
+    /// `Store::multi_last_seqs`.
+    pub fn multi_last_seqs(
+        &self,
+        filters: &[&str],
+        max_seq: u64,
+        max_count: usize,
+    ) -> Result<Vec<u64>> {
+        self.with(|s| s.multi_last_seqs(filters, max_seq, max_count))
+    }
+
+    /// `Store::get_batch`.
+    pub fn get_batch(
+        &self,
+        from_seq: u64,
+        filter: &str,
+        max_msgs: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<StoredMsg>> {
+        self.with(|s| s.get_batch(from_seq, filter, max_msgs, max_bytes))
     }
 }

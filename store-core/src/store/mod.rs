@@ -28,6 +28,7 @@ mod layout;
 mod limits;
 mod log;
 mod purge;
+mod query;
 mod read;
 mod recover;
 mod remove;
@@ -45,7 +46,7 @@ pub(crate) use replay::{Replay, Verdict};
 pub(crate) use scan::{scan_block, ScanEnd};
 pub(crate) use snapshot::load_index;
 pub use sync::SYNC_SITES;
-pub use types::{Cut, RecoveryReport, SeqRange, StoredMsg, StreamState};
+pub use types::{Cut, FilteredState, RecoveryReport, SeqRange, StoredMsg, StreamState};
 
 /// A message-stream store on a filesystem `F`.
 pub struct Store<F: Fs> {

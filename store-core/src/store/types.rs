@@ -93,3 +93,15 @@ impl RecoveryReport {
         !self.cuts.is_empty() || !self.skipped.is_empty() || !self.lost.is_empty()
     }
 }
+
+/// How many messages a filter selects and the sequences they span, as NATS's `SimpleState`
+/// (`Store::filtered_state`, `Store::subjects_state_detail`). All zero when none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FilteredState {
+    /// Messages selected.
+    pub msgs: u64,
+    /// The lowest selected sequence (0 when none).
+    pub first: u64,
+    /// The highest selected sequence (0 when none).
+    pub last: u64,
+}

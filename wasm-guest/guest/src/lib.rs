@@ -678,6 +678,33 @@ impl wit::GuestStore for GuestStoreRes {
         self.with(|s| s.next_matching(&filter, from_seq))
             .map(|m| m.map(to_msg))
     }
+    fn prev_matching(&self, filters: Vec<String>, from_seq: u64) -> R<Option<wit::StoredMsg>> {
+        let filters: Vec<&str> = filters.iter().map(String::as_str).collect();
+        self.with(|s| s.prev_matching_multi(&filters, from_seq))
+            .map(|m| m.map(to_msg))
+    }
+    fn get_batch(
+        &self,
+        from_seq: u64,
+        filter: String,
+        max_msgs: u32,
+        max_bytes: u64,
+    ) -> R<Vec<wit::StoredMsg>> {
+        self.with(|s| s.get_batch(from_seq, &filter, max_msgs as usize, max_bytes))
+            .map(|v| v.into_iter().map(to_msg).collect())
+    }
+    fn seq_from_time(&self, ts: i64) -> R<u64> {
+        self.with(|s| s.seq_from_time(ts))
+    }
+    fn num_pending(
+        &self,
+        from_seq: u64,
+        filters: Vec<String>,
+        last_per_subject: bool,
+    ) -> R<(u64, u64)> {
+        let filters: Vec<&str> = filters.iter().map(String::as_str).collect();
+        self.with(|s| s.num_pending_multi(from_seq, &filters, last_per_subject))
+    }
     fn subjects_state(&self, filter: String) -> R<Vec<(String, u64)>> {
         self.with(|s| s.subjects_state(&filter))
             .map(|m| m.into_iter().collect())

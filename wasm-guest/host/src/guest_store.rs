@@ -682,6 +682,66 @@ impl GuestStore {
             .map(|m| m.map(from_wit_msg))
     }
 
+    /// The last message at or before `from_seq` whose subject matches `filter`
+    /// (`Store::prev_matching`).
+    pub fn prev_matching(&mut self, filter: &str, from_seq: u64) -> Result<Option<StoredMsg>> {
+        self.prev_matching_multi(&[filter], from_seq)
+    }
+
+    /// The last message at or before `from_seq` whose subject matches any of `filters`
+    /// (`Store::prev_matching_multi`; an empty list: any subject).
+    pub fn prev_matching_multi(
+        &mut self,
+        filters: &[&str],
+        from_seq: u64,
+    ) -> Result<Option<StoredMsg>> {
+        let filters: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
+        self.call_read(|g, s, h| g.call_prev_matching(s, h, &filters, from_seq))
+            .map(|m| m.map(from_wit_msg))
+    }
+
+    /// Up to `max_msgs` messages at or after `from_seq` matching `filter`, within `max_bytes`
+    /// (`Store::get_batch`), in one call into the guest. `max_msgs` above `u32::MAX` asks for
+    /// `u32::MAX`.
+    pub fn get_batch(
+        &mut self,
+        from_seq: u64,
+        filter: &str,
+        max_msgs: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<StoredMsg>> {
+        let n = u32::try_from(max_msgs).unwrap_or(u32::MAX);
+        self.call_read(|g, s, h| g.call_get_batch(s, h, from_seq, filter, n, max_bytes))
+            .map(|v| v.into_iter().map(from_wit_msg).collect())
+    }
+
+    /// The first sequence with a timestamp at or after `ts` (`Store::seq_from_time`).
+    pub fn seq_from_time(&mut self, ts: i64) -> Result<u64> {
+        self.call_read(|g, s, h| g.call_seq_from_time(s, h, ts))
+    }
+
+    /// How many messages at or after `from_seq` match `filter`, and the last sequence
+    /// (`Store::num_pending`).
+    pub fn num_pending(
+        &mut self,
+        from_seq: u64,
+        filter: &str,
+        last_per_subject: bool,
+    ) -> Result<(u64, u64)> {
+        self.num_pending_multi(from_seq, &[filter], last_per_subject)
+    }
+
+    /// `num_pending` for any of `filters` (`Store::num_pending_multi`).
+    pub fn num_pending_multi(
+        &mut self,
+        from_seq: u64,
+        filters: &[&str],
+        last_per_subject: bool,
+    ) -> Result<(u64, u64)> {
+        let filters: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
+        self.call_read(|g, s, h| g.call_num_pending(s, h, from_seq, &filters, last_per_subject))
+    }
+
     /// Message counts per subject for the subjects matching `filter`.
     pub fn subjects_state(&mut self, filter: &str) -> Result<BTreeMap<String, u64>> {
         self.call_read(|g, s, h| g.call_subjects_state(s, h, filter))

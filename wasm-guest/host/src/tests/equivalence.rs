@@ -32,6 +32,14 @@ enum Op {
     Get(u64),
     Last(String),
     Next(String, u64),
+    /// `prev_matching`.
+    Prev(String, u64),
+    /// `get_batch(from, filter, max_msgs, max_bytes)`.
+    Batch(u64, String, usize, u64),
+    /// `seq_from_time`.
+    SeqFromTime(i64),
+    /// `num_pending(from, filter, last_per_subject)`.
+    Pending(u64, String, bool),
     Subjects(String),
     State,
     Delete(u64),
@@ -138,8 +146,20 @@ fn gen_op(rng: &mut Rng, last_seq: u64, max_payload: usize) -> Op {
         }
         45..=52 => Op::Get(seq(rng)),
         53..=55 => Op::Last(subject(rng)),
-        56..=59 => Op::Next(rng.pick(FILTERS).to_string(), seq(rng)),
-        60..=61 => Op::Subjects(rng.pick(FILTERS).to_string()),
+        56..=57 => Op::Next(rng.pick(FILTERS).to_string(), seq(rng)),
+        58 => Op::Prev(rng.pick(FILTERS).to_string(), seq(rng)),
+        59 => Op::Batch(
+            seq(rng),
+            rng.pick(FILTERS).to_string(),
+            rng.below(10) as usize,
+            *rng.pick(&[0, 300, 2000]),
+        ),
+        60 => Op::Subjects(rng.pick(FILTERS).to_string()),
+        61 => match rng.chance(50) {
+            // around the clock of `common::clock()` and the time the ops move it on
+            true => Op::SeqFromTime(1_700_000_000_000_000_000 + rng.below(1 << 30) as i64),
+            false => Op::Pending(seq(rng), rng.pick(FILTERS).to_string(), rng.chance(50)),
+        },
         62..=64 => Op::State,
         65..=70 => Op::Delete(seq(rng)),
         71..=72 => Op::Erase(seq(rng)),
@@ -207,6 +227,10 @@ fn native(s: &mut Store<HostFs>, op: &Op) -> String {
         Op::Get(q) => norm(&s.get(*q)),
         Op::Last(sub) => norm(&s.last_for_subject(sub)),
         Op::Next(f, q) => norm(&s.next_matching(f, *q)),
+        Op::Prev(f, q) => norm(&s.prev_matching(f, *q)),
+        Op::Batch(q, f, n, b) => norm(&s.get_batch(*q, f, *n, *b)),
+        Op::SeqFromTime(t) => norm(&s.seq_from_time(*t)),
+        Op::Pending(q, f, l) => norm(&s.num_pending(*q, f, *l)),
         Op::Subjects(f) => norm(&s.subjects_state(f)),
         Op::State => norm::<_>(&Ok(s.state())),
         Op::Delete(q) => norm(&s.delete(*q)),
@@ -240,6 +264,10 @@ fn guest(s: &mut GuestStore, op: &Op) -> String {
         Op::Get(q) => norm(&store_result(s.get(*q))),
         Op::Last(sub) => norm(&store_result(s.last_for_subject(sub))),
         Op::Next(f, q) => norm(&store_result(s.next_matching(f, *q))),
+        Op::Prev(f, q) => norm(&store_result(s.prev_matching(f, *q))),
+        Op::Batch(q, f, n, b) => norm(&store_result(s.get_batch(*q, f, *n, *b))),
+        Op::SeqFromTime(t) => norm(&store_result(s.seq_from_time(*t))),
+        Op::Pending(q, f, l) => norm(&store_result(s.num_pending(*q, f, *l))),
         Op::Subjects(f) => norm(&store_result(s.subjects_state(f))),
         Op::State => norm(&store_result(s.state())),
         Op::Delete(q) => norm(&store_result(s.delete(*q))),

@@ -1,0 +1,599 @@
+//! The reads of `store/query.rs` against a model: random appends (several subjects, some that
+//! only wildcards reach), deletes, purges, `purge_ex`, compacts, truncates and reopens on the
+//! in-memory fs, each followed by random reads with random arguments (bad filters included),
+//! every answer compared with the model's (a `BTreeMap` of seq → subject, timestamp, payload).
+//! Blocks of 1 KiB (reads cross many of them) and larger, the block cache and the entry cache
+//! off, small and large.
+//! Seeded: `SEQSTORE_SEED=<n>` replays a run; the seed is printed and in every failure.
+
+use crate::memfs::MemFs;
+use crate::*;
+use std::collections::BTreeMap;
+
+const SUBJECTS: [&str; 7] = ["a.1", "a.2", "b.1", "b.2.x", "c", "a.1.deep", "d.e.f"];
+/// Filters the reads are asked about: wildcards of both kinds, literals, one that matches
+/// nothing, and (rarely picked) invalid ones.
+const FILTERS: [&str; 12] = [
+    "a.*", "b.>", "c", ">", "a.>", "*.1", "*.*", "x.y", "a.1", "d.*.f", "*", "a.1.deep",
+];
+const BAD: [&str; 4] = ["", "a..b", "a.>.b", "a*"];
+
+/// A stored message in the model: subject, timestamp, payload.
+type Msg = (String, i64, Vec<u8>);
+
+#[derive(Default)]
+struct Model {
+    msgs: BTreeMap<u64, Msg>,
+    last: u64,
+    /// Whether the run truncates: only with 1 MiB blocks, where a truncate's kept tombstones
+    /// always fit in one block (see `truncate_keeps_tombstones_that_spill_over_a_block`).
+    truncates: bool,
+}
+
+/// A read's outcome, made comparable: the error's kind instead of the error.
+type Out<T> = std::result::Result<T, &'static str>;
+
+fn kind<T>(r: Result<T>) -> Out<T> {
+    r.map_err(|e| match e {
+        Error::InvalidSubject { .. } => "invalid subject",
+        Error::TooManyResults { .. } => "too many",
+        Error::NotFound { .. } => "not found",
+        other => panic!("unexpected error {other}"),
+    })
+}
+
+impl Model {
+    fn first(&self) -> u64 {
+        self.msgs.keys().next().copied().unwrap_or(self.last + 1)
+    }
+    fn check(filters: &[&str]) -> Out<()> {
+        match filters.iter().any(|f| BAD.contains(f)) {
+            true => Err("invalid subject"),
+            false => Ok(()),
+        }
+    }
+    fn hit(filters: &[&str], subject: &str) -> bool {
+        filters.is_empty() || filters.iter().any(|f| subject::matches(f, subject))
+    }
+    /// The matching messages with a sequence in `lo..=hi`.
+    fn sel(&self, filters: &[&str], lo: u64, hi: u64) -> Vec<(u64, &Msg)> {
+        self.msgs
+            .range(lo..=hi.max(lo))
+            .filter(|(k, v)| **k <= hi && Self::hit(filters, &v.0))
+            .map(|(k, v)| (*k, v))
+            .collect()
+    }
+    fn msg(&self, seq: u64) -> StoredMsg {
+        let (subject, ts, payload) = self.msgs[&seq].clone();
+        StoredMsg {
+            seq,
+            ts,
+            subject,
+            headers: Vec::new(),
+            payload,
+        }
+    }
+    fn filtered(&self, filters: &[&str], from: u64) -> FilteredState {
+        let seqs: Vec<u64> = self
+            .sel(filters, from, u64::MAX)
+            .iter()
+            .map(|x| x.0)
+            .collect();
+        FilteredState {
+            msgs: seqs.len() as u64,
+            first: seqs.first().copied().unwrap_or(0),
+            last: seqs.last().copied().unwrap_or(0),
+        }
+    }
+    fn subject_lasts(&self, filters: &[&str], max_seq: u64) -> BTreeMap<&str, u64> {
+        self.sel(filters, 0, max_seq)
+            .into_iter()
+            .map(|(k, v)| (v.0.as_str(), k))
+            .collect()
+    }
+    /// `purge_ex(filter, 0, keep)`: all but the `keep` newest of each matching subject go.
+    fn purge_ex(&mut self, filter: &str, keep: usize) {
+        let mut per: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for (k, v) in self.sel(&[filter], 0, u64::MAX) {
+            per.entry(v.0.clone()).or_default().push(k);
+        }
+        for seqs in per.values() {
+            for k in &seqs[..seqs.len().saturating_sub(keep)] {
+                self.msgs.remove(k);
+            }
+        }
+    }
+    /// `compact(seq)`: nothing below `seq`, and the last sequence at least `seq - 1` (unless
+    /// there was nothing to remove and the floor is behind the first already).
+    fn compact(&mut self, seq: u64) {
+        let f = seq - 1;
+        if !(f < self.first() && f <= self.last) {
+            self.msgs.retain(|k, _| *k >= seq);
+            self.last = self.last.max(f);
+        }
+    }
+    fn size(v: &Msg) -> u64 {
+        (36 + v.0.len() + v.2.len()) as u64
+    }
+}
+
+/// The random generator, and the argument pickers built on it.
+struct Gen(Box<dyn FnMut() -> u64>);
+
+impl Gen {
+    fn n(&mut self, m: u64) -> u64 {
+        (self.0)() % m
+    }
+    fn filter(&mut self) -> &'static str {
+        if self.n(40) == 0 {
+            BAD[self.n(BAD.len() as u64) as usize]
+        } else {
+            FILTERS[self.n(FILTERS.len() as u64) as usize]
+        }
+    }
+    fn filters(&mut self) -> Vec<&'static str> {
+        (0..self.n(4)).map(|_| self.filter()).collect()
+    }
+    /// A sequence around the stream: mostly inside, sometimes 0 or far beyond.
+    fn seq(&mut self, m: &Model) -> u64 {
+        match self.n(20) {
+            0 => 0,
+            1 => u64::MAX,
+            _ => self.n(m.last + 3),
+        }
+    }
+}
+
+/// The sequence of a read message, the error's kind.
+fn msg_seq(r: Result<Option<StoredMsg>>) -> Out<Option<u64>> {
+    kind(r).map(|o| o.map(|x| x.seq))
+}
+
+/// `prev_matching` against the model; whether the answer was not trivial.
+fn ask_prev(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, ctx: &str) -> bool {
+    let (f, from) = (g.filter(), g.seq(m));
+    let want = Model::check(&[f]).map(|_| m.sel(&[f], 0, from).last().map(|x| x.0));
+    let full = matches!(want, Ok(Some(_)));
+    assert_eq!(
+        msg_seq(s.prev_matching(f, from)),
+        want,
+        "{ctx}: prev {f} {from}"
+    );
+    full
+}
+
+/// `next_matching_multi` or `prev_matching_multi` against the model; whether the answer was not trivial.
+fn ask_multi(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, ctx: &str) -> bool {
+    let (fs, from) = (g.filters(), g.seq(m));
+    let fwd = g.n(2) == 0;
+    let want = Model::check(&fs).map(|_| match fwd {
+        true => m.sel(&fs, from, u64::MAX).first().map(|x| x.0),
+        false => m.sel(&fs, 0, from).last().map(|x| x.0),
+    });
+    let got = if fwd {
+        s.next_matching_multi(&fs, from)
+    } else {
+        s.prev_matching_multi(&fs, from)
+    };
+    if let Ok(Some(msg)) = &got {
+        assert_eq!(*msg, m.msg(msg.seq), "{ctx}: message read");
+    }
+    let full = matches!(want, Ok(Some(_))) && fs.len() > 1;
+    assert_eq!(msg_seq(got), want, "{ctx}: multi fwd={fwd} {fs:?} {from}");
+    full
+}
+
+/// `seq_from_time` against the model; whether the answer was not trivial.
+fn ask_time(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, now: i64, ctx: &str) -> bool {
+    let first_ts = m.msgs.values().next().map_or(now, |v| v.1);
+    let ts = match g.n(10) {
+        0 => i64::MIN,
+        1 => i64::MAX,
+        // around the stored timestamps (the clock starts at 1000, moves 0-2 an append)
+        _ => first_ts - 5 + g.n((now - first_ts + 10) as u64) as i64,
+    };
+    let want = m
+        .msgs
+        .iter()
+        .find(|x| x.1 .1 >= ts)
+        .map_or(m.last + 1, |x| *x.0);
+    let full = want > m.first() && want <= m.last;
+    assert_eq!(
+        s.seq_from_time(ts).unwrap(),
+        want,
+        "{ctx}: seq_from_time {ts}"
+    );
+    full
+}
+
+/// `filtered_state` or `filtered_state_multi` against the model; whether the answer was not trivial.
+fn ask_filtered(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, ctx: &str) -> bool {
+    let (fs, from) = (g.filters(), g.seq(m));
+    let want = Model::check(&fs).map(|_| m.filtered(&fs, from));
+    let got = match fs.as_slice() {
+        [f] => s.filtered_state(f, from),
+        _ => s.filtered_state_multi(&fs, from),
+    };
+    let full = want.is_ok_and(|w| w.msgs > 1) && from > m.first();
+    assert_eq!(kind(got), want, "{ctx}: filtered_state {fs:?} {from}");
+    full
+}
+
+/// `subjects_state_detail` against the model; whether the answer was not trivial.
+fn ask_detail(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, ctx: &str) -> bool {
+    let f = g.filter();
+    let want = Model::check(&[f]).map(|_| {
+        let mut per: BTreeMap<String, FilteredState> = BTreeMap::new();
+        for (k, v) in m.sel(&[f], 0, u64::MAX) {
+            let e = per.entry(v.0.clone()).or_default();
+            e.msgs += 1;
+            e.first = if e.first == 0 { k } else { e.first };
+            e.last = k;
+        }
+        per
+    });
+    let full = want.as_ref().is_ok_and(|w| w.len() > 1);
+    assert_eq!(kind(s.subjects_state_detail(f)), want, "{ctx}: detail {f}");
+    full
+}
+
+/// `multi_last_seqs` against the model; whether the answer was not trivial.
+fn ask_multi_last(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, ctx: &str) -> bool {
+    let (fs, max_seq, max_count) = (g.filters(), g.seq(m), g.n(5) as usize);
+    let want = Model::check(&fs).and_then(|_| {
+        let top = if max_seq == 0 { m.last } else { max_seq };
+        let mut v: Vec<u64> = m.subject_lasts(&fs, top).into_values().collect();
+        v.sort_unstable();
+        match max_count > 0 && v.len() > max_count {
+            true => Err("too many"),
+            false => Ok(v),
+        }
+    });
+    let full = want.as_ref().is_ok_and(|w| w.len() > 1) && max_seq < m.last;
+    let got = kind(s.multi_last_seqs(&fs, max_seq, max_count));
+    assert_eq!(got, want, "{ctx}: multi_last {fs:?} {max_seq} {max_count}");
+    full
+}
+
+/// `subject_for_seq` against the model; whether the answer was not trivial.
+fn ask_subject(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, ctx: &str) -> bool {
+    let seq = g.seq(m);
+    let want = m.msgs.get(&seq).map(|v| v.0.clone()).ok_or("not found");
+    let full = want.is_ok();
+    assert_eq!(
+        kind(s.subject_for_seq(seq)),
+        want,
+        "{ctx}: subject_for_seq {seq}"
+    );
+    full
+}
+
+/// `num_pending` or `num_pending_multi` against the model; whether the answer was not trivial.
+fn ask_pending(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, ctx: &str) -> bool {
+    let (fs, from, lps) = (g.filters(), g.seq(m), g.n(2) == 0);
+    let want = Model::check(&fs).map(|_| {
+        let n = match lps {
+            true => m
+                .subject_lasts(&fs, u64::MAX)
+                .values()
+                .filter(|l| **l >= from)
+                .count(),
+            false => m.sel(&fs, from, u64::MAX).len(),
+        };
+        (n as u64, m.last)
+    });
+    let got = match fs.as_slice() {
+        [f] => s.num_pending(from, f, lps),
+        _ => s.num_pending_multi(from, &fs, lps),
+    };
+    let full = want.is_ok_and(|w| w.0 > 1) && from > m.first();
+    assert_eq!(kind(got), want, "{ctx}: num_pending {fs:?} {from} {lps}");
+    full
+}
+
+/// `get_batch` against the model; whether the answer was not trivial.
+fn ask_batch(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, ctx: &str) -> bool {
+    let (f, from) = (g.filter(), g.seq(m));
+    let (max_msgs, max_bytes) = (g.n(12) as usize, [0, 40, 100, 400][g.n(4) as usize]);
+    let want = Model::check(&[f]).map(|_| {
+        let (mut out, mut bytes) = (Vec::new(), 0);
+        for (k, v) in m.sel(&[f], from, u64::MAX).into_iter().take(max_msgs) {
+            bytes += Model::size(v);
+            if max_bytes > 0 && !out.is_empty() && bytes > max_bytes {
+                break;
+            }
+            out.push(m.msg(k));
+        }
+        out
+    });
+    let full = want.as_ref().is_ok_and(|w| w.len() > 1);
+    let got = kind(s.get_batch(from, f, max_msgs, max_bytes));
+    assert_eq!(
+        got, want,
+        "{ctx}: get_batch {f} {from} {max_msgs} {max_bytes}"
+    );
+    full
+}
+
+/// One random read with random arguments, asserted equal to the model's answer.
+/// Returns which read it was and whether its answer was a non-empty success (the test counts
+/// them, so that a generator that only ever asks trivial questions fails).
+fn one_read(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, now: i64, ctx: &str) -> (usize, bool) {
+    let which = g.n(10) as usize;
+    let full = match which {
+        0 | 1 => ask_prev(s, m, g, ctx),
+        2 => ask_multi(s, m, g, ctx),
+        3 => ask_time(s, m, g, now, ctx),
+        4 => ask_filtered(s, m, g, ctx),
+        5 => ask_detail(s, m, g, ctx),
+        6 => ask_multi_last(s, m, g, ctx),
+        7 => ask_subject(s, m, g, ctx),
+        8 => ask_pending(s, m, g, ctx),
+        _ => ask_batch(s, m, g, ctx),
+    };
+    (which, full)
+}
+
+/// One random write (or reopen) applied to the store and the model alike.
+/// A reopen is left to the caller: `Some(close first)`.
+fn one_write(
+    s: &mut Store<MemFs>,
+    m: &mut Model,
+    g: &mut Gen,
+    clock: &ManualClock,
+    ctx: &str,
+) -> Option<bool> {
+    let op = g.n(200);
+    match op {
+        0..=129 | 193.. => {
+            // equal timestamps now and then: seq_from_time must find the first of a run
+            clock.advance(g.n(3) as i64);
+            let subject = SUBJECTS[g.n(SUBJECTS.len() as u64) as usize];
+            let payload = vec![b'p'; g.n(60) as usize];
+            let seq = s.append(subject, b"", &payload).unwrap();
+            m.last += 1;
+            assert_eq!(seq, m.last, "{ctx}: append");
+            m.msgs
+                .insert(seq, (subject.into(), clock.now_ns(), payload));
+        }
+        130..=164 => {
+            let seq = g.seq(m);
+            let r = s.delete(seq);
+            assert_eq!(
+                r.is_ok(),
+                m.msgs.remove(&seq).is_some(),
+                "{ctx}: delete {seq}"
+            );
+        }
+        165 => {
+            assert_eq!(s.purge().unwrap(), m.msgs.len() as u64, "{ctx}: purge");
+            m.msgs.clear();
+        }
+        166..=168 => {
+            let f = FILTERS[g.n(FILTERS.len() as u64) as usize];
+            let keep = g.n(3);
+            s.purge_ex(f, 0, keep).unwrap();
+            m.purge_ex(f, keep as usize);
+        }
+        169..=175 => {
+            // mostly a few messages off the front (a random point would empty the stream)
+            let seq = match g.n(8) {
+                0 => g.seq(m).clamp(1, m.last + 2),
+                _ => m.first() + g.n(6),
+            };
+            s.compact(seq).unwrap();
+            m.compact(seq);
+        }
+        176..=178 if m.truncates => {
+            let seq = match g.n(4) {
+                0 => g.seq(m).min(m.last + 2),
+                _ => m.last.saturating_sub(g.n(6)),
+            };
+            let r = s.truncate(seq);
+            if seq < m.last && seq + 1 >= m.first() {
+                r.unwrap();
+                m.msgs.retain(|k, _| *k <= seq);
+                m.last = seq;
+            }
+        }
+        179..=180 => s.set_block_cache([0, 4096, 1 << 20][g.n(3) as usize]),
+        181 => s.set_entry_cache([0, 4096, 32 << 20][g.n(3) as usize]),
+        // a reopen: the caller does it (closing or dropping this store first)
+        182..=186 => return Some(true),
+        _ => return Some(false),
+    }
+    None
+}
+
+fn open(fs: &MemFs, cfg: &Config, clock: &ManualClock) -> Store<MemFs> {
+    Store::open_with_clock(fs.clone(), cfg.clone(), Box::new(clock.clone())).expect("open")
+}
+
+#[test]
+fn query_reads_match_the_model() {
+    let (seed, next) = crate::seeded_rng(0x15_5eed);
+    println!("query_reads_match_the_model: SEQSTORE_SEED={seed}");
+    let mut g = Gen(Box::new(next));
+    let mut asked = [[0u64; 2]; 10];
+    for case in 0..48u64 {
+        let cfg = Config {
+            // 1 KiB blocks hold a dozen messages: every scan crosses blocks
+            block_size: [1024, 1024, 4096, 1 << 20][g.n(4) as usize],
+            write_buffer: [0, 300, 256 << 10][g.n(3) as usize],
+            block_cache: [0, 2048, 1 << 20][(case % 3) as usize],
+            // no entry cache (every sealed block's entries dropped at each trim), a small one,
+            // the default
+            entry_cache: [0, 4096, 32 << 20][(case / 3 % 3) as usize],
+            ..Config::default()
+        };
+        let (fs, clock) = (MemFs::new(), ManualClock::new(1_000));
+        let mut s = open(&fs, &cfg, &clock);
+        let mut m = Model {
+            truncates: cfg.block_size == 1 << 20,
+            ..Model::default()
+        };
+        for step in 0..250 {
+            let ctx = format!("SEQSTORE_SEED={seed} case {case} step {step}");
+            if let Some(close) = one_write(&mut s, &mut m, &mut g, &clock, &ctx) {
+                if close {
+                    s.close().unwrap();
+                } else {
+                    drop(s);
+                }
+                s = open(&fs, &cfg, &clock);
+                assert!(!s.recovery_report().lost_data(), "{ctx}: reopen");
+            }
+            assert_eq!(s.state().msgs, m.msgs.len() as u64, "{ctx}: msgs");
+            assert_eq!(s.state().last_seq, m.last, "{ctx}: last");
+            for _ in 0..4 {
+                let (which, full) = one_read(&mut s, &m, &mut g, clock.now_ns(), &ctx);
+                asked[which][full as usize] += 1;
+            }
+        }
+    }
+    // [trivial, non-trivial] answers per read, in `one_read`'s order
+    println!("reads asked: {asked:?}");
+    for (i, a) in asked.iter().enumerate() {
+        assert!(
+            a[1] > 200,
+            "SEQSTORE_SEED={seed}: read {i} had few non-trivial answers: {a:?}"
+        );
+    }
+}
+
+/// Found by `query_reads_match_the_model` (SEQSTORE_SEED=1, before its truncates were
+/// limited to 1 MiB blocks), not fixed here (issue #15 is reads only): a `truncate` whose
+/// kept tombstones do not fit in one block writes them over several new blocks, and the
+/// cleanup (`cut_blocks` live, `truncate_cleanup` in recovery) removes every block between
+/// the cut block and the *last* new one, the commit's own first tombstone blocks included.
+/// Memory is right, so it shows only when the blocks are rebuilt (a crash, or a reopen with
+/// a stale index.db): the deleted messages come back. Run with `--ignored`.
+#[test]
+#[ignore = "pre-existing truncate bug: kept tombstones spilling over one block are removed"]
+fn truncate_keeps_tombstones_that_spill_over_a_block() {
+    for block_size in [1 << 20, 1024] {
+        let cfg = Config {
+            block_size,
+            ..Config::default()
+        };
+        let (fs, clock) = (MemFs::new(), ManualClock::new(1_000));
+        let mut s = open(&fs, &cfg, &clock);
+        for i in 0..150u64 {
+            s.append(SUBJECTS[(i % 3) as usize], b"", &[b'p'; 30])
+                .unwrap();
+        }
+        // 50 tombstones after the cut point, 29 of them for sequences at or below it
+        s.purge_ex("a.1", 0, 0).unwrap();
+        s.truncate(88).unwrap();
+        let before = s.state();
+        drop(s); // no index.db: the next open rebuilds from the blocks
+        let s = open(&fs, &cfg, &clock);
+        assert_eq!(s.state(), before, "block_size {block_size}");
+    }
+}
+
+/// The `SharedStore` forms answer as the `Store` methods do (they only take the lock).
+#[test]
+fn shared_store_reads_are_the_stores() {
+    let (fs, clock) = (MemFs::new(), ManualClock::new(1_000));
+    let mut s = open(&fs, &Config::default(), &clock);
+    for (i, subject) in SUBJECTS.iter().cycle().take(20).enumerate() {
+        clock.advance(i as i64 % 2);
+        s.append(subject, b"", b"x").unwrap();
+    }
+    s.delete(3).unwrap();
+    let sh = SharedStore::new(s);
+    let prev = sh.prev_matching("a.*", 10).unwrap().map(|m| m.seq);
+    assert_eq!(prev, Some(9));
+    let next = sh.next_matching_multi(&["c", "d.>"], 6).unwrap();
+    assert_eq!(next.map(|m| m.seq), Some(7));
+    let back = sh.prev_matching_multi(&["c", "b.1"], 10).unwrap();
+    assert_eq!(back.map(|m| m.seq), Some(10));
+    assert_eq!(sh.seq_from_time(1_003).unwrap(), 6);
+    let st = sh.filtered_state("a.>", 5).unwrap();
+    assert_eq!((st.msgs, st.first, st.last), (7, 6, 20));
+    assert_eq!(sh.subject_for_seq(5).unwrap(), "c");
+    assert!(matches!(
+        sh.subject_for_seq(3),
+        Err(Error::NotFound { seq: 3 })
+    ));
+    assert_eq!(sh.num_pending(10, ">", true).unwrap(), (7, 20));
+    let lasts = sh.multi_last_seqs(&["a.*"], 0, 0).unwrap();
+    assert_eq!(lasts, vec![15, 16]);
+    let too = sh.multi_last_seqs(&[">"], 0, 3);
+    assert!(matches!(too, Err(Error::TooManyResults { max: 3 })));
+    let batch = sh.get_batch(0, "a.1", 10, 0).unwrap();
+    assert_eq!(batch.iter().map(|m| m.seq).collect::<Vec<_>>(), [1, 8, 15]);
+    let bad = sh.next_matching_multi(&["a", "a..b"], 0);
+    assert!(matches!(bad, Err(Error::InvalidSubject { .. })));
+}
+
+/// The reads that walk many blocks keep the entry cache within its budget (they trim between
+/// blocks, as `next_matching` does) and answer as a store that keeps every entry.
+#[test]
+fn query_walks_stay_within_the_entry_cache() {
+    const BUDGET: u64 = 16 << 10; // 512 entries; the stream has 6000 messages
+    let cfg = |entry_cache| Config {
+        block_size: 4096,
+        sync: SyncPolicy::Never,
+        entry_cache,
+        ..Config::default()
+    };
+    let (fa, fb, clock) = (MemFs::new(), MemFs::new(), ManualClock::new(1_000));
+    let (mut a, mut b) = (
+        open(&fa, &cfg(BUDGET), &clock),
+        open(&fb, &cfg(1 << 30), &clock),
+    );
+    for i in 0..6000u64 {
+        // "rare" only at both ends: a walk for it passes every block in between
+        let subj = if i == 3 || i == 5990 {
+            "rare"
+        } else {
+            SUBJECTS[(i % 3) as usize]
+        };
+        clock.advance(1);
+        assert_eq!(
+            a.append(subj, b"", b"x").unwrap(),
+            b.append(subj, b"", b"x").unwrap()
+        );
+    }
+    let held = |s: &Store<MemFs>| s.loaded_entries().0 * 32;
+    let bound = BUDGET + BUDGET / 8 + 4096;
+    type Read = fn(&mut Store<MemFs>) -> String;
+    let reads: [(&str, Read); 8] = [
+        ("prev", (|s| format!("{:?}", s.prev_matching("rare", 5000)))),
+        (
+            "next multi",
+            (|s| format!("{:?}", s.next_matching_multi(&["x", "rare"], 10))),
+        ),
+        (
+            "filtered",
+            (|s| format!("{:?}", s.filtered_state("rare", 100))),
+        ),
+        (
+            "detail",
+            (|s| format!("{:?}", s.subjects_state_detail(">"))),
+        ),
+        (
+            "last seqs",
+            (|s| format!("{:?}", s.multi_last_seqs(&["rare"], 5000, 0))),
+        ),
+        (
+            "pending",
+            (|s| format!("{:?}", s.num_pending(2, "a.*", false))),
+        ),
+        ("time", (|s| format!("{:?}", s.seq_from_time(4_500)))),
+        (
+            "batch",
+            (|s| format!("{:?}", s.get_batch(1, ">", 10_000, 0).map(|v| v.len()))),
+        ),
+    ];
+    for (what, read) in reads {
+        assert_eq!(read(&mut a), read(&mut b), "{what}");
+        assert!(
+            held(&a) <= bound,
+            "{what}: {} bytes of entries held",
+            held(&a)
+        );
+    }
+}

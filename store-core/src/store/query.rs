@@ -1,0 +1,445 @@
+//! The NATS `StreamStore` reads beyond `get`/`next_matching` (issue #15): the previous match,
+//! matches of several filters, sequence by time, filtered and per-subject state, the last
+//! sequences of many subjects, pending counts and batches.
+//!
+//! Every read here goes through `visit_live`, which loads a block with `ensure_loaded` and
+//! uses its entries only until it moves on to the next block, and returns sequences, never
+//! positions: messages are then read with `get`, which finds them again. Nothing here holds a
+//! reference or an index into a block's entries across a call, so a block's entries may be
+//! dropped between calls (an evictable entry cache) and re-read on demand.
+
+use super::blocks::Entry;
+use super::*;
+
+/// What a list of filters selects, decided once per subject id and remembered: matching a
+/// filter token by token costs far more than one look-up, and a scan meets the same few
+/// subjects over and over.
+pub(super) struct Matcher<'a> {
+    filters: Vec<&'a str>,
+    /// An empty list or a `>`: every subject matches, nothing to decide.
+    all: bool,
+    /// Per subject id: 0 not decided yet, 1 matches, 2 does not.
+    memo: Vec<u8>,
+}
+
+impl<'a> Matcher<'a> {
+    /// Validates every filter (`Error::InvalidSubject` for the first bad one). An empty list
+    /// selects every subject, as NATS's `MultiLastSeqs` does with no filters.
+    pub(super) fn new(filters: &[&'a str]) -> Result<Self> {
+        for f in filters {
+            subject::validate_filter(f)?;
+        }
+        Ok(Matcher {
+            all: filters.is_empty() || filters.contains(&">"),
+            filters: filters.to_vec(),
+            memo: Vec::new(),
+        })
+    }
+
+    /// Whether the subject with id `sid` (named `names[sid]`) matches any of the filters.
+    pub(super) fn hit(&mut self, names: &[String], sid: u32) -> bool {
+        if self.all {
+            return true;
+        }
+        let k = sid as usize;
+        let Some(name) = names.get(k) else {
+            return false;
+        };
+        if self.memo.len() <= k {
+            self.memo.resize(names.len().max(k + 1), 0);
+        }
+        if self.memo[k] == 0 {
+            let yes = self.filters.iter().any(|f| subject::matches(f, name));
+            self.memo[k] = if yes { 1 } else { 2 };
+        }
+        self.memo[k] == 1
+    }
+}
+
+impl<F: Fs> Store<F> {
+    /// Calls `visit` on every live message entry with a sequence in `from..=to`, in ascending
+    /// order (descending when `rev`), until it returns `false`. Skips blocks without live
+    /// messages and everything below the first sequence (the floor). A block's entries are
+    /// used only between its `ensure_loaded` and the move to the next block.
+    pub(super) fn visit_live(
+        &mut self,
+        from: u64,
+        to: u64,
+        rev: bool,
+        mut visit: impl FnMut(&Entry, &[String]) -> bool,
+    ) -> Result<()> {
+        let (from, to) = (from.max(self.first_seq).max(1), to.min(self.last_seq));
+        if from > to || self.msgs == 0 || self.blocks.is_empty() {
+            return Ok(());
+        }
+        // message sequences rise from block to block, so the blocks that can hold `from..=to`
+        // are those from the first whose `hi` reaches `from` to the first whose `hi` reaches `to`
+        let lo = self.blocks.partition_point(|b| b.hi < from);
+        let hi = self
+            .blocks
+            .partition_point(|b| b.hi < to)
+            .min(self.blocks.len() - 1);
+        if lo > hi {
+            return Ok(());
+        }
+        let first = self.first_seq;
+        for k in 0..=hi - lo {
+            let pos = if rev { hi - k } else { lo + k };
+            if self.blocks[pos].live == 0 {
+                continue;
+            }
+            // a walk may pass every block: keep the entry cache bounded (nothing here holds a
+            // position into entries between blocks)
+            self.trim_entries();
+            self.ensure_loaded(pos)?;
+            let Some(entries) = self.blocks[pos].entries.as_ref() else {
+                return Err(Error::corrupt(MSGS_DIR, 0, "block entries not loaded"));
+            };
+            let start = entries.partition_point(|e| e.seq < from);
+            let end = entries.partition_point(|e| e.seq <= to).max(start);
+            let live = |e: &&Entry| !e.deleted && e.seq >= first;
+            let names = &self.subj_names;
+            let run = entries[start..end].iter();
+            let more = if rev {
+                run.rev().filter(live).all(|e| visit(e, names))
+            } else {
+                run.filter(live).all(|e| visit(e, names))
+            };
+            if !more {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<F: Fs> Store<F> {
+    /// What every read here does first: refuse a closed store, and trim the entry cache
+    /// (a public call holds no position into entries yet).
+    fn begin_read(&mut self) -> Result<()> {
+        self.check_open()?;
+        self.trim_entries();
+        Ok(())
+    }
+
+    /// The first (or, `rev`, the last) live sequence in `from..=to` whose subject `m` selects.
+    fn first_hit(&mut self, m: &mut Matcher, from: u64, to: u64, rev: bool) -> Result<Option<u64>> {
+        let mut found = None;
+        self.visit_live(from, to, rev, |e, names| {
+            if m.hit(names, e.subj) {
+                found = Some(e.seq);
+            }
+            found.is_none()
+        })?;
+        Ok(found)
+    }
+
+    /// The ids of the subjects with live messages that `m` selects, ascending.
+    fn matching_sids(&self, m: &mut Matcher) -> Vec<u32> {
+        (0..self.subj.len() as u32)
+            .filter(|&i| self.subj[i as usize].msgs > 0 && m.hit(&self.subj_names, i))
+            .collect()
+    }
+
+    /// The highest stored message with sequence ≤ `from_seq` whose subject matches `filter`
+    /// (`*`, `>` wildcards), or `None`. NATS's `LoadPrevMsg` with a filter; `from_seq` above
+    /// the last sequence starts from the last.
+    pub fn prev_matching(&mut self, filter: &str, from_seq: u64) -> Result<Option<StoredMsg>> {
+        self.prev_matching_multi(&[filter], from_seq)
+    }
+
+    /// The first stored message at or after `from_seq` whose subject matches any of
+    /// `filters` (NATS's `LoadNextMsgMulti`). An empty list matches every subject; a bad
+    /// filter is `Error::InvalidSubject`.
+    pub fn next_matching_multi(
+        &mut self,
+        filters: &[&str],
+        from_seq: u64,
+    ) -> Result<Option<StoredMsg>> {
+        self.begin_read()?;
+        let mut m = Matcher::new(filters)?;
+        match self.first_hit(&mut m, from_seq, u64::MAX, false)? {
+            Some(seq) => self.get(seq).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The highest stored message with sequence ≤ `from_seq` whose subject matches any of
+    /// `filters` (NATS's `LoadPrevMsgMulti`). An empty list matches every subject.
+    pub fn prev_matching_multi(
+        &mut self,
+        filters: &[&str],
+        from_seq: u64,
+    ) -> Result<Option<StoredMsg>> {
+        self.begin_read()?;
+        let mut m = Matcher::new(filters)?;
+        match self.first_hit(&mut m, 0, from_seq, true)? {
+            Some(seq) => self.get(seq).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The first stored sequence whose timestamp is ≥ `ts` (ns since the epoch), or
+    /// `last_seq + 1` when there is none (NATS's `GetSeqFromTime`).
+    ///
+    /// Appends stamp `max(clock, last timestamp)`, so timestamps do not decrease with the
+    /// sequence and this is a binary search: over the blocks with live messages by the
+    /// timestamp of each one's last live message (loading O(log blocks) of them), then over
+    /// the chosen block's entries. If stored timestamps do go backwards (a clock stepped back
+    /// before a `truncate` to a deleted sequence stamps its marker, and so the next appends,
+    /// with the clock's time; or files written by another program), the answer is still a
+    /// stored sequence with a timestamp ≥ `ts` (or `last_seq + 1`), but not necessarily the
+    /// first.
+    pub fn seq_from_time(&mut self, ts: i64) -> Result<u64> {
+        self.begin_read()?;
+        let none = self.last_seq + 1;
+        if self.msgs == 0 {
+            return Ok(none);
+        }
+        if ts <= self.first_ts {
+            return Ok(self.first_seq);
+        }
+        let live: Vec<usize> = (0..self.blocks.len())
+            .filter(|&p| self.blocks[p].live > 0)
+            .collect();
+        let (mut lo, mut hi) = (0, live.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            self.trim_entries();
+            match self.last_live_ts(live[mid])? {
+                Some(last) if last < ts => lo = mid + 1,
+                _ => hi = mid,
+            }
+        }
+        let Some(&pos) = live.get(lo) else {
+            return Ok(none);
+        };
+        self.ensure_loaded(pos)?;
+        let first = self.first_seq;
+        let entries = self.blocks[pos].entries.as_deref().unwrap_or_default();
+        let start = entries.partition_point(|e| e.ts < ts);
+        Ok(entries[start..]
+            .iter()
+            .find(|e| !e.deleted && e.seq >= first && e.ts >= ts)
+            .map_or(none, |e| e.seq))
+    }
+
+    /// The timestamp of the last live message of block `pos` (loading it), if it has one.
+    fn last_live_ts(&mut self, pos: usize) -> Result<Option<i64>> {
+        self.ensure_loaded(pos)?;
+        let first = self.first_seq;
+        let entries = self.blocks[pos].entries.as_deref().unwrap_or_default();
+        Ok(entries
+            .iter()
+            .rev()
+            .find(|e| !e.deleted && e.seq >= first)
+            .map(|e| e.ts))
+    }
+
+    /// How many stored messages at or after `from_seq` match `filter`, and the first and last
+    /// of their sequences (NATS's `FilteredState`; all zero when none).
+    pub fn filtered_state(&mut self, filter: &str, from_seq: u64) -> Result<FilteredState> {
+        self.filtered_state_multi(&[filter], from_seq)
+    }
+
+    /// `filtered_state` for the messages matching any of `filters` (an empty list: all).
+    pub fn filtered_state_multi(
+        &mut self,
+        filters: &[&str],
+        from_seq: u64,
+    ) -> Result<FilteredState> {
+        self.begin_read()?;
+        let mut m = Matcher::new(filters)?;
+        self.filtered(&mut m, from_seq)
+    }
+
+    fn filtered(&mut self, m: &mut Matcher, from_seq: u64) -> Result<FilteredState> {
+        let mut st = FilteredState::default();
+        if from_seq <= self.first_seq {
+            // the whole stream: the count from the subject counters, first and last from the
+            // two ends (each scan stops at its first match), unless every matching subject
+            // knows its own first (last) sequence already
+            let sids = self.matching_sids(m);
+            let info: Vec<SubjInfo> = sids.iter().map(|&i| self.subj[i as usize]).collect();
+            st.msgs = info.iter().map(|s| s.msgs).sum();
+            if st.msgs == 0 {
+                return Ok(st);
+            }
+            st.first = match info.iter().all(|s| s.first != 0) {
+                true => info.iter().map(|s| s.first).min().unwrap_or(0),
+                false => self.first_hit(m, 0, u64::MAX, false)?.unwrap_or(0),
+            };
+            st.last = match info.iter().all(|s| s.last != 0) {
+                true => info.iter().map(|s| s.last).max().unwrap_or(0),
+                false => self.first_hit(m, 0, u64::MAX, true)?.unwrap_or(0),
+            };
+            return Ok(st);
+        }
+        self.visit_live(from_seq, u64::MAX, false, |e, names| {
+            if m.hit(names, e.subj) {
+                st.msgs += 1;
+                if st.first == 0 {
+                    st.first = e.seq;
+                }
+                st.last = e.seq;
+            }
+            true
+        })?;
+        Ok(st)
+    }
+
+    /// Per subject matching `filter`: its message count and first and last sequence (NATS's
+    /// `SubjectsState`). Subjects without stored messages are not listed.
+    pub fn subjects_state_detail(
+        &mut self,
+        filter: &str,
+    ) -> Result<BTreeMap<String, FilteredState>> {
+        self.begin_read()?;
+        let mut m = Matcher::new(&[filter])?;
+        let mut out = BTreeMap::new();
+        for sid in self.matching_sids(&mut m) {
+            let st = FilteredState {
+                msgs: self.subj[sid as usize].msgs,
+                first: self.subject_first(sid)?.unwrap_or(0),
+                last: self.subject_last(sid)?.unwrap_or(0),
+            };
+            out.insert(self.subj_names[sid as usize].clone(), st);
+        }
+        Ok(out)
+    }
+
+    /// The last sequence at or below `max_seq` (0: the last sequence) of every subject that
+    /// matches any of `filters` (an empty list: all), ascending (NATS's `MultiLastSeqs`).
+    /// `Error::TooManyResults` if there are more than `max_count` of them (0: no limit).
+    pub fn multi_last_seqs(
+        &mut self,
+        filters: &[&str],
+        max_seq: u64,
+        max_count: usize,
+    ) -> Result<Vec<u64>> {
+        self.begin_read()?;
+        let mut m = Matcher::new(filters)?;
+        let too_many = |n: usize| max_count > 0 && n > max_count;
+        let sids = self.matching_sids(&mut m);
+        let mut out = Vec::new();
+        if max_seq == 0 || max_seq >= self.last_seq {
+            if too_many(sids.len()) {
+                return Err(Error::TooManyResults {
+                    max: max_count as u64,
+                });
+            }
+            for sid in sids {
+                out.extend(self.subject_last(sid)?);
+            }
+        } else {
+            // backwards from max_seq: the first message met of each subject is its last one
+            let mut want = vec![false; self.subj.len()];
+            for &sid in &sids {
+                want[sid as usize] = true;
+            }
+            let mut left = sids.len();
+            self.visit_live(0, max_seq, true, |e, _| {
+                if let Some(w) = want.get_mut(e.subj as usize).filter(|w| **w) {
+                    *w = false;
+                    left -= 1;
+                    out.push(e.seq);
+                }
+                left > 0 && !too_many(out.len())
+            })?;
+        }
+        if too_many(out.len()) {
+            return Err(Error::TooManyResults {
+                max: max_count as u64,
+            });
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// The subject of the stored message `seq` (NATS's `SubjectForSeq`), from the index (no
+    /// record read); `Error::NotFound` if it is not stored.
+    pub fn subject_for_seq(&mut self, seq: u64) -> Result<String> {
+        self.begin_read()?;
+        let Some((pos, i)) = self.find(seq)? else {
+            return Err(Error::NotFound { seq });
+        };
+        let sid = self.blocks[pos]
+            .entries
+            .as_ref()
+            .and_then(|e| e.get(i))
+            .map(|e| e.subj);
+        match sid.and_then(|s| self.subj_names.get(s as usize)) {
+            Some(name) => Ok(name.clone()),
+            None => Err(Error::NotFound { seq }),
+        }
+    }
+
+    /// How many stored messages at or after `from_seq` match `filter` — with
+    /// `last_per_subject`, how many matching subjects have their last message there — and the
+    /// last sequence, through which the count is valid (NATS's `NumPending`).
+    pub fn num_pending(
+        &mut self,
+        from_seq: u64,
+        filter: &str,
+        last_per_subject: bool,
+    ) -> Result<(u64, u64)> {
+        self.num_pending_multi(from_seq, &[filter], last_per_subject)
+    }
+
+    /// `num_pending` for the messages matching any of `filters` (NATS's `NumPendingMulti`;
+    /// an empty list: all).
+    pub fn num_pending_multi(
+        &mut self,
+        from_seq: u64,
+        filters: &[&str],
+        last_per_subject: bool,
+    ) -> Result<(u64, u64)> {
+        self.begin_read()?;
+        let mut m = Matcher::new(filters)?;
+        let n = if last_per_subject {
+            let mut n = 0;
+            for sid in self.matching_sids(&mut m) {
+                if self.subject_last(sid)?.is_some_and(|l| l >= from_seq) {
+                    n += 1;
+                }
+            }
+            n
+        } else {
+            self.filtered(&mut m, from_seq)?.msgs
+        };
+        Ok((n, self.last_seq))
+    }
+
+    /// Up to `max_msgs` stored messages at or after `from_seq` matching `filter`, in order,
+    /// stopping before the message that would take their total size past `max_bytes` (0: no
+    /// byte limit; the first message is returned whatever its size, so a reader always moves
+    /// on). Sizes are the encoded record sizes, as `StreamState::bytes` counts them. One call
+    /// for what would be many `next_matching` calls (a wasm guest crosses its boundary once).
+    pub fn get_batch(
+        &mut self,
+        from_seq: u64,
+        filter: &str,
+        max_msgs: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<StoredMsg>> {
+        self.begin_read()?;
+        let mut m = Matcher::new(&[filter])?;
+        let mut seqs = Vec::new();
+        if max_msgs > 0 {
+            let mut bytes = 0u64;
+            self.visit_live(from_seq, u64::MAX, false, |e, names| {
+                if !m.hit(names, e.subj) {
+                    return true;
+                }
+                let len = u64::from(e.len);
+                if max_bytes > 0 && !seqs.is_empty() && bytes.saturating_add(len) > max_bytes {
+                    return false;
+                }
+                bytes = bytes.saturating_add(len);
+                seqs.push(e.seq);
+                seqs.len() < max_msgs
+            })?;
+        }
+        seqs.into_iter().map(|seq| self.get(seq)).collect()
+    }
+}
