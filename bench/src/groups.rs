@@ -10,6 +10,8 @@ use anyhow::{bail, ensure, Context, Result};
 use host_fs::{HostFs, SystemClock};
 use store_core::{Config, SharedStore, Store, SyncPolicy};
 
+use crate::mem::MEMORY;
+use crate::nats::{NATS, NATS_CELLS};
 use crate::peers::{Baseline, Fjall, OkayWal};
 use crate::report::{BenchReport, Goal, Table, Unit};
 use crate::util::{dir_size, thread_cpu_ns, Ctx, Rng};
@@ -113,6 +115,12 @@ fn total_steps(o: &BenchOpts) -> usize {
     if o.runs(ALWAYS) {
         n += o.reps * ALWAYS_CELLS.len();
     }
+    if o.runs(NATS) {
+        n += 1 + o.reps * NATS_CELLS.len(); // start the servers, the rounds
+    }
+    if o.runs(MEMORY) {
+        n += 2; // the two children
+    }
     if STREAM_TABLES.iter().any(|t| o.runs(t)) {
         n += 2; // write the big stream, close it and write the small one
         n += [REBUILD, INDEX, GET].iter().filter(|t| o.runs(t)).count();
@@ -124,6 +132,13 @@ fn total_steps(o: &BenchOpts) -> usize {
 }
 
 pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchReport> {
+    // a memory child whose binary does not call `child_main` would run the whole bench again,
+    // and start children of its own
+    ensure!(
+        std::env::var_os(crate::CHILD_ENV).is_none(),
+        "{} is set: this is a memory child, and its main did not call seqstore_bench::child_main",
+        crate::CHILD_ENV
+    );
     ensure!(opts.reps >= 1, "reps must be at least 1");
     ensure!(opts.sync_batch >= 1, "sync_batch must be at least 1");
     ensure!(
@@ -176,7 +191,8 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
         "append, sync every 1000 (msgs/s)",
         Unit::PerSec,
         EVERY_ENGINES,
-    );
+    )
+    .fsync_bound();
     let mut always = Table::new(
         ALWAYS,
         "append, durable before return (msgs/s)",
@@ -188,6 +204,22 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
             "baseline_1",
             "fdatasync_probe_per_s",
         ],
+    )
+    .fsync_bound()
+    .label("seqstore", "embedded");
+    let mut nats = Table::new(
+        NATS,
+        "NATS JetStream, durable publish (publish + PubAck) (msgs/s)",
+        Unit::PerSec,
+        NATS_CELLS,
+    )
+    .fsync_bound()
+    .label("", "server through client (loopback)");
+    let mut memory = Table::new(
+        MEMORY,
+        "peak RSS of a child: write, sync, reopen, read all (MiB)",
+        Unit::MiB,
+        &["small", "large"],
     );
     let mut rebuild = Table::new(
         REBUILD,
@@ -256,6 +288,9 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
             }
         }
     }
+    if opts.runs(NATS) {
+        crate::nats::run_table(&mut ctx, opts, &mut nats, &mut notes)?;
+    }
     if STREAM_TABLES.iter().any(|t| opts.runs(t)) {
         streams(
             &mut ctx,
@@ -271,6 +306,11 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
     ctx.tick("fsync probe (end)");
     let probe_end = fsync_probe(&mut ctx, opts)?;
     let load_end = loadavg();
+    // after the end probe: the children write and sync up to 5 x mem_msgs messages, more than
+    // the byte budget of the fsync-bound part allows
+    if opts.runs(MEMORY) {
+        crate::mem::run_table(&mut ctx, opts, &mut memory, &mut notes)?;
+    }
     if load_start.unwrap_or(0.0).max(load_end.unwrap_or(0.0)) > 1.5 {
         notes.push(format!(
             "other processes were using the CPUs (load average {:.1} at the start, {:.1} at \
@@ -319,7 +359,7 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
     );
 
     let tables = vec![
-        nosync, every, always, rebuild, index, purge, get, index_cpu, purge_cpu,
+        nosync, every, always, nats, rebuild, index, purge, get, memory, index_cpu, purge_cpu,
     ];
     let goals = goals(&tables);
     Ok(BenchReport {
@@ -348,6 +388,8 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
 fn goals(tables: &[Table]) -> Vec<Goal> {
     let m = |t: &str, c: &str| tables.iter().find(|x| x.key == t).and_then(|x| x.median(c));
     let ratio = |t: &str, a: &str, b: &str| Some(m(t, a)? / m(t, b)?);
+    // two cells of different tables
+    let cross = |(ta, a): (&str, &str), (tb, b): (&str, &str)| Some(m(ta, a)? / m(tb, b)?);
     let paired = |t: &str, a: &str, b: &str| -> Option<(f64, f64, f64)> {
         let t = tables.iter().find(|x| x.key == t)?;
         let sa = &t.cells.iter().find(|c| c.name == a)?.samples;
@@ -410,6 +452,15 @@ fn goals(tables: &[Table]) -> Vec<Goal> {
             target: 10.0,
         },
         Goal {
+            // embedded against a server through its client: says what it compares
+            name: "vs_nats_always64",
+            what: "seqstore_64 embedded / NATS always_64",
+            value: cross((ALWAYS, "seqstore_64"), (NATS, "always_64")),
+            op: ">=",
+            paired: None,
+            target: 20.0,
+        },
+        Goal {
             name: "rebuild_s_per_gib",
             what: "open without index.db, warm (s/GiB)",
             value: m(REBUILD, "seqstore"),
@@ -440,6 +491,14 @@ fn goals(tables: &[Table]) -> Vec<Goal> {
             op: ">=",
             paired: None,
             target: 1e6,
+        },
+        Goal {
+            name: "memory_large_vs_small",
+            what: "peak RSS: 4N / N messages (N = mem_msgs)",
+            value: ratio(MEMORY, "large", "small"),
+            op: "<=",
+            paired: None,
+            target: 1.3,
         },
         // The wasm guest against the native store (issue #5); `None` without the `guest`
         // feature.
