@@ -45,17 +45,20 @@ pub(crate) fn parse_vmhwm_kib(status: &str) -> Option<u64> {
 /// If this process is a memory child (`CHILD_ENV` set), runs it and returns its exit code; the
 /// caller returns that from `main`. `None`: not a child, go on.
 pub fn child_main() -> Option<ExitCode> {
-    let spec = std::env::var(CHILD_ENV).ok()?;
-    Some(match run_child(&spec) {
-        Ok(kib) => {
-            println!("{RESULT_PREFIX}{kib}");
-            ExitCode::SUCCESS
-        }
+    Some(match child_run()? {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("seqstore-bench memory child: {e:#}");
             ExitCode::FAILURE
         }
     })
+}
+
+/// [`child_main`]'s work: `None` if `CHILD_ENV` is not set; else runs the child and prints its
+/// result line.
+pub(crate) fn child_run() -> Option<Result<()>> {
+    let spec = std::env::var(CHILD_ENV).ok()?;
+    Some(run_child(&spec).map(|kib| println!("{RESULT_PREFIX}{kib}")))
 }
 
 /// The child's work: a store on host-fs in DIR (default `Config`, `SyncPolicy::Never`, 128 B
@@ -115,7 +118,8 @@ pub(crate) fn measure(cmd: &ChildCmd, dir: &Path, n: u64) -> Result<f64> {
     }
     let kib: u64 = stdout
         .lines()
-        .find_map(|l| l.trim().strip_prefix(RESULT_PREFIX)?.parse().ok())
+        // anywhere in a line: a test harness prints the test's name before it
+        .find_map(|l| l.split_once(RESULT_PREFIX)?.1.trim().parse().ok())
         .with_context(|| format!("memory child ({n} messages) printed no result: {stdout:?}"))?;
     Ok(kib as f64 / 1024.0)
 }

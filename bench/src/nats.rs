@@ -200,6 +200,12 @@ impl Server {
         s[s.ceil_char_boundary(cut)..].to_string()
     }
 
+    /// The server's process id.
+    #[cfg(test)]
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub(crate) fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
     }
