@@ -116,7 +116,7 @@ fn total_steps(o: &BenchOpts) -> usize {
         n += o.reps * ALWAYS_CELLS.len();
     }
     if o.runs(NATS) {
-        n += 1 + o.reps * NATS_CELLS.len(); // start the servers, the rounds
+        n += 1 + o.nats_reps * NATS_CELLS.len(); // start the servers, the rounds
     }
     if o.runs(MEMORY) {
         n += 2; // the two children
@@ -139,7 +139,10 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
         "{} is set: this is a memory child, and its main did not call seqstore_bench::child_main",
         crate::CHILD_ENV
     );
-    ensure!(opts.reps >= 1, "reps must be at least 1");
+    ensure!(
+        opts.reps >= 1 && opts.nats_reps >= 1,
+        "reps and nats_reps must be at least 1"
+    );
     ensure!(opts.sync_batch >= 1, "sync_batch must be at least 1");
     ensure!(
         opts.small_msgs >= 1 && opts.big_msgs >= 1 && opts.open_reps >= 1,

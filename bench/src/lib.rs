@@ -131,6 +131,9 @@ pub struct BenchOpts {
     /// The nats-server for the NATS rows (`--nats-server`); `None`: `$NATS_SERVER_BIN`, else
     /// `nats-server` on the PATH, else the rows are skipped (with a note saying so).
     pub nats_server: Option<PathBuf>,
+    /// Rounds of the NATS table (fewer than `reps` in the default run: its fsyncs would take
+    /// the plan over the byte budget).
+    pub nats_reps: usize,
     /// Publishes per round of the NATS `always_1` cell.
     pub nats_msgs_1: u64,
     /// Publishes per round of `always_64` (all publishers together).
@@ -169,11 +172,13 @@ impl Default for BenchOpts {
             payload_len: 128,
             only: Vec::new(),
             max_write_bytes: 1 << 30,
-            // about 16 s at the rates measured by hand (1.2k/s, 2.5k/s, 12k/s), 5 rounds
-            nats_msgs_1: 1000,
-            nats_msgs_64: 3200,
-            nats_default_msgs: 12_800,
-            nats_max_secs: 5.0,
+            // about 5 s at the rates measured by hand with nats-py (1.2k/s, 2.5k/s, 12k/s),
+            // under 2 s at async-nats' (4-5k/s, 7-8k/s, 130k/s); ~60 MiB of fsyncs
+            nats_reps: 3,
+            nats_msgs_1: 600,
+            nats_msgs_64: 1920,
+            nats_default_msgs: 6400,
+            nats_max_secs: 4.0,
             nats_server: None,
             mem_msgs: 1_000_000,
             mem_child: None,
@@ -198,11 +203,12 @@ impl BenchOpts {
             purge_big_reps: 1,
             gets: 300_000,
             // ~2000 publishes at one publisher in all (about 6 s of NATS rows at the rates
-            // measured by hand)
+            // measured by hand; a cell stops after 2 s whatever the host does)
+            nats_reps: 3,
             nats_msgs_1: 700,
             nats_msgs_64: 1920,
             nats_default_msgs: 6400,
-            nats_max_secs: 3.0,
+            nats_max_secs: 2.0,
             mem_msgs: 250_000,
             ..BenchOpts::default()
         }
@@ -226,6 +232,7 @@ impl BenchOpts {
             purge_small_reps: 1,
             purge_big_reps: 1,
             gets: 2000,
+            nats_reps: 1,
             nats_msgs_1: 20,
             nats_msgs_64: 128,
             nats_default_msgs: 128,
@@ -263,8 +270,9 @@ impl BenchOpts {
         }
         if self.runs(nats::NATS) {
             // every `always` publish fsynced (at most), the default ones written once
-            b += reps * ((self.nats_msgs_1 + self.nats_msgs_64) * SYNC_BYTES);
-            b += reps * self.nats_default_msgs * rec;
+            let r = self.nats_reps as u64;
+            b += r * ((self.nats_msgs_1 + self.nats_msgs_64) * SYNC_BYTES);
+            b += r * self.nats_default_msgs * rec;
         }
         if groups::STREAM_TABLES.iter().any(|t| self.runs(t)) {
             let big_streams = if self.runs(groups::PURGE) {

@@ -328,7 +328,7 @@ async fn publish_one(
 }
 
 /// The NATS table: one server with `sync_interval: always` and one with the default config,
-/// both up for the whole table, and `reps` rounds of the three cells (each on a fresh
+/// both up for the whole table, and `nats_reps` rounds of the three cells (each on a fresh
 /// stream). Without a nats-server the table stays empty and a note says why.
 pub(crate) fn run_table(
     ctx: &mut Ctx<'_>,
@@ -355,9 +355,9 @@ pub(crate) fn run_table(
     let default = Server::start(&bin, ctx.tempdir("nats-default")?, false)?;
     let (ca, cd) = (Client::connect(&always)?, Client::connect(&default)?);
     let max = Duration::from_secs_f64(opts.nats_max_secs);
-    for r in 0..opts.reps {
+    for r in 0..opts.nats_reps {
         for &c in NATS_CELLS {
-            ctx.tick(&format!("{NATS} round {}/{}: {c}", r + 1, opts.reps));
+            ctx.tick(&format!("{NATS} round {}/{}: {c}", r + 1, opts.nats_reps));
             let (client, cell) = match c {
                 "always_1" => (
                     &ca,

@@ -309,3 +309,18 @@ fn missing_explicit_nats_server_is_an_error() {
     let err = run(&opts, &|_| {}).expect_err("missing server");
     assert!(err.to_string().contains("not a file"), "{err}");
 }
+
+/// The default and the quick plans run (a plan over the budget is refused at the start).
+#[test]
+fn default_and_quick_plans_fit_the_byte_budget() {
+    for o in [BenchOpts::default(), BenchOpts::quick()] {
+        let est = o.estimated_write_bytes();
+        eprintln!("quick={}: about {} MiB", o.quick, est >> 20);
+        assert!(
+            est <= o.max_write_bytes,
+            "quick={}: {} MiB",
+            o.quick,
+            est >> 20
+        );
+    }
+}
