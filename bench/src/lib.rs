@@ -58,6 +58,9 @@
 //!   [`child_main`]) writes `small_msgs` = [`BenchOpts::mem_msgs`] (`large`: 4×) messages to
 //!   a store (default `Config`, `SyncPolicy::Never`, 3 subjects), syncs, reopens it (rebuild),
 //!   gets every message once, and reports its VmHWM (peak RSS). Runs after the end probe.
+//!   `bytes_per_msg`: (large - small) / (3 × small_msgs), what each message costs in memory.
+//! - `goals`: the goals' names by outcome (`passed`, `failed`, `not_measured`) and `line`, the
+//!   one-line summary the text output ends with ([`goals_line`]).
 //!
 //! Every store is opened with `host_fs::SystemClock` (a wall-clock timestamp per message, as
 //! in production). The guest cells are measured only with the crate feature `guest` (without

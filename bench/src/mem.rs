@@ -157,13 +157,17 @@ pub(crate) fn run_table(
     table.extra.push(("small_msgs", n.into()));
     table.extra.push(("large_msgs", (4 * n).into()));
     if let (Some(s), Some(l)) = (table.median("small"), table.median("large")) {
+        let per_msg = (l - s) * (1u64 << 20) as f64 / (3 * n) as f64;
+        table
+            .extra
+            .push(("bytes_per_msg", (per_msg.round() as i64).into()));
         notes.push(format!(
             "{MEMORY}: peak RSS (VmHWM) of a child that writes, syncs, reopens (rebuild) and \
              reads every message of a {n} / {} message stream (128 B payloads, 3 subjects): \
              {:.1} bytes per message ((large - small) / {} messages); a store whose memory is \
              bounded keeps this near 0",
             4 * n,
-            (l - s) * (1u64 << 20) as f64 / (3 * n) as f64,
+            per_msg,
             3 * n
         ));
     }

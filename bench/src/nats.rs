@@ -340,6 +340,7 @@ pub(crate) fn run_table(
         Ok(b) => b,
         Err(why) if opts.nats_server.is_some() => bail!("{why}"),
         Err(why) => {
+            table.extra.push(("version", serde_json::Value::Null));
             let line = format!("{NATS} skipped: {why}");
             ctx.say(&line);
             notes.push(line);

@@ -411,13 +411,13 @@ impl BenchReport {
         }
         let _ = writeln!(
             s,
-            "\n{:<22} {:<42} {:>10} {:>9}  {:<7} per round (min..max)",
+            "\n{:<23} {:<42} {:>10} {:>9}  {:<7} per round (min..max)",
             "goal", "measured as", "value", "target", "result"
         );
         for g in &self.goals {
             let _ = writeln!(
                 s,
-                "{:<22} {:<42} {:>10} {:>9}  {:<7} {}",
+                "{:<23} {:<42} {:>10} {:>9}  {:<7} {}",
                 g.name,
                 g.what,
                 g.value.map_or("-".into(), fmt_goal),
