@@ -102,8 +102,9 @@ enum Cmd {
         #[arg(long, conflicts_with = "guest")]
         shared: bool,
     },
-    /// Measure seqstore against a naive log, okaywal, fjall and the wasm guest, in one run
-    /// (ratios, never absolute times: this machine's fsync latency swings 20x).
+    /// Measure seqstore against a naive log, okaywal, fjall, the wasm guest and NATS JetStream
+    /// (when a nats-server is found), in one run (ratios, never absolute times: this
+    /// machine's fsync latency swings 20x).
     Bench {
         /// The short run (under 2 minutes).
         #[arg(long)]
