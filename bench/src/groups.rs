@@ -131,7 +131,9 @@ fn total_steps(o: &BenchOpts) -> usize {
     n
 }
 
-pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchReport> {
+/// Refuses options that cannot run, a plan over the byte budget, and a memory child that
+/// ended up here; returns the plan's estimated bytes.
+fn check_plan(opts: &BenchOpts) -> Result<u64> {
     // a memory child whose binary does not call `child_main` would run the whole bench again,
     // and start children of its own
     ensure!(
@@ -162,6 +164,86 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
             opts.max_write_bytes >> 20
         );
     }
+    Ok(est)
+}
+
+/// The notes on the host (load, fsync state) and on how the no-sync cells are taken.
+fn host_notes(
+    notes: &mut Vec<String>,
+    load: (Option<f64>, Option<f64>),
+    probes: (Option<f64>, Option<f64>),
+) {
+    if load.0.unwrap_or(0.0).max(load.1.unwrap_or(0.0)) > 1.5 {
+        notes.push(format!(
+            "other processes were using the CPUs (load average {:.1} at the start, {:.1} at \
+             the end, on {} CPUs): CPU-bound cells are slower than on a quiet host, and \
+             ratios between engines less steady",
+            load.0.unwrap_or(0.0),
+            load.1.unwrap_or(0.0),
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        ));
+    }
+    if [probes.0, probes.1]
+        .iter()
+        .any(|p| p.is_some_and(|us| (3000.0..5000.0).contains(&us)))
+    {
+        notes.push(
+            "an fsync probe took ~4 ms, one 250 Hz timer tick: in this state of the VM a thread \
+             that blocks on I/O while its CPU idles is woken only at the next tick, so every \
+             single-threaded blocking fsync costs ~4 ms whatever the disk does, while threads \
+             on busy CPUs do not wait (on this machine: 70 µs with a spinner on the same CPU, \
+             4 ms without). Single-thread fsync cells then measure the tick; seqstore_64 / \
+             seqstore_1 is inflated, and recover_index_ms / purge_ms are dominated by their \
+             2-3 directory/file fsyncs, which hides their CPU cost (the 1M/1k ratios look \
+             better than on a quiet host)"
+                .into(),
+        );
+    }
+    if let (Some(a), Some(b)) = probes {
+        if a.max(b) > 2.0 * a.min(b) {
+            notes.push(format!(
+                "the fsync latency changed during the run ({a:.0} µs at the start, {b:.0} µs \
+                 at the end): the host changed state, so the fsync-bound ratios (sync every \
+                 1000, sync always) are less trustworthy than usual; run again"
+            ));
+        }
+    }
+    notes.push(
+        "no-sync cells stop the clock after the last append; whatever an engine still buffers \
+         is written after (okaywal: all messages are chunks of one entry, rolled back after the \
+         clock stops, since okaywal cannot append without a commit fsync)"
+            .into(),
+    );
+    notes.push(
+        "fjall runs with its default durability (every insert written to the OS); \
+         fjall_manual is fjall with manual_journal_persist(true), for reference (no goal)"
+            .into(),
+    );
+}
+
+/// `reps` rounds of `cells` in turn (A B A B …) into `table`, if the table is selected.
+fn rounds(
+    ctx: &mut Ctx<'_>,
+    opts: &BenchOpts,
+    table: &mut Table,
+    cells: &[&str],
+    mut cell: impl FnMut(&mut Ctx<'_>, &str) -> Result<f64>,
+) -> Result<()> {
+    if !opts.runs(table.key) {
+        return Ok(());
+    }
+    for r in 0..opts.reps {
+        for &c in cells {
+            ctx.tick(&format!("{} round {}/{}: {c}", table.key, r + 1, opts.reps));
+            let v = cell(ctx, c)?;
+            table.push(c, v);
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchReport> {
+    let est = check_plan(opts)?;
     let base = opts.dir.clone().unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&base).with_context(|| format!("create {}", base.display()))?;
     let load_start = loadavg();
@@ -175,86 +257,8 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
     ));
     let mut notes = Vec::new();
 
-    let mut nosync = Table::new(
-        NOSYNC,
-        "append, no sync (msgs/s)",
-        Unit::PerSec,
-        &[
-            "seqstore",
-            "baseline",
-            "okaywal",
-            "fjall",
-            "guest",
-            "guest_wasi",
-            "fjall_manual",
-        ],
-    );
-    let mut every = Table::new(
-        EVERY,
-        "append, sync every 1000 (msgs/s)",
-        Unit::PerSec,
-        EVERY_ENGINES,
-    )
-    .fsync_bound();
-    let mut always = Table::new(
-        ALWAYS,
-        "append, durable before return (msgs/s)",
-        Unit::PerSec,
-        &[
-            "seqstore_1",
-            "seqstore_16",
-            "seqstore_64",
-            "baseline_1",
-            "fdatasync_probe_per_s",
-        ],
-    )
-    .fsync_bound()
-    .label("seqstore", "embedded");
-    let mut nats = Table::new(
-        NATS,
-        "NATS JetStream, durable publish (publish + PubAck) (msgs/s)",
-        Unit::PerSec,
-        NATS_CELLS,
-    )
-    .fsync_bound()
-    .label("", "server through client (loopback)");
-    let mut memory = Table::new(
-        MEMORY,
-        "peak RSS of a child: write, sync, reopen, read all (MiB)",
-        Unit::MiB,
-        &["small", "large"],
-    );
-    let mut rebuild = Table::new(
-        REBUILD,
-        "recovery by scanning the blocks (s/GiB, warm)",
-        Unit::SecPerGib,
-        &["seqstore", "guest", "guest_wasi"],
-    );
-    let mut index = Table::new(
-        INDEX,
-        "recovery from index.db (ms)",
-        Unit::Ms,
-        &[SMALL, BIG],
-    );
-    let mut purge = Table::new(PURGE, "purge (ms)", Unit::Ms, &[SMALL, BIG]);
-    let mut index_cpu = Table::new(
-        INDEX_CPU,
-        "recovery from index.db, on-CPU time only (ms)",
-        Unit::Ms,
-        &[SMALL, BIG],
-    );
-    let mut purge_cpu = Table::new(
-        PURGE_CPU,
-        "purge, on-CPU time only (ms)",
-        Unit::Ms,
-        &[SMALL, BIG],
-    );
-    let mut get = Table::new(
-        GET,
-        "get by random sequence, warm (msgs/s)",
-        Unit::PerSec,
-        &["seqstore", "seqstore_cache_64mib", "seqstore_no_cache"],
-    );
+    let [mut nosync, mut every, mut always, mut nats, mut rebuild, mut index, mut purge, mut get, mut memory, mut index_cpu, mut purge_cpu] =
+        new_tables();
 
     #[cfg(feature = "guest")]
     {
@@ -264,33 +268,15 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
     ctx.tick("fsync probe (start)");
     let probe_start = fsync_probe(&mut ctx, opts)?;
 
-    if opts.runs(NOSYNC) {
-        for r in 0..opts.reps {
-            for &e in NOSYNC_ENGINES {
-                ctx.tick(&format!("{NOSYNC} round {}/{}: {e}", r + 1, opts.reps));
-                let v = nosync_cell(&mut ctx, e, opts.nosync_msgs)?;
-                nosync.push(e, v);
-            }
-        }
-    }
-    if opts.runs(EVERY) {
-        for r in 0..opts.reps {
-            for &e in EVERY_ENGINES {
-                ctx.tick(&format!("{EVERY} round {}/{}: {e}", r + 1, opts.reps));
-                let v = every_cell(&mut ctx, e, opts.every_msgs, opts.sync_batch)?;
-                every.push(e, v);
-            }
-        }
-    }
-    if opts.runs(ALWAYS) {
-        for r in 0..opts.reps {
-            for &c in ALWAYS_CELLS {
-                ctx.tick(&format!("{ALWAYS} round {}/{}: {c}", r + 1, opts.reps));
-                let v = always_cell(&mut ctx, c, opts.always_secs, opts.always_max_syncs)?;
-                always.push(c, v);
-            }
-        }
-    }
+    rounds(&mut ctx, opts, &mut nosync, NOSYNC_ENGINES, |ctx, e| {
+        nosync_cell(ctx, e, opts.nosync_msgs)
+    })?;
+    rounds(&mut ctx, opts, &mut every, EVERY_ENGINES, |ctx, e| {
+        every_cell(ctx, e, opts.every_msgs, opts.sync_batch)
+    })?;
+    rounds(&mut ctx, opts, &mut always, ALWAYS_CELLS, |ctx, c| {
+        always_cell(ctx, c, opts.always_secs, opts.always_max_syncs)
+    })?;
     if opts.runs(NATS) {
         crate::nats::run_table(&mut ctx, opts, &mut nats, &mut notes)?;
     }
@@ -314,52 +300,7 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
     if opts.runs(MEMORY) {
         crate::mem::run_table(&mut ctx, opts, &mut memory, &mut notes)?;
     }
-    if load_start.unwrap_or(0.0).max(load_end.unwrap_or(0.0)) > 1.5 {
-        notes.push(format!(
-            "other processes were using the CPUs (load average {:.1} at the start, {:.1} at \
-             the end, on {} CPUs): CPU-bound cells are slower than on a quiet host, and \
-             ratios between engines less steady",
-            load_start.unwrap_or(0.0),
-            load_end.unwrap_or(0.0),
-            std::thread::available_parallelism().map_or(0, |n| n.get())
-        ));
-    }
-    if [probe_start, probe_end]
-        .iter()
-        .any(|p| p.is_some_and(|us| (3000.0..5000.0).contains(&us)))
-    {
-        notes.push(
-            "an fsync probe took ~4 ms, one 250 Hz timer tick: in this state of the VM a thread \
-             that blocks on I/O while its CPU idles is woken only at the next tick, so every \
-             single-threaded blocking fsync costs ~4 ms whatever the disk does, while threads \
-             on busy CPUs do not wait (on this machine: 70 µs with a spinner on the same CPU, \
-             4 ms without). Single-thread fsync cells then measure the tick; seqstore_64 / \
-             seqstore_1 is inflated, and recover_index_ms / purge_ms are dominated by their \
-             2-3 directory/file fsyncs, which hides their CPU cost (the 1M/1k ratios look \
-             better than on a quiet host)"
-                .into(),
-        );
-    }
-    if let (Some(a), Some(b)) = (probe_start, probe_end) {
-        if a.max(b) > 2.0 * a.min(b) {
-            notes.push(format!(
-                "the fsync latency changed during the run ({a:.0} µs at the start, {b:.0} µs \
-                 at the end): the host changed state, so the fsync-bound ratios (sync every \
-                 1000, sync always) are less trustworthy than usual; run again"
-            ));
-        }
-    }
-    notes.push(
-        "no-sync cells stop the clock after the last append; whatever an engine still buffers \
-         is written after (okaywal: all messages are chunks of one entry, rolled back after the \
-         clock stops, since okaywal cannot append without a commit fsync)"
-            .into(),
-    );
-    notes.push(
-        "fjall runs with its default durability (every insert written to the OS); \
-         fjall_manual is fjall with manual_journal_persist(true), for reference (no goal)"
-            .into(),
-    );
+    host_notes(&mut notes, (load_start, load_end), (probe_start, probe_end));
 
     let tables = vec![
         nosync, every, always, nats, rebuild, index, purge, get, memory, index_cpu, purge_cpu,
@@ -386,6 +327,93 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
         },
         loadavg: (load_start, load_end),
     })
+}
+
+/// Every table of the report, empty, in the order of the report.
+fn new_tables() -> [Table; 11] {
+    let nosync = Table::new(
+        NOSYNC,
+        "append, no sync (msgs/s)",
+        Unit::PerSec,
+        &[
+            "seqstore",
+            "baseline",
+            "okaywal",
+            "fjall",
+            "guest",
+            "guest_wasi",
+            "fjall_manual",
+        ],
+    );
+    let every = Table::new(
+        EVERY,
+        "append, sync every 1000 (msgs/s)",
+        Unit::PerSec,
+        EVERY_ENGINES,
+    )
+    .fsync_bound();
+    let always = Table::new(
+        ALWAYS,
+        "append, durable before return (msgs/s)",
+        Unit::PerSec,
+        &[
+            "seqstore_1",
+            "seqstore_16",
+            "seqstore_64",
+            "baseline_1",
+            "fdatasync_probe_per_s",
+        ],
+    )
+    .fsync_bound()
+    .label("seqstore", "embedded");
+    let nats = Table::new(
+        NATS,
+        "NATS JetStream, durable publish (publish + PubAck) (msgs/s)",
+        Unit::PerSec,
+        NATS_CELLS,
+    )
+    .fsync_bound()
+    .label("", "server through client (loopback)");
+    let memory = Table::new(
+        MEMORY,
+        "peak RSS of a child: write, sync, reopen, read all (MiB)",
+        Unit::MiB,
+        &["small", "large"],
+    );
+    let rebuild = Table::new(
+        REBUILD,
+        "recovery by scanning the blocks (s/GiB, warm)",
+        Unit::SecPerGib,
+        &["seqstore", "guest", "guest_wasi"],
+    );
+    let index = Table::new(
+        INDEX,
+        "recovery from index.db (ms)",
+        Unit::Ms,
+        &[SMALL, BIG],
+    );
+    let purge = Table::new(PURGE, "purge (ms)", Unit::Ms, &[SMALL, BIG]);
+    let index_cpu = Table::new(
+        INDEX_CPU,
+        "recovery from index.db, on-CPU time only (ms)",
+        Unit::Ms,
+        &[SMALL, BIG],
+    );
+    let purge_cpu = Table::new(
+        PURGE_CPU,
+        "purge, on-CPU time only (ms)",
+        Unit::Ms,
+        &[SMALL, BIG],
+    );
+    let get = Table::new(
+        GET,
+        "get by random sequence, warm (msgs/s)",
+        Unit::PerSec,
+        &["seqstore", "seqstore_cache_64mib", "seqstore_no_cache"],
+    );
+    [
+        nosync, every, always, nats, rebuild, index, purge, get, memory, index_cpu, purge_cpu,
+    ]
 }
 
 fn goals(tables: &[Table]) -> Vec<Goal> {
