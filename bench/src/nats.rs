@@ -133,71 +133,47 @@ fn die_with_parent(_cmd: &mut Command) {}
 
 impl Server {
     /// Starts `bin` with JetStream in `dir` (a fresh tempdir: config, `-sd` store, log) and
-    /// waits until its port accepts connections.
+    /// waits until it accepts connections. A server that exits before it listens (say its
+    /// port was taken between [`free_port`] and its bind) is started again on another port;
+    /// 3 tries.
     pub(crate) fn start(bin: &Path, dir: tempfile::TempDir, always: bool) -> Result<Server> {
+        for _ in 1..3 {
+            let port = free_port()?;
+            let (mut child, log) = spawn(bin, dir.path(), port, always)?;
+            match wait_ready(&mut child, port, &log) {
+                Ok(true) => {
+                    return Ok(Server {
+                        child,
+                        port,
+                        log,
+                        _dir: dir,
+                    })
+                }
+                // exited before it listened: try again
+                Ok(false) => {}
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(e);
+                }
+            }
+        }
         let port = free_port()?;
-        let conf = dir.path().join("nats.conf");
-        std::fs::write(&conf, config_text(port, always))
-            .with_context(|| format!("write {}", conf.display()))?;
-        let store = dir.path().join("store");
-        let log = dir.path().join("nats-server.log");
-        let logf = std::fs::File::create(&log)?;
-        let mut cmd = Command::new(bin);
-        cmd.arg("-c")
-            .arg(&conf)
-            .arg("-js")
-            .arg("-sd")
-            .arg(&store)
-            .stdin(Stdio::null())
-            .stdout(logf.try_clone()?)
-            .stderr(logf);
-        die_with_parent(&mut cmd);
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("start {}", bin.display()))?;
-        let mut s = Server {
+        let (mut child, log) = spawn(bin, dir.path(), port, always)?;
+        let ready = wait_ready(&mut child, port, &log);
+        let s = Server {
             child,
             port,
             log,
             _dir: dir,
         };
-        s.wait_ready()?;
-        Ok(s)
-    }
-
-    /// Polls a TCP connect to the port every 20 ms, for at most [`READY_TIMEOUT`]; fails at once
-    /// if the process exits.
-    fn wait_ready(&mut self) -> Result<()> {
-        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
-        let t = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait()? {
-                bail!(
-                    "nats-server exited ({st}) before it listened:\n{}",
-                    self.log_tail()
-                );
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(());
-            }
-            if t.elapsed() > READY_TIMEOUT {
-                bail!(
-                    "nats-server did not listen on {addr} within {READY_TIMEOUT:?}:\n{}",
-                    self.log_tail()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        match ready? {
+            true => Ok(s),
+            false => bail!(
+                "nats-server exited before it listened:\n{}",
+                log_tail(&s.log)
+            ),
         }
-    }
-
-    /// The last 2 KiB of the server's log, for error messages.
-    fn log_tail(&self) -> String {
-        let mut s = String::new();
-        if let Ok(mut f) = std::fs::File::open(&self.log) {
-            let _ = f.read_to_string(&mut s);
-        }
-        let cut = s.len().saturating_sub(2048);
-        s[s.ceil_char_boundary(cut)..].to_string()
     }
 
     /// The server's process id.
@@ -209,6 +185,63 @@ impl Server {
     pub(crate) fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
     }
+}
+
+/// Starts `bin` on `port` with its config, store and log in `dir` (the log truncated).
+fn spawn(bin: &Path, dir: &Path, port: u16, always: bool) -> Result<(Child, PathBuf)> {
+    let conf = dir.join("nats.conf");
+    std::fs::write(&conf, config_text(port, always))
+        .with_context(|| format!("write {}", conf.display()))?;
+    let log = dir.join("nats-server.log");
+    let logf = std::fs::File::create(&log)?;
+    let mut cmd = Command::new(bin);
+    cmd.arg("-c")
+        .arg(&conf)
+        .arg("-js")
+        .arg("-sd")
+        .arg(dir.join("store"))
+        .stdin(Stdio::null())
+        .stdout(logf.try_clone()?)
+        .stderr(logf);
+    die_with_parent(&mut cmd);
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("start {}", bin.display()))?;
+    Ok((child, log))
+}
+
+/// Polls every 20 ms, for at most [`READY_TIMEOUT`], until the server's log says "Server is
+/// ready" and a TCP connect to its port succeeds (the log line makes sure the port is this
+/// server's, not another's that took it first). `Ok(false)`: the process exited first.
+fn wait_ready(child: &mut Child, port: u16, log: &Path) -> Result<bool> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let t = Instant::now();
+    loop {
+        if child.try_wait()?.is_some() {
+            return Ok(false);
+        }
+        let said = std::fs::read_to_string(log).is_ok_and(|l| l.contains("Server is ready"));
+        if said && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(true);
+        }
+        if t.elapsed() > READY_TIMEOUT {
+            bail!(
+                "nats-server did not listen on {addr} within {READY_TIMEOUT:?}:\n{}",
+                log_tail(log)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The last 2 KiB of a server's log, for error messages.
+fn log_tail(log: &Path) -> String {
+    let mut s = String::new();
+    if let Ok(mut f) = std::fs::File::open(log) {
+        let _ = f.read_to_string(&mut s);
+    }
+    let cut = s.len().saturating_sub(2048);
+    s[s.ceil_char_boundary(cut)..].to_string()
 }
 
 /// What one cell does: `publishers` concurrent publishers, `msgs` publishes in all (each
