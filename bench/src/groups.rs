@@ -301,6 +301,16 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
         crate::mem::run_table(&mut ctx, opts, &mut memory, &mut notes)?;
     }
     host_notes(&mut notes, (load_start, load_end), (probe_start, probe_end));
+    let state = crate::fsync_probe_state(probe_start, probe_end);
+    if nats.median("always_64").is_some() && state != "fast" {
+        // seen on this machine: 0.6k-1.6k/s with the probe at ~4 ms or changing, 5-8k/s with
+        // it fast, while seqstore_64 moves far less
+        notes.push(format!(
+            "vs_nats_always64 was measured with the fsync probe {state}: NATS always_64 is the \
+             cell that moves most with the host's fsync state (5-10x lower than with a fast \
+             probe), so take that ratio from a run whose probe says fast"
+        ));
+    }
 
     let tables = vec![
         nosync, every, always, nats, rebuild, index, purge, get, memory, index_cpu, purge_cpu,
