@@ -388,7 +388,7 @@ fn new_tables() -> [Table; 11] {
         MEMORY,
         "peak RSS of a child: write, sync, reopen, read all (MiB)",
         Unit::MiB,
-        &["small", "large"],
+        &["small", "large", "small_reopen", "large_reopen"],
     );
     let rebuild = Table::new(
         REBUILD,

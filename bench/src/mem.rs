@@ -21,8 +21,11 @@ use crate::BenchOpts;
 pub(crate) const MEMORY: &str = "memory_peak_rss_mib";
 /// Set in a child's environment: `N:DIR` (messages, the directory to create the store in).
 pub const CHILD_ENV: &str = "SEQSTORE_BENCH_MEMORY_CHILD";
-/// The child's one line of result on stdout.
+/// The child's one line of result on stdout: `…vmhwm_kib=A reopen_kib=B` (A the whole run's
+/// peak; B the peak from the reopen on, after a reset of the peak, or A where Linux refuses
+/// the reset).
 const RESULT_PREFIX: &str = "seqstore-bench-memory-child: vmhwm_kib=";
+const REOPEN_KEY: &str = "reopen_kib=";
 
 /// How a child is started: a program and the arguments before nothing else (`CHILD_ENV` says
 /// what to do).
@@ -58,13 +61,42 @@ pub fn child_main() -> Option<ExitCode> {
 /// result line.
 pub(crate) fn child_run() -> Option<Result<()>> {
     let spec = std::env::var(CHILD_ENV).ok()?;
-    Some(run_child(&spec).map(|kib| println!("{RESULT_PREFIX}{kib}")))
+    Some(run_child(&spec).map(|p| println!("{RESULT_PREFIX}{} {REOPEN_KEY}{}", p.all, p.reopen)))
+}
+
+/// A child's peaks (KiB).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Peaks {
+    /// VmHWM of the whole run.
+    pub(crate) all: u64,
+    /// VmHWM from the reopen on (reset by `/proc/self/clear_refs` after the write phase).
+    pub(crate) reopen: u64,
+}
+
+/// This process's VmHWM in KiB.
+fn vmhwm_kib() -> Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").context("/proc/self/status")?;
+    parse_vmhwm_kib(&status).context("no VmHWM in /proc/self/status")
+}
+
+/// Parses a child's result line (anywhere in `stdout`: a test harness prints the test's
+/// name before it).
+pub(crate) fn parse_result(stdout: &str) -> Option<Peaks> {
+    stdout.lines().find_map(|l| {
+        let rest = l.split_once(RESULT_PREFIX)?.1;
+        let mut w = rest.split_whitespace();
+        let all = w.next()?.parse().ok()?;
+        let reopen = w.next()?.strip_prefix(REOPEN_KEY)?.parse().ok()?;
+        Some(Peaks { all, reopen })
+    })
 }
 
 /// The child's work: a store on host-fs in DIR (default `Config`, `SyncPolicy::Never`, 128 B
 /// payloads, 3 subjects), N appends, `sync`, dropped without close; reopened (so the entries
-/// are rebuilt from the blocks), every message read once with `get`. Returns VmHWM in KiB.
-fn run_child(spec: &str) -> Result<u64> {
+/// are rebuilt from the blocks), every message read once with `get`. Returns its peaks: the
+/// whole run's, and the reopen-and-read phase's alone (the peak is reset after the first
+/// store is dropped), to tell which phase holds the memory.
+fn run_child(spec: &str) -> Result<Peaks> {
     let (n, dir) = spec
         .split_once(':')
         .with_context(|| format!("{CHILD_ENV}={spec:?}: want N:DIR"))?;
@@ -88,6 +120,9 @@ fn run_child(spec: &str) -> Result<u64> {
     }
     s.sync()?;
     drop(s);
+    let write_peak = vmhwm_kib()?;
+    // "5": reset the peak resident set to the current one (Linux 4.0+)
+    let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
     let mut s = open()?;
     ensure!(s.state().msgs == n, "reopened with {:?}", s.state());
     let mut sum = 0u64;
@@ -96,12 +131,20 @@ fn run_child(spec: &str) -> Result<u64> {
     }
     black_box(sum);
     drop(s);
-    let status = std::fs::read_to_string("/proc/self/status").context("/proc/self/status")?;
-    parse_vmhwm_kib(&status).context("no VmHWM in /proc/self/status")
+    let reopen = vmhwm_kib()?;
+    Ok(Peaks {
+        all: if reset {
+            write_peak.max(reopen)
+        } else {
+            reopen
+        },
+        reopen,
+    })
 }
 
-/// Runs one child for `n` messages in a fresh directory under `dir`; its VmHWM in MiB.
-pub(crate) fn measure(cmd: &ChildCmd, dir: &Path, n: u64) -> Result<f64> {
+/// Runs one child for `n` messages in a fresh directory under `dir`; its peaks in MiB (whole
+/// run, reopen phase).
+pub(crate) fn measure(cmd: &ChildCmd, dir: &Path, n: u64) -> Result<(f64, f64)> {
     let out = Command::new(&cmd.exe)
         .args(&cmd.args)
         .env(CHILD_ENV, format!("{n}:{}", dir.display()))
@@ -116,12 +159,9 @@ pub(crate) fn measure(cmd: &ChildCmd, dir: &Path, n: u64) -> Result<f64> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let kib: u64 = stdout
-        .lines()
-        // anywhere in a line: a test harness prints the test's name before it
-        .find_map(|l| l.split_once(RESULT_PREFIX)?.1.trim().parse().ok())
+    let p = parse_result(&stdout)
         .with_context(|| format!("memory child ({n} messages) printed no result: {stdout:?}"))?;
-    Ok(kib as f64 / 1024.0)
+    Ok((p.all as f64 / 1024.0, p.reopen as f64 / 1024.0))
 }
 
 /// The default child: this binary again.
@@ -150,9 +190,10 @@ pub(crate) fn run_table(
             "{MEMORY}: {cell}, a child process with {msgs} messages"
         ));
         let dir = ctx.tempdir(&format!("memory-{cell}"))?;
-        let mib = measure(&cmd, dir.path(), msgs)?;
+        let (all, reopen) = measure(&cmd, dir.path(), msgs)?;
         ctx.finish_dir(dir)?;
-        table.push(cell, mib);
+        table.push(cell, all);
+        table.push(&format!("{cell}_reopen"), reopen);
     }
     table.extra.push(("small_msgs", n.into()));
     table.extra.push(("large_msgs", (4 * n).into()));
@@ -165,7 +206,9 @@ pub(crate) fn run_table(
             "{MEMORY}: peak RSS (VmHWM) of a child that writes, syncs, reopens (rebuild) and \
              reads every message of a {n} / {} message stream (128 B payloads, 3 subjects): \
              {:.1} bytes per message ((large - small) / {} messages); a store whose memory is \
-             bounded keeps this near 0",
+             bounded keeps this near 0. small_reopen/large_reopen: the peak from the reopen on \
+             (reset after the write phase), which tells whether writing or reopening and \
+             reading holds the memory",
             4 * n,
             per_msg,
             3 * n

@@ -102,7 +102,14 @@ fn tiny_run_produces_every_key() {
         ),
         (
             "memory_peak_rss_mib",
-            &["small", "large", "small_msgs", "large_msgs"],
+            &[
+                "small",
+                "large",
+                "small_reopen",
+                "large_reopen",
+                "small_msgs",
+                "large_msgs",
+            ],
         ),
     ];
     for (table, cells) in keys {
@@ -241,6 +248,25 @@ fn parses_vmhwm() {
     assert_eq!(crate::mem::parse_vmhwm_kib("VmRSS:\t 1 kB\n"), None);
     assert_eq!(crate::mem::parse_vmhwm_kib("VmHWM:\t x kB\n"), None);
     assert_eq!(crate::mem::parse_vmhwm_kib("VmHWM:\t 12 MB\n"), None);
+}
+
+#[test]
+fn parses_a_memory_childs_result() {
+    use crate::mem::{parse_result, Peaks};
+    let out = "\nrunning 1 test\ntest tests::memory_child_entry ... \
+               seqstore-bench-memory-child: vmhwm_kib=9772 reopen_kib=8000\nok\n";
+    assert_eq!(
+        parse_result(out),
+        Some(Peaks {
+            all: 9772,
+            reopen: 8000
+        })
+    );
+    assert_eq!(
+        parse_result("seqstore-bench-memory-child: vmhwm_kib=9772\n"),
+        None
+    );
+    assert_eq!(parse_result("nothing\n"), None);
 }
 
 #[test]
