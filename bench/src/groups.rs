@@ -10,6 +10,8 @@ use anyhow::{bail, ensure, Context, Result};
 use host_fs::{HostFs, SystemClock};
 use store_core::{Config, SharedStore, Store, SyncPolicy};
 
+use crate::mem::MEMORY;
+use crate::nats::{NATS, NATS_CELLS};
 use crate::peers::{Baseline, Fjall, OkayWal};
 use crate::report::{BenchReport, Goal, Table, Unit};
 use crate::util::{dir_size, thread_cpu_ns, Ctx, Rng};
@@ -113,6 +115,12 @@ fn total_steps(o: &BenchOpts) -> usize {
     if o.runs(ALWAYS) {
         n += o.reps * ALWAYS_CELLS.len();
     }
+    if o.runs(NATS) {
+        n += 1 + o.nats_reps * NATS_CELLS.len(); // start the servers, the rounds
+    }
+    if o.runs(MEMORY) {
+        n += 2; // the two children
+    }
     if STREAM_TABLES.iter().any(|t| o.runs(t)) {
         n += 2; // write the big stream, close it and write the small one
         n += [REBUILD, INDEX, GET].iter().filter(|t| o.runs(t)).count();
@@ -123,8 +131,20 @@ fn total_steps(o: &BenchOpts) -> usize {
     n
 }
 
-pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchReport> {
-    ensure!(opts.reps >= 1, "reps must be at least 1");
+/// Refuses options that cannot run, a plan over the byte budget, and a memory child that
+/// ended up here; returns the plan's estimated bytes.
+fn check_plan(opts: &BenchOpts) -> Result<u64> {
+    // a memory child whose binary does not call `child_main` would run the whole bench again,
+    // and start children of its own
+    ensure!(
+        std::env::var_os(crate::CHILD_ENV).is_none(),
+        "{} is set: this is a memory child, and its main did not call seqstore_bench::child_main",
+        crate::CHILD_ENV
+    );
+    ensure!(
+        opts.reps >= 1 && opts.nats_reps >= 1,
+        "reps and nats_reps must be at least 1"
+    );
     ensure!(opts.sync_batch >= 1, "sync_batch must be at least 1");
     ensure!(
         opts.small_msgs >= 1 && opts.big_msgs >= 1 && opts.open_reps >= 1,
@@ -144,144 +164,26 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
             opts.max_write_bytes >> 20
         );
     }
-    let base = opts.dir.clone().unwrap_or_else(std::env::temp_dir);
-    std::fs::create_dir_all(&base).with_context(|| format!("create {}", base.display()))?;
-    let load_start = loadavg();
-    let io_start = crate::util::proc_io();
-    let mut ctx = Ctx::new(base, progress, total_steps(opts), opts.payload_len);
-    ctx.say(&format!(
-        "seqstore bench: {} steps, about {} MiB of writes, in {}",
-        ctx.total_steps,
-        est >> 20,
-        ctx.base.display()
-    ));
-    let mut notes = Vec::new();
+    Ok(est)
+}
 
-    let mut nosync = Table::new(
-        NOSYNC,
-        "append, no sync (msgs/s)",
-        Unit::PerSec,
-        &[
-            "seqstore",
-            "baseline",
-            "okaywal",
-            "fjall",
-            "guest",
-            "guest_wasi",
-            "fjall_manual",
-        ],
-    );
-    let mut every = Table::new(
-        EVERY,
-        "append, sync every 1000 (msgs/s)",
-        Unit::PerSec,
-        EVERY_ENGINES,
-    );
-    let mut always = Table::new(
-        ALWAYS,
-        "append, durable before return (msgs/s)",
-        Unit::PerSec,
-        &[
-            "seqstore_1",
-            "seqstore_16",
-            "seqstore_64",
-            "baseline_1",
-            "fdatasync_probe_per_s",
-        ],
-    );
-    let mut rebuild = Table::new(
-        REBUILD,
-        "recovery by scanning the blocks (s/GiB, warm)",
-        Unit::SecPerGib,
-        &["seqstore", "guest", "guest_wasi"],
-    );
-    let mut index = Table::new(
-        INDEX,
-        "recovery from index.db (ms)",
-        Unit::Ms,
-        &[SMALL, BIG],
-    );
-    let mut purge = Table::new(PURGE, "purge (ms)", Unit::Ms, &[SMALL, BIG]);
-    let mut index_cpu = Table::new(
-        INDEX_CPU,
-        "recovery from index.db, on-CPU time only (ms)",
-        Unit::Ms,
-        &[SMALL, BIG],
-    );
-    let mut purge_cpu = Table::new(
-        PURGE_CPU,
-        "purge, on-CPU time only (ms)",
-        Unit::Ms,
-        &[SMALL, BIG],
-    );
-    let mut get = Table::new(
-        GET,
-        "get by random sequence, warm (msgs/s)",
-        Unit::PerSec,
-        &["seqstore", "seqstore_cache_64mib", "seqstore_no_cache"],
-    );
-
-    #[cfg(feature = "guest")]
-    {
-        ctx.say("compiling the guest component (untimed)");
-        wasm_host::warm_up().context("wasm guest warm-up")?;
-    }
-    ctx.tick("fsync probe (start)");
-    let probe_start = fsync_probe(&mut ctx, opts)?;
-
-    if opts.runs(NOSYNC) {
-        for r in 0..opts.reps {
-            for &e in NOSYNC_ENGINES {
-                ctx.tick(&format!("{NOSYNC} round {}/{}: {e}", r + 1, opts.reps));
-                let v = nosync_cell(&mut ctx, e, opts.nosync_msgs)?;
-                nosync.push(e, v);
-            }
-        }
-    }
-    if opts.runs(EVERY) {
-        for r in 0..opts.reps {
-            for &e in EVERY_ENGINES {
-                ctx.tick(&format!("{EVERY} round {}/{}: {e}", r + 1, opts.reps));
-                let v = every_cell(&mut ctx, e, opts.every_msgs, opts.sync_batch)?;
-                every.push(e, v);
-            }
-        }
-    }
-    if opts.runs(ALWAYS) {
-        for r in 0..opts.reps {
-            for &c in ALWAYS_CELLS {
-                ctx.tick(&format!("{ALWAYS} round {}/{}: {c}", r + 1, opts.reps));
-                let v = always_cell(&mut ctx, c, opts.always_secs, opts.always_max_syncs)?;
-                always.push(c, v);
-            }
-        }
-    }
-    if STREAM_TABLES.iter().any(|t| opts.runs(t)) {
-        streams(
-            &mut ctx,
-            opts,
-            &mut rebuild,
-            [&mut index, &mut index_cpu],
-            &mut get,
-            [&mut purge, &mut purge_cpu],
-            &mut notes,
-        )?;
-    }
-
-    ctx.tick("fsync probe (end)");
-    let probe_end = fsync_probe(&mut ctx, opts)?;
-    let load_end = loadavg();
-    if load_start.unwrap_or(0.0).max(load_end.unwrap_or(0.0)) > 1.5 {
+/// The notes on the host (load, fsync state) and on how the no-sync cells are taken.
+fn host_notes(
+    notes: &mut Vec<String>,
+    load: (Option<f64>, Option<f64>),
+    probes: (Option<f64>, Option<f64>),
+) {
+    if load.0.unwrap_or(0.0).max(load.1.unwrap_or(0.0)) > 1.5 {
         notes.push(format!(
             "other processes were using the CPUs (load average {:.1} at the start, {:.1} at \
              the end, on {} CPUs): CPU-bound cells are slower than on a quiet host, and \
              ratios between engines less steady",
-            load_start.unwrap_or(0.0),
-            load_end.unwrap_or(0.0),
+            load.0.unwrap_or(0.0),
+            load.1.unwrap_or(0.0),
             std::thread::available_parallelism().map_or(0, |n| n.get())
         ));
     }
-    if [probe_start, probe_end]
+    if [probes.0, probes.1]
         .iter()
         .any(|p| p.is_some_and(|us| (3000.0..5000.0).contains(&us)))
     {
@@ -297,7 +199,7 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
                 .into(),
         );
     }
-    if let (Some(a), Some(b)) = (probe_start, probe_end) {
+    if let (Some(a), Some(b)) = probes {
         if a.max(b) > 2.0 * a.min(b) {
             notes.push(format!(
                 "the fsync latency changed during the run ({a:.0} µs at the start, {b:.0} µs \
@@ -317,9 +219,101 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
          fjall_manual is fjall with manual_journal_persist(true), for reference (no goal)"
             .into(),
     );
+}
+
+/// `reps` rounds of `cells` in turn (A B A B …) into `table`, if the table is selected.
+fn rounds(
+    ctx: &mut Ctx<'_>,
+    opts: &BenchOpts,
+    table: &mut Table,
+    cells: &[&str],
+    mut cell: impl FnMut(&mut Ctx<'_>, &str) -> Result<f64>,
+) -> Result<()> {
+    if !opts.runs(table.key) {
+        return Ok(());
+    }
+    for r in 0..opts.reps {
+        for &c in cells {
+            ctx.tick(&format!("{} round {}/{}: {c}", table.key, r + 1, opts.reps));
+            let v = cell(ctx, c)?;
+            table.push(c, v);
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchReport> {
+    let est = check_plan(opts)?;
+    let base = opts.dir.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&base).with_context(|| format!("create {}", base.display()))?;
+    let load_start = loadavg();
+    let io_start = crate::util::proc_io();
+    let mut ctx = Ctx::new(base, progress, total_steps(opts), opts.payload_len);
+    ctx.say(&format!(
+        "seqstore bench: {} steps, about {} MiB of writes, in {}",
+        ctx.total_steps,
+        est >> 20,
+        ctx.base.display()
+    ));
+    let mut notes = Vec::new();
+
+    let [mut nosync, mut every, mut always, mut nats, mut rebuild, mut index, mut purge, mut get, mut memory, mut index_cpu, mut purge_cpu] =
+        new_tables();
+
+    #[cfg(feature = "guest")]
+    {
+        ctx.say("compiling the guest component (untimed)");
+        wasm_host::warm_up().context("wasm guest warm-up")?;
+    }
+    ctx.tick("fsync probe (start)");
+    let probe_start = fsync_probe(&mut ctx, opts)?;
+
+    rounds(&mut ctx, opts, &mut nosync, NOSYNC_ENGINES, |ctx, e| {
+        nosync_cell(ctx, e, opts.nosync_msgs)
+    })?;
+    rounds(&mut ctx, opts, &mut every, EVERY_ENGINES, |ctx, e| {
+        every_cell(ctx, e, opts.every_msgs, opts.sync_batch)
+    })?;
+    rounds(&mut ctx, opts, &mut always, ALWAYS_CELLS, |ctx, c| {
+        always_cell(ctx, c, opts.always_secs, opts.always_max_syncs)
+    })?;
+    if opts.runs(NATS) {
+        crate::nats::run_table(&mut ctx, opts, &mut nats, &mut notes)?;
+    }
+    if STREAM_TABLES.iter().any(|t| opts.runs(t)) {
+        streams(
+            &mut ctx,
+            opts,
+            &mut rebuild,
+            [&mut index, &mut index_cpu],
+            &mut get,
+            [&mut purge, &mut purge_cpu],
+            &mut notes,
+        )?;
+    }
+
+    ctx.tick("fsync probe (end)");
+    let probe_end = fsync_probe(&mut ctx, opts)?;
+    let load_end = loadavg();
+    // after the end probe: the children write and sync up to 5 x mem_msgs messages, more than
+    // the byte budget of the fsync-bound part allows
+    if opts.runs(MEMORY) {
+        crate::mem::run_table(&mut ctx, opts, &mut memory, &mut notes)?;
+    }
+    host_notes(&mut notes, (load_start, load_end), (probe_start, probe_end));
+    let state = crate::fsync_probe_state(probe_start, probe_end);
+    if nats.median("always_64").is_some() && state != "fast" {
+        // seen on this machine: 0.6k-1.6k/s with the probe at ~4 ms or changing, 5-8k/s with
+        // it fast, while seqstore_64 moves far less
+        notes.push(format!(
+            "vs_nats_always64 was measured with the fsync probe {state}: NATS always_64 is the \
+             cell that moves most with the host's fsync state (5-10x lower than with a fast \
+             probe), so take that ratio from a run whose probe says fast"
+        ));
+    }
 
     let tables = vec![
-        nosync, every, always, rebuild, index, purge, get, index_cpu, purge_cpu,
+        nosync, every, always, nats, rebuild, index, purge, get, memory, index_cpu, purge_cpu,
     ];
     let goals = goals(&tables);
     Ok(BenchReport {
@@ -345,9 +339,98 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
     })
 }
 
+/// Every table of the report, empty, in the order of the report.
+fn new_tables() -> [Table; 11] {
+    let nosync = Table::new(
+        NOSYNC,
+        "append, no sync (msgs/s)",
+        Unit::PerSec,
+        &[
+            "seqstore",
+            "baseline",
+            "okaywal",
+            "fjall",
+            "guest",
+            "guest_wasi",
+            "fjall_manual",
+        ],
+    );
+    let every = Table::new(
+        EVERY,
+        "append, sync every 1000 (msgs/s)",
+        Unit::PerSec,
+        EVERY_ENGINES,
+    )
+    .fsync_bound();
+    let always = Table::new(
+        ALWAYS,
+        "append, durable before return (msgs/s)",
+        Unit::PerSec,
+        &[
+            "seqstore_1",
+            "seqstore_16",
+            "seqstore_64",
+            "baseline_1",
+            "fdatasync_probe_per_s",
+        ],
+    )
+    .fsync_bound()
+    .label("seqstore", "embedded");
+    let nats = Table::new(
+        NATS,
+        "NATS JetStream, durable publish (publish + PubAck) (msgs/s)",
+        Unit::PerSec,
+        NATS_CELLS,
+    )
+    .fsync_bound()
+    .label("", "server through client (loopback)");
+    let memory = Table::new(
+        MEMORY,
+        "peak RSS of a child: write, sync, reopen, read all (MiB)",
+        Unit::MiB,
+        &["small", "large", "small_reopen", "large_reopen"],
+    );
+    let rebuild = Table::new(
+        REBUILD,
+        "recovery by scanning the blocks (s/GiB, warm)",
+        Unit::SecPerGib,
+        &["seqstore", "guest", "guest_wasi"],
+    );
+    let index = Table::new(
+        INDEX,
+        "recovery from index.db (ms)",
+        Unit::Ms,
+        &[SMALL, BIG],
+    );
+    let purge = Table::new(PURGE, "purge (ms)", Unit::Ms, &[SMALL, BIG]);
+    let index_cpu = Table::new(
+        INDEX_CPU,
+        "recovery from index.db, on-CPU time only (ms)",
+        Unit::Ms,
+        &[SMALL, BIG],
+    );
+    let purge_cpu = Table::new(
+        PURGE_CPU,
+        "purge, on-CPU time only (ms)",
+        Unit::Ms,
+        &[SMALL, BIG],
+    );
+    let get = Table::new(
+        GET,
+        "get by random sequence, warm (msgs/s)",
+        Unit::PerSec,
+        &["seqstore", "seqstore_cache_64mib", "seqstore_no_cache"],
+    );
+    [
+        nosync, every, always, nats, rebuild, index, purge, get, memory, index_cpu, purge_cpu,
+    ]
+}
+
 fn goals(tables: &[Table]) -> Vec<Goal> {
     let m = |t: &str, c: &str| tables.iter().find(|x| x.key == t).and_then(|x| x.median(c));
     let ratio = |t: &str, a: &str, b: &str| Some(m(t, a)? / m(t, b)?);
+    // two cells of different tables
+    let cross = |(ta, a): (&str, &str), (tb, b): (&str, &str)| Some(m(ta, a)? / m(tb, b)?);
     let paired = |t: &str, a: &str, b: &str| -> Option<(f64, f64, f64)> {
         let t = tables.iter().find(|x| x.key == t)?;
         let sa = &t.cells.iter().find(|c| c.name == a)?.samples;
@@ -410,6 +493,15 @@ fn goals(tables: &[Table]) -> Vec<Goal> {
             target: 10.0,
         },
         Goal {
+            // embedded against a server through its client: says what it compares
+            name: "vs_nats_always64",
+            what: "seqstore_64 embedded / NATS always_64",
+            value: cross((ALWAYS, "seqstore_64"), (NATS, "always_64")),
+            op: ">=",
+            paired: None,
+            target: 20.0,
+        },
+        Goal {
             name: "rebuild_s_per_gib",
             what: "open without index.db, warm (s/GiB)",
             value: m(REBUILD, "seqstore"),
@@ -440,6 +532,14 @@ fn goals(tables: &[Table]) -> Vec<Goal> {
             op: ">=",
             paired: None,
             target: 1e6,
+        },
+        Goal {
+            name: "memory_large_vs_small",
+            what: "peak RSS: 4N / N messages (N = mem_msgs)",
+            value: ratio(MEMORY, "large", "small"),
+            op: "<=",
+            paired: None,
+            target: 1.3,
         },
         // The wasm guest against the native store (issue #5); `None` without the `guest`
         // feature.

@@ -46,6 +46,21 @@
 //! - `get_random_msgs_per_s`: `Store::get` of uniformly random sequences on the warm
 //!   `big_msgs` stream; `seqstore` with a block cache that holds the stream,
 //!   `seqstore_cache_64mib` with the default cache, `seqstore_no_cache` by pread.
+//! - `nats_publish_msgs_per_s` (when a `nats-server` is found: [`BenchOpts::nats_server`],
+//!   `$NATS_SERVER_BIN`, the PATH): a real nats-server with JetStream on a loopback port and
+//!   its own store directory, a file-storage stream, durable publishes through async-nats
+//!   (publish, then wait for the PubAck). `always_1`/`always_64`: 1/64 concurrent publishers,
+//!   server config `sync_interval: always`; `default_64`: 64 publishers, the default config
+//!   (no fsync before the ack); `version`: `nats-server --version`. A **server through a
+//!   client over loopback**, next to seqstore **embedded** (`append_always_msgs_per_s`'s
+//!   `seqstore_1`/`seqstore_64`): the goal `vs_nats_always64` is their ratio at 64.
+//! - `memory_peak_rss_mib`: one child process per stream size (this binary again, see
+//!   [`child_main`]) writes `small_msgs` = [`BenchOpts::mem_msgs`] (`large`: 4×) messages to
+//!   a store (default `Config`, `SyncPolicy::Never`, 3 subjects), syncs, reopens it (rebuild),
+//!   gets every message once, and reports its VmHWM (peak RSS). Runs after the end probe.
+//!   `bytes_per_msg`: (large - small) / (3 × small_msgs), what each message costs in memory.
+//! - `goals`: the goals' names by outcome (`passed`, `failed`, `not_measured`) and `line`, the
+//!   one-line summary the text output ends with ([`goals_line`]).
 //!
 //! Every store is opened with `host_fs::SystemClock` (a wall-clock timestamp per message, as
 //! in production). The guest cells are measured only with the crate feature `guest` (without
@@ -57,13 +72,16 @@
 #![warn(missing_docs)]
 
 mod groups;
+mod mem;
+mod nats;
 mod peers;
 mod report;
 mod util;
 
 use std::path::PathBuf;
 
-pub use report::{BenchReport, Goal};
+pub use mem::{child_main, ChildCmd, CHILD_ENV};
+pub use report::{fsync_probe_state, goals_line, BenchReport, Goal};
 pub use util::median;
 
 /// What to run, and how big.
@@ -110,8 +128,28 @@ pub struct BenchOpts {
     /// Run only these tables (names as in the JSON, e.g. `append_nosync_msgs_per_s` or a
     /// prefix such as `purge`); empty: all. Skipped tables are `null` in the JSON.
     pub only: Vec<String>,
-    /// Refuse to start if the plan would write more than this (default 1 GiB).
+    /// Refuse to start if the plan would write more than this (default 1 GiB). The memory
+    /// rows, which run after the end probe, are not counted.
     pub max_write_bytes: u64,
+    /// The nats-server for the NATS rows (`--nats-server`); `None`: `$NATS_SERVER_BIN`, else
+    /// `nats-server` on the PATH, else the rows are skipped (with a note saying so).
+    pub nats_server: Option<PathBuf>,
+    /// Rounds of the NATS table (fewer than `reps` in the default run: its fsyncs would take
+    /// the plan over the byte budget).
+    pub nats_reps: usize,
+    /// Publishes per round of the NATS `always_1` cell.
+    pub nats_msgs_1: u64,
+    /// Publishes per round of `always_64` (all publishers together).
+    pub nats_msgs_64: u64,
+    /// Publishes per round of `default_64`.
+    pub nats_default_msgs: u64,
+    /// A NATS cell stops after this many seconds even if its publishes are not done.
+    pub nats_max_secs: f64,
+    /// Messages of the small stream of the memory rows (the large one: 4×).
+    pub mem_msgs: u64,
+    /// How to start a memory child; `None`: this binary again (its `main` must call
+    /// [`child_main`] first).
+    pub mem_child: Option<ChildCmd>,
 }
 
 impl Default for BenchOpts {
@@ -137,6 +175,16 @@ impl Default for BenchOpts {
             payload_len: 128,
             only: Vec::new(),
             max_write_bytes: 1 << 30,
+            // about 5 s at the rates measured by hand with nats-py (1.2k/s, 2.5k/s, 12k/s),
+            // under 2 s at async-nats' (4-5k/s, 7-8k/s, 130k/s); ~60 MiB of fsyncs
+            nats_reps: 3,
+            nats_msgs_1: 600,
+            nats_msgs_64: 1920,
+            nats_default_msgs: 6400,
+            nats_max_secs: 4.0,
+            nats_server: None,
+            mem_msgs: 1_000_000,
+            mem_child: None,
         }
     }
 }
@@ -157,6 +205,14 @@ impl BenchOpts {
             purge_small_reps: 3,
             purge_big_reps: 1,
             gets: 300_000,
+            // ~2000 publishes at one publisher in all (about 6 s of NATS rows at the rates
+            // measured by hand; a cell stops after 2 s whatever the host does)
+            nats_reps: 3,
+            nats_msgs_1: 700,
+            nats_msgs_64: 1920,
+            nats_default_msgs: 6400,
+            nats_max_secs: 2.0,
+            mem_msgs: 250_000,
             ..BenchOpts::default()
         }
     }
@@ -179,6 +235,12 @@ impl BenchOpts {
             purge_small_reps: 1,
             purge_big_reps: 1,
             gets: 2000,
+            nats_reps: 1,
+            nats_msgs_1: 20,
+            nats_msgs_64: 128,
+            nats_default_msgs: 128,
+            nats_max_secs: 2.0,
+            mem_msgs: 2000,
             ..BenchOpts::default()
         }
     }
@@ -208,6 +270,12 @@ impl BenchOpts {
         }
         if self.runs(groups::ALWAYS) {
             b += reps * 5 * self.always_max_syncs * SYNC_BYTES;
+        }
+        if self.runs(nats::NATS) {
+            // every `always` publish fsynced (at most), the default ones written once
+            let r = self.nats_reps as u64;
+            b += r * ((self.nats_msgs_1 + self.nats_msgs_64) * SYNC_BYTES);
+            b += r * self.nats_default_msgs * rec;
         }
         if groups::STREAM_TABLES.iter().any(|t| self.runs(t)) {
             let big_streams = if self.runs(groups::PURGE) {

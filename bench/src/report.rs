@@ -14,12 +14,16 @@ pub(crate) enum Unit {
     PerSec,
     Ms,
     SecPerGib,
+    MiB,
 }
 
 /// One cell: an implementation (or stream size) in a table, with every sample taken.
 #[derive(Clone, Debug)]
 pub(crate) struct Cell {
     pub(crate) name: String,
+    /// Printed after the name in the text table ("embedded", "server through client
+    /// (loopback)"): what kind of thing the row measures.
+    pub(crate) label: Option<&'static str>,
     pub(crate) samples: Vec<f64>,
 }
 
@@ -30,6 +34,11 @@ pub(crate) struct Table {
     pub(crate) title: &'static str,
     pub(crate) unit: Unit,
     pub(crate) cells: Vec<Cell>,
+    /// Keys of the JSON object that are not cells (a server's version, the stream sizes).
+    pub(crate) extra: Vec<(&'static str, Value)>,
+    /// The table's figures are bound by fsync latency: the text table prints the probe's
+    /// state under it.
+    pub(crate) fsync_bound: bool,
 }
 
 impl Table {
@@ -42,10 +51,27 @@ impl Table {
                 .iter()
                 .map(|n| Cell {
                     name: n.to_string(),
+                    label: None,
                     samples: Vec::new(),
                 })
                 .collect(),
+            extra: Vec::new(),
+            fsync_bound: false,
         }
+    }
+
+    /// The same table, its figures marked as bound by fsync latency.
+    pub(crate) fn fsync_bound(mut self) -> Self {
+        self.fsync_bound = true;
+        self
+    }
+
+    /// Labels the cells whose names start with `prefix`.
+    pub(crate) fn label(mut self, prefix: &str, label: &'static str) -> Self {
+        for c in self.cells.iter_mut().filter(|c| c.name.starts_with(prefix)) {
+            c.label = Some(label);
+        }
+        self
     }
 
     pub(crate) fn push(&mut self, name: &str, v: f64) {
@@ -95,6 +121,59 @@ impl Goal {
     }
 }
 
+/// A number for the goals line: integers from 100 up, else up to 3 decimals without trailing
+/// zeros (`0.77`, `1.5`, `938000`).
+pub(crate) fn fmt_num(v: f64) -> String {
+    if !v.is_finite() || v.abs() >= 100.0 {
+        return format!("{v:.0}");
+    }
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The one-line summary a script reads, printed last: `goals: P passed, F failed, N not
+/// measured`, then each failed goal as `name value<target` (a `>=` goal) or `name
+/// value>target` (a `<=` goal), in parentheses, comma-separated.
+pub fn goals_line(goals: &[Goal]) -> String {
+    let failed: Vec<String> = goals
+        .iter()
+        .filter(|g| g.pass() == Some(false))
+        .map(|g| {
+            let cmp = if g.op == ">=" { '<' } else { '>' };
+            let v = g.value.map_or("-".into(), fmt_num);
+            format!("{} {v}{cmp}{}", g.name, fmt_num(g.target))
+        })
+        .collect();
+    let passed = goals.iter().filter(|g| g.pass() == Some(true)).count();
+    let unmeasured = goals.iter().filter(|g| g.pass().is_none()).count();
+    let mut s = format!(
+        "goals: {passed} passed, {} failed, {unmeasured} not measured",
+        failed.len()
+    );
+    if !failed.is_empty() {
+        s.push_str(&format!(" ({})", failed.join(", ")));
+    }
+    s
+}
+
+/// The state of the host's fsync, from the probe at the start and at the end (µs):
+/// `fast` (both under 1 ms), `timer_tick` (one ~4 ms: the VM's idle-CPU wakeup, see the
+/// notes), `slow` (over 1 ms otherwise), `changed` (one over twice the other), `unknown`.
+pub fn fsync_probe_state(start: Option<f64>, end: Option<f64>) -> &'static str {
+    let (Some(a), Some(b)) = (start, end) else {
+        return "unknown";
+    };
+    if a.max(b) > 2.0 * a.min(b) {
+        "changed"
+    } else if [a, b].iter().any(|us| (3000.0..5000.0).contains(us)) {
+        "timer_tick"
+    } else if a.max(b) < 1000.0 {
+        "fast"
+    } else {
+        "slow"
+    }
+}
+
 /// Everything one run measured.
 #[derive(Clone, Debug)]
 pub struct BenchReport {
@@ -137,6 +216,7 @@ fn fmt_val(unit: Unit, v: Option<f64>) -> String {
         (Unit::PerSec, Some(v)) => fmt_rate(v),
         (Unit::Ms, Some(v)) => format!("{v:.3} ms"),
         (Unit::SecPerGib, Some(v)) => format!("{v:.3} s/GiB"),
+        (Unit::MiB, Some(v)) => format!("{v:.1} MiB"),
     }
 }
 
@@ -180,7 +260,8 @@ impl BenchReport {
         o.insert(
             "fsync_probe_us".into(),
             json!({"start": self.fsync_probe_us.0.map(round),
-                   "end": self.fsync_probe_us.1.map(round)}),
+                   "end": self.fsync_probe_us.1.map(round),
+                   "state": self.probe_state()}),
         );
         let mut samples = Map::new();
         for t in &self.tables {
@@ -196,6 +277,9 @@ impl BenchReport {
                     Value::Array(c.samples.iter().map(|&v| round(v)).collect()),
                 );
             }
+            for (k, v) in &t.extra {
+                m.insert(k.to_string(), v.clone());
+            }
             o.insert(t.key.into(), Value::Object(m));
             samples.insert(t.key.into(), Value::Object(s));
         }
@@ -210,6 +294,18 @@ impl BenchReport {
             );
         }
         o.insert("ratios".into(), Value::Object(ratios));
+        let names = |p: Option<bool>| -> Vec<&str> {
+            self.goals
+                .iter()
+                .filter(|g| g.pass() == p)
+                .map(|g| g.name)
+                .collect()
+        };
+        o.insert(
+            "goals".into(),
+            json!({"passed": names(Some(true)), "failed": names(Some(false)),
+                   "not_measured": names(None), "line": self.goals_line()}),
+        );
         o.insert("samples".into(), Value::Object(samples));
         let op = &self.opts;
         o.insert(
@@ -226,6 +322,10 @@ impl BenchReport {
                 "small_msgs": op.small_msgs,
                 "big_msgs": op.big_msgs,
                 "gets": op.gets,
+                "nats_reps": op.nats_reps,
+                "nats_msgs": {"always_1": op.nats_msgs_1, "always_64": op.nats_msgs_64,
+                              "default_64": op.nats_default_msgs},
+                "mem_msgs": op.mem_msgs,
                 "elapsed_s": round(self.elapsed_s),
                 "bytes_written_mib": round(self.bytes_written as f64 / (1u64 << 20) as f64),
                 "disk_write_mib": self.disk_bytes.map(|b| round(b as f64 / (1u64 << 20) as f64)),
@@ -237,7 +337,29 @@ impl BenchReport {
         Value::Object(o)
     }
 
-    /// A readable table: each cell's median, min and max, then the goals.
+    /// [`goals_line`] of this run's goals.
+    pub fn goals_line(&self) -> String {
+        goals_line(&self.goals)
+    }
+
+    /// [`fsync_probe_state`] of this run's probes.
+    pub fn probe_state(&self) -> &'static str {
+        fsync_probe_state(self.fsync_probe_us.0, self.fsync_probe_us.1)
+    }
+
+    /// The probe's state and values, as printed under the fsync-bound tables.
+    fn probe_text(&self) -> String {
+        let us = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0} µs"));
+        format!(
+            "fsync probe {}: start {}, end {}",
+            self.probe_state(),
+            us(self.fsync_probe_us.0),
+            us(self.fsync_probe_us.1)
+        )
+    }
+
+    /// A readable table: each cell's median, min and max, then the goals, then the notes; the
+    /// last line is [`BenchReport::goals_line`].
     pub fn table(&self) -> String {
         let mut s = String::new();
         let op = &self.opts;
@@ -261,7 +383,7 @@ impl BenchReport {
         );
         let _ = writeln!(
             s,
-            "\n{:<36} {:>14} {:>14} {:>14} {:>3}",
+            "\n{:<50} {:>14} {:>14} {:>14} {:>3}",
             "", "median", "min", "max", "n"
         );
         for t in &self.tables {
@@ -269,26 +391,33 @@ impl BenchReport {
             for c in &t.cells {
                 let min = c.samples.iter().copied().reduce(f64::min);
                 let max = c.samples.iter().copied().reduce(f64::max);
+                let name = match c.label {
+                    Some(l) => format!("{}, {l}", c.name),
+                    None => c.name.clone(),
+                };
                 let _ = writeln!(
                     s,
-                    "  {:<34} {:>14} {:>14} {:>14} {:>3}",
-                    c.name,
+                    "  {:<48} {:>14} {:>14} {:>14} {:>3}",
+                    name,
                     fmt_val(t.unit, median(&c.samples)),
                     fmt_val(t.unit, min),
                     fmt_val(t.unit, max),
                     c.samples.len()
                 );
             }
+            if t.fsync_bound {
+                let _ = writeln!(s, "  ({})", self.probe_text());
+            }
         }
         let _ = writeln!(
             s,
-            "\n{:<22} {:<42} {:>10} {:>9}  {:<7} per round (min..max)",
+            "\n{:<23} {:<42} {:>10} {:>9}  {:<7} per round (min..max)",
             "goal", "measured as", "value", "target", "result"
         );
         for g in &self.goals {
             let _ = writeln!(
                 s,
-                "{:<22} {:<42} {:>10} {:>9}  {:<7} {}",
+                "{:<23} {:<42} {:>10} {:>9}  {:<7} {}",
                 g.name,
                 g.what,
                 g.value.map_or("-".into(), fmt_goal),
@@ -317,6 +446,7 @@ impl BenchReport {
                 let _ = writeln!(s, "  - {n}");
             }
         }
+        let _ = writeln!(s, "\n{}", self.goals_line());
         s
     }
 }

@@ -1,15 +1,61 @@
 //! A tiny run: every table runs and every key of the issue is in the JSON. No timing is
-//! asserted (the numbers of a tiny run mean nothing).
+//! asserted (the numbers of a tiny run mean nothing). Then the parts that can be tested
+//! alone: the goals line, VmHWM parsing, the nats-server config, and the NATS rows against a
+//! real nats-server (`$NATS_SERVER_BIN` or the PATH; skipped without one, except under
+//! CI=true, where .ci/run installs it and a missing one is a failure).
 
-use crate::{run, BenchOpts};
+use crate::report::{fmt_num, goals_line, Goal};
+use crate::{run, BenchOpts, ChildCmd};
+
+/// Memory children re-execute this test binary on [`memory_child_entry`] only.
+fn test_child() -> Option<ChildCmd> {
+    Some(ChildCmd {
+        exe: std::env::current_exe().expect("current_exe"),
+        args: [
+            "tests::memory_child_entry",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ]
+        .map(String::from)
+        .to_vec(),
+    })
+}
+
+/// The memory child when this binary runs as one (`CHILD_ENV` set by the parent test); a
+/// no-op in a normal test run.
+#[test]
+fn memory_child_entry() {
+    if let Some(r) = crate::mem::child_run() {
+        r.expect("memory child");
+    }
+}
+
+/// Whether a nats-server is there; without one, skip (or fail under CI=true), as
+/// trace-check's tests do.
+fn need_nats() -> bool {
+    match crate::nats::find_server(None) {
+        Ok(_) => true,
+        Err(why) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "nats-server is missing under CI=true (.ci/run installs it): {why}"
+            );
+            eprintln!("SKIPPED: {why}");
+            false
+        }
+    }
+}
 
 #[test]
 fn tiny_run_produces_every_key() {
     let dir = tempfile::tempdir().expect("tempdir");
     let opts = BenchOpts {
         dir: Some(dir.path().to_path_buf()),
+        mem_child: test_child(),
         ..BenchOpts::tiny()
     };
+    let have_nats = crate::nats::find_server(None).is_ok();
     let lines = std::cell::RefCell::new(Vec::<String>::new());
     let report = run(&opts, &|s| lines.borrow_mut().push(s.to_string())).expect("run");
     let j = report.to_json();
@@ -50,6 +96,21 @@ fn tiny_run_produces_every_key() {
             "get_random_msgs_per_s",
             &["seqstore", "seqstore_cache_64mib", "seqstore_no_cache"],
         ),
+        (
+            "nats_publish_msgs_per_s",
+            &["always_1", "always_64", "default_64"],
+        ),
+        (
+            "memory_peak_rss_mib",
+            &[
+                "small",
+                "large",
+                "small_reopen",
+                "large_reopen",
+                "small_msgs",
+                "large_msgs",
+            ],
+        ),
     ];
     for (table, cells) in keys {
         let t = j.get(*table).unwrap_or_else(|| panic!("missing {table}"));
@@ -57,16 +118,25 @@ fn tiny_run_produces_every_key() {
             let v = t.get(*c).unwrap_or_else(|| panic!("missing {table}.{c}"));
             if c.starts_with("guest") && !cfg!(feature = "guest") {
                 assert!(v.is_null(), "{table}.guest is measured? {v}");
+            } else if table.starts_with("nats") && !have_nats {
+                assert!(v.is_null(), "{table}.{c} without nats-server: {v}");
             } else {
                 assert!(v.is_number(), "{table}.{c} = {v}");
             }
         }
     }
+    assert_eq!(j["memory_peak_rss_mib"]["large_msgs"], 4 * opts.mem_msgs);
+    assert_eq!(
+        j["nats_publish_msgs_per_s"]["version"].is_string(),
+        have_nats
+    );
     let ratios = j["ratios"].as_object().expect("ratios");
-    assert_eq!(ratios.len(), 12);
+    assert_eq!(ratios.len(), 14);
     for (name, r) in ratios {
-        if name.starts_with("guest_") && !cfg!(feature = "guest") {
-            assert!(r["value"].is_null(), "ratio {name} without the guest: {r}");
+        if (name.starts_with("guest_") && !cfg!(feature = "guest"))
+            || (name.contains("nats") && !have_nats)
+        {
+            assert!(r["value"].is_null(), "ratio {name} not measured here: {r}");
             continue;
         }
         assert!(r["value"].is_number(), "ratio {name}: {r}");
@@ -76,10 +146,23 @@ fn tiny_run_produces_every_key() {
         j["meta"]["todo"].as_array().expect("todo").is_empty(),
         cfg!(feature = "guest")
     );
+    // every goal is in exactly one list of "goals", and the table ends with the goals line
+    let g = &j["goals"];
+    let listed: usize = ["passed", "failed", "not_measured"]
+        .iter()
+        .map(|k| g[*k].as_array().expect("goal list").len())
+        .sum();
+    assert_eq!(listed, ratios.len());
+    assert_eq!(g["line"].as_str(), Some(report.goals_line().as_str()));
     // the table names every cell and every goal
     let table = report.table();
     for name in ratios.keys() {
         assert!(table.contains(name.as_str()), "table lacks {name}");
+    }
+    assert_eq!(table.lines().last(), Some(report.goals_line().as_str()));
+    assert!(table.contains("seqstore_64, embedded"), "{table}");
+    if !have_nats {
+        assert!(table.contains("nats_publish_msgs_per_s skipped"), "{table}");
     }
     // progress: one line per step, the last step numbered as the total
     let lines = lines.into_inner();
@@ -112,4 +195,158 @@ fn only_runs_the_selected_tables() {
     assert!(j["append_nosync_msgs_per_s"]["seqstore"].is_null());
     assert!(j["purge_ms"]["msgs_1m"].is_null());
     assert!(j["ratios"]["purge_1m_vs_1k"]["pass"].is_null());
+}
+
+fn goal(name: &'static str, value: Option<f64>, op: &'static str, target: f64) -> Goal {
+    Goal {
+        name,
+        what: "",
+        value,
+        op,
+        target,
+        paired: None,
+    }
+}
+
+#[test]
+fn goals_line_lists_each_failed_goal() {
+    let goals = [
+        goal("a_pass", Some(2.0), ">=", 1.0),
+        goal("nosync_vs_okaywal", Some(0.7712), ">=", 1.5),
+        goal("memory_large_vs_small", Some(2.5), "<=", 1.3),
+        goal("b_pass", Some(0.4), "<=", 0.5),
+        goal("not_run", None, ">=", 1.0),
+        goal("get_random_per_s", Some(938_123.4), ">=", 1e6),
+    ];
+    assert_eq!(
+        goals_line(&goals),
+        "goals: 2 passed, 3 failed, 1 not measured (nosync_vs_okaywal 0.771<1.5, \
+         memory_large_vs_small 2.5>1.3, get_random_per_s 938123<1000000)"
+    );
+    assert_eq!(
+        goals_line(&goals[..1]),
+        "goals: 1 passed, 0 failed, 0 not measured"
+    );
+    assert_eq!(fmt_num(20.0), "20");
+    assert_eq!(fmt_num(0.5), "0.5");
+}
+
+#[test]
+fn fsync_probe_states() {
+    use crate::fsync_probe_state as st;
+    assert_eq!(st(Some(74.0), Some(69.0)), "fast");
+    assert_eq!(st(Some(4000.0), Some(3990.0)), "timer_tick");
+    assert_eq!(st(Some(74.0), Some(4000.0)), "changed");
+    assert_eq!(st(Some(1500.0), Some(1600.0)), "slow");
+    assert_eq!(st(None, Some(1.0)), "unknown");
+}
+
+#[test]
+fn parses_vmhwm() {
+    let status = "Name:\tseqstore\nVmPeak:\t  300000 kB\nVmHWM:\t   58432 kB\nVmRSS:\t 1 kB\n";
+    assert_eq!(crate::mem::parse_vmhwm_kib(status), Some(58432));
+    assert_eq!(crate::mem::parse_vmhwm_kib("VmRSS:\t 1 kB\n"), None);
+    assert_eq!(crate::mem::parse_vmhwm_kib("VmHWM:\t x kB\n"), None);
+    assert_eq!(crate::mem::parse_vmhwm_kib("VmHWM:\t 12 MB\n"), None);
+}
+
+#[test]
+fn parses_a_memory_childs_result() {
+    use crate::mem::{parse_result, Peaks};
+    let out = "\nrunning 1 test\ntest tests::memory_child_entry ... \
+               seqstore-bench-memory-child: vmhwm_kib=9772 reopen_kib=8000\nok\n";
+    assert_eq!(
+        parse_result(out),
+        Some(Peaks {
+            all: 9772,
+            reopen: 8000
+        })
+    );
+    assert_eq!(
+        parse_result("seqstore-bench-memory-child: vmhwm_kib=9772\n"),
+        None
+    );
+    assert_eq!(parse_result("nothing\n"), None);
+}
+
+#[test]
+fn nats_config_and_version() {
+    use crate::nats::{config_text, parse_version};
+    let always = config_text(4711, true);
+    assert!(always.contains("listen: \"127.0.0.1:4711\""), "{always}");
+    assert!(always.contains("jetstream {"), "{always}");
+    assert!(always.contains("sync_interval: always"), "{always}");
+    let default = config_text(4711, false);
+    assert!(default.contains("jetstream {"), "{default}");
+    assert!(!default.contains("sync_interval"), "{default}");
+    assert_eq!(
+        parse_version("nats-server: v2.15.1\n").as_deref(),
+        Some("2.15.1")
+    );
+    assert_eq!(parse_version("nats-server: version unknown"), None);
+}
+
+/// The NATS rows in a tiny configuration against the real server, and the server gone after.
+#[test]
+fn nats_rows_against_a_real_server() {
+    if !need_nats() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = BenchOpts {
+        dir: Some(dir.path().to_path_buf()),
+        only: vec!["nats_publish".into()],
+        ..BenchOpts::tiny()
+    };
+    let report = run(&opts, &|_| {}).expect("run");
+    let j = report.to_json();
+    let t = &j["nats_publish_msgs_per_s"];
+    for c in ["always_1", "always_64", "default_64"] {
+        assert!(t[c].as_f64().is_some_and(|v| v > 0.0), "{c}: {t}");
+    }
+    assert!(
+        t["version"].as_str().is_some_and(|v| v.starts_with('2')),
+        "{t}"
+    );
+    assert!(report
+        .table()
+        .contains("always_64, server through client (loopback)"));
+    // the server's tempdirs are gone with the servers
+    assert_eq!(std::fs::read_dir(dir.path()).expect("ls").count(), 0);
+
+    // a server is killed and reaped when its guard drops
+    let bin = crate::nats::find_server(None).expect("server");
+    let sd = tempfile::tempdir_in(dir.path()).expect("tempdir");
+    let s = crate::nats::Server::start(&bin, sd, true).expect("start");
+    let pid = s.pid();
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    drop(s);
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+}
+
+/// `--nats-server` naming a missing file is an error, not a skip.
+#[test]
+fn missing_explicit_nats_server_is_an_error() {
+    let opts = BenchOpts {
+        only: vec!["nats_publish".into()],
+        nats_server: Some("/nonexistent/nats-server".into()),
+        ..BenchOpts::tiny()
+    };
+    let err = run(&opts, &|_| {}).expect_err("missing server");
+    assert!(err.to_string().contains("not a file"), "{err}");
+}
+
+/// The default and the quick plans run (a plan over the budget is refused at the start).
+#[test]
+fn default_and_quick_plans_fit_the_byte_budget() {
+    for o in [BenchOpts::default(), BenchOpts::quick()] {
+        let est = o.estimated_write_bytes();
+        eprintln!("quick={}: about {} MiB", o.quick, est >> 20);
+        assert!(
+            est <= o.max_write_bytes,
+            "quick={}: {} MiB",
+            o.quick,
+            est >> 20
+        );
+    }
 }

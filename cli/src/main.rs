@@ -102,8 +102,9 @@ enum Cmd {
         #[arg(long, conflicts_with = "guest")]
         shared: bool,
     },
-    /// Measure seqstore against a naive log, okaywal, fjall and the wasm guest, in one run
-    /// (ratios, never absolute times: this machine's fsync latency swings 20x).
+    /// Measure seqstore against a naive log, okaywal, fjall, the wasm guest and NATS JetStream
+    /// (when a nats-server is found), in one run (ratios, never absolute times: this
+    /// machine's fsync latency swings 20x).
     Bench {
         /// The short run (under 2 minutes).
         #[arg(long)]
@@ -114,6 +115,10 @@ enum Cmd {
         /// Where to write (a directory on the disk to measure; default: a temp dir).
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// The nats-server for the NATS JetStream rows (default: $NATS_SERVER_BIN, else
+        /// nats-server on the PATH; without one the rows are skipped).
+        #[arg(long, value_name = "PATH")]
+        nats_server: Option<PathBuf>,
     },
     /// Append a message (payload from --data or standard input); prints its sequence.
     Append {
@@ -257,6 +262,10 @@ enum Cmd {
 
 fn main() -> ExitCode {
     restore_sigpipe();
+    // `seqstore bench` re-executes this binary for its memory rows (one child per stream size)
+    if let Some(code) = seqstore_bench::child_main() {
+        return code;
+    }
     let cli = Cli::parse();
     match run(cli.cmd) {
         Ok(code) => code,
@@ -320,7 +329,12 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
             }
         },
         Cmd::Verify { dir, json } => verify(&dir.dir, json),
-        Cmd::Bench { quick, json, dir } => bench(quick, json, dir),
+        Cmd::Bench {
+            quick,
+            json,
+            dir,
+            nats_server,
+        } => bench(quick, json, dir, nats_server),
         Cmd::Trace(args) => trace::run(args),
         other => store_op(other),
     }
@@ -916,13 +930,19 @@ fn verify(dir: &Path, as_json: bool) -> Result<ExitCode> {
     })
 }
 
-fn bench(quick: bool, as_json: bool, dir: Option<PathBuf>) -> Result<ExitCode> {
+fn bench(
+    quick: bool,
+    as_json: bool,
+    dir: Option<PathBuf>,
+    nats_server: Option<PathBuf>,
+) -> Result<ExitCode> {
     let mut opts = if quick {
         seqstore_bench::BenchOpts::quick()
     } else {
         seqstore_bench::BenchOpts::default()
     };
     opts.dir = dir;
+    opts.nats_server = nats_server;
     let pb = ProgressBar::new_spinner();
     pb.enable_steady_tick(Duration::from_millis(120));
     let report = seqstore_bench::run(&opts, &|m: &str| pb.set_message(m.to_string()))?;

@@ -1,5 +1,5 @@
 //! `seqstore-bench [--quick] [--json] [--json-out FILE] [--dir PATH] [--reps N]
-//! [--only TABLE[,TABLE…]]`: the harness on its own (the `seqstore bench` subcommand calls the
+//! [--only TABLE[,TABLE…]] [--nats-server PATH]`: the harness on its own (the `seqstore bench` subcommand calls the
 //! same `run`). `--json-out` also writes the JSON of the same run to FILE.
 
 use std::process::ExitCode;
@@ -8,14 +8,19 @@ use seqstore_bench::{run, BenchOpts};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: seqstore-bench [--quick] [--json] [--json-out FILE] [--dir PATH] [--reps N] [--only TABLE,...]\n\
+        "usage: seqstore-bench [--quick] [--json] [--json-out FILE] [--dir PATH] [--reps N] [--only TABLE,...] [--nats-server PATH]\n\
          tables: append_nosync_msgs_per_s append_every1000_msgs_per_s append_always_msgs_per_s\n\
-         recover_rebuild_s_per_gib recover_index_ms purge_ms get_random_msgs_per_s (prefixes work)"
+         nats_publish_msgs_per_s recover_rebuild_s_per_gib recover_index_ms purge_ms\n\
+         get_random_msgs_per_s memory_peak_rss_mib (prefixes work)"
     );
     ExitCode::from(2)
 }
 
 fn main() -> ExitCode {
+    // the memory rows re-execute this binary, one child per stream size
+    if let Some(code) = seqstore_bench::child_main() {
+        return code;
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let mut opts = if quick {
@@ -40,6 +45,10 @@ fn main() -> ExitCode {
             },
             "--reps" => match it.next().and_then(|n| n.parse().ok()) {
                 Some(n) => opts.reps = n,
+                None => return usage(),
+            },
+            "--nats-server" => match it.next() {
+                Some(p) => opts.nats_server = Some(p.into()),
                 None => return usage(),
             },
             "--only" => match it.next() {

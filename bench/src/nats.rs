@@ -1,0 +1,436 @@
+//! NATS JetStream as a peer: a real `nats-server` with JetStream on a loopback port, its own
+//! store directory in a tempdir, driven through the async-nats client. A cell is durable
+//! publishes: each publisher publishes one message and waits for its PubAck before the next
+//! (with `sync_interval: always` the server fsyncs the message before it acks).
+//!
+//! This compares a server through a client over loopback TCP with seqstore embedded in the
+//! process: the rows say so wherever they are printed.
+
+use std::io::Read as _;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+
+use crate::report::Table;
+use crate::util::Ctx;
+use crate::BenchOpts;
+
+/// The JSON key of the NATS table.
+pub(crate) const NATS: &str = "nats_publish_msgs_per_s";
+/// Its cells, in the order each round measures them.
+pub(crate) const NATS_CELLS: &[&str] = &["always_1", "always_64", "default_64"];
+
+/// How long a started server may take to accept connections before the bench gives up.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The nats-server to use: `explicit` (`--nats-server`), else `$NATS_SERVER_BIN` (what .ci/run
+/// sets), else `nats-server` on the PATH. `Err` says why there is none (the rows are skipped
+/// with that line); an explicit path that is not a file is an error too.
+pub(crate) fn find_server(explicit: Option<&Path>) -> std::result::Result<PathBuf, String> {
+    if let Some(p) = explicit {
+        return if p.is_file() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(format!("--nats-server {} is not a file", p.display()))
+        };
+    }
+    if let Some(p) = std::env::var_os("NATS_SERVER_BIN").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("NATS_SERVER_BIN={} is not a file", p.display()))
+        };
+    }
+    std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join("nats-server"))
+                .find(|p| p.is_file())
+        })
+        .ok_or_else(|| {
+            "nats-server is not on the PATH (nor given by --nats-server or NATS_SERVER_BIN)".into()
+        })
+}
+
+/// `nats-server --version` ("nats-server: v2.15.1") as "2.15.1".
+pub(crate) fn server_version(bin: &Path) -> Result<String> {
+    let out = Command::new(bin)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("run {} --version", bin.display()))?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    parse_version(&text).with_context(|| format!("no version in {text:?}"))
+}
+
+/// The version in `nats-server --version`'s output ("nats-server: v2.15.1" → "2.15.1").
+pub(crate) fn parse_version(text: &str) -> Option<String> {
+    let v = text.split_whitespace().find_map(|w| w.strip_prefix('v'))?;
+    v.starts_with(|c: char| c.is_ascii_digit())
+        .then(|| v.to_string())
+}
+
+/// The server's config file: loopback only, JetStream on; `always` adds
+/// `sync_interval: always` (fsync every message before its ack; the default flushes to the
+/// OS at once and fsyncs every 2 minutes). The store directory is given by `-sd`.
+pub(crate) fn config_text(port: u16, always: bool) -> String {
+    let mut s = format!(
+        "# written by seqstore bench: one nats-server for one configuration\n\
+         listen: \"127.0.0.1:{port}\"\n\
+         jetstream {{\n"
+    );
+    if always {
+        s.push_str("  sync_interval: always\n");
+    }
+    s.push_str("}\n");
+    s
+}
+
+/// A free loopback port (bound and released; the server binds it right after).
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").context("bind a loopback port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// A running nats-server. Dropping it kills the process and waits for it (on every path: an
+/// error, a panic, the end of the table), then removes its directory.
+pub(crate) struct Server {
+    child: Child,
+    pub(crate) port: u16,
+    log: PathBuf,
+    // after `child` is reaped (fields drop after `Drop::drop`)
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Makes the child die with this process, even when this one is killed by SIGKILL (no Drop
+/// guard runs then).
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl, which is
+    // async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut Command) {}
+
+impl Server {
+    /// Starts `bin` with JetStream in `dir` (a fresh tempdir: config, `-sd` store, log) and
+    /// waits until it accepts connections. A server that exits before it listens (say its
+    /// port was taken between [`free_port`] and its bind) is started again on another port;
+    /// 3 tries.
+    pub(crate) fn start(bin: &Path, dir: tempfile::TempDir, always: bool) -> Result<Server> {
+        for _ in 1..3 {
+            let port = free_port()?;
+            let (mut child, log) = spawn(bin, dir.path(), port, always)?;
+            match wait_ready(&mut child, port, &log) {
+                Ok(true) => {
+                    return Ok(Server {
+                        child,
+                        port,
+                        log,
+                        _dir: dir,
+                    })
+                }
+                // exited before it listened: try again
+                Ok(false) => {}
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(e);
+                }
+            }
+        }
+        let port = free_port()?;
+        let (mut child, log) = spawn(bin, dir.path(), port, always)?;
+        let ready = wait_ready(&mut child, port, &log);
+        let s = Server {
+            child,
+            port,
+            log,
+            _dir: dir,
+        };
+        match ready? {
+            true => Ok(s),
+            false => bail!(
+                "nats-server exited before it listened:\n{}",
+                log_tail(&s.log)
+            ),
+        }
+    }
+
+    /// The server's process id.
+    #[cfg(test)]
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Starts `bin` on `port` with its config, store and log in `dir` (the log truncated).
+fn spawn(bin: &Path, dir: &Path, port: u16, always: bool) -> Result<(Child, PathBuf)> {
+    let conf = dir.join("nats.conf");
+    std::fs::write(&conf, config_text(port, always))
+        .with_context(|| format!("write {}", conf.display()))?;
+    let log = dir.join("nats-server.log");
+    let logf = std::fs::File::create(&log)?;
+    let mut cmd = Command::new(bin);
+    cmd.arg("-c")
+        .arg(&conf)
+        .arg("-js")
+        .arg("-sd")
+        .arg(dir.join("store"))
+        .stdin(Stdio::null())
+        .stdout(logf.try_clone()?)
+        .stderr(logf);
+    die_with_parent(&mut cmd);
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("start {}", bin.display()))?;
+    Ok((child, log))
+}
+
+/// Polls every 20 ms, for at most [`READY_TIMEOUT`], until the server's log says "Server is
+/// ready" and a TCP connect to its port succeeds (the log line makes sure the port is this
+/// server's, not another's that took it first). `Ok(false)`: the process exited first.
+fn wait_ready(child: &mut Child, port: u16, log: &Path) -> Result<bool> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let t = Instant::now();
+    loop {
+        if child.try_wait()?.is_some() {
+            return Ok(false);
+        }
+        let said = std::fs::read_to_string(log).is_ok_and(|l| l.contains("Server is ready"));
+        if said && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(true);
+        }
+        if t.elapsed() > READY_TIMEOUT {
+            bail!(
+                "nats-server did not listen on {addr} within {READY_TIMEOUT:?}:\n{}",
+                log_tail(log)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The last 2 KiB of a server's log, for error messages.
+fn log_tail(log: &Path) -> String {
+    let mut s = String::new();
+    if let Ok(mut f) = std::fs::File::open(log) {
+        let _ = f.read_to_string(&mut s);
+    }
+    let cut = s.len().saturating_sub(2048);
+    s[s.ceil_char_boundary(cut)..].to_string()
+}
+
+/// What one cell does: `publishers` concurrent publishers, `msgs` publishes in all (each
+/// publisher stops after its share, or when `max` has passed).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cell {
+    pub(crate) publishers: u64,
+    pub(crate) msgs: u64,
+    pub(crate) max: Duration,
+}
+
+/// One connected client and the runtime that drives it.
+pub(crate) struct Client {
+    // dropped before the runtime it runs on
+    js: async_nats::jetstream::Context,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Client {
+    pub(crate) fn connect(server: &Server) -> Result<Client> {
+        // two workers: the machines this runs on have two cores
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("tokio runtime")?;
+        let url = server.url();
+        // the JetStream context spawns its acker task: inside the runtime
+        let js = rt.block_on(async {
+            let client = async_nats::connect(url.as_str())
+                .await
+                .with_context(|| format!("connect to {url}"))?;
+            anyhow::Ok(async_nats::jetstream::new(client))
+        })?;
+        Ok(Client { js, rt })
+    }
+
+    /// Durable publishes into a fresh file-storage stream `name` (subjects `name.>`), then the
+    /// stream deleted. Returns acked messages per second.
+    pub(crate) fn publish_cell(&self, name: &str, cell: Cell, payload: &[u8]) -> Result<f64> {
+        self.rt
+            .block_on(publish_cell(&self.js, name, cell, payload))
+    }
+}
+
+async fn publish_cell(
+    js: &async_nats::jetstream::Context,
+    name: &str,
+    cell: Cell,
+    payload: &[u8],
+) -> Result<f64> {
+    use async_nats::jetstream::stream;
+    let cfg = stream::Config {
+        name: name.to_string(),
+        subjects: vec![format!("{name}.>")],
+        storage: stream::StorageType::File,
+        ..Default::default()
+    };
+    js.create_stream(cfg)
+        .await
+        .map_err(|e| anyhow::anyhow!("create stream {name}: {e}"))?;
+    let payload = bytes::Bytes::copy_from_slice(payload);
+    // one untimed publish: the stream's first block file is created
+    publish_one(js, format!("{name}.warm"), payload.clone()).await?;
+    let per = cell.msgs.div_ceil(cell.publishers.max(1));
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for k in 0..cell.publishers {
+        let (js, payload) = (js.clone(), payload.clone());
+        let subject = format!("{name}.{:06}", k % 64);
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while n < per && t.elapsed() < cell.max {
+                publish_one(&js, subject.clone(), payload.clone()).await?;
+                n += 1;
+            }
+            anyhow::Ok(n)
+        }));
+    }
+    let mut acked = 0;
+    for h in tasks {
+        acked += h.await.context("publisher task")??;
+    }
+    let v = acked as f64 / t.elapsed().as_secs_f64().max(1e-9);
+    let info = js
+        .get_stream(name)
+        .await
+        .map_err(|e| anyhow::anyhow!("get stream {name}: {e}"))?
+        .get_info()
+        .await
+        .map_err(|e| anyhow::anyhow!("stream info {name}: {e}"))?;
+    ensure!(
+        info.state.messages == acked + 1,
+        "stream {name} holds {} messages, {} were acked",
+        info.state.messages,
+        acked + 1
+    );
+    js.delete_stream(name)
+        .await
+        .map_err(|e| anyhow::anyhow!("delete stream {name}: {e}"))?;
+    Ok(v)
+}
+
+/// Publish, then wait for the PubAck (the server has stored the message; with
+/// `sync_interval: always`, fsynced it).
+async fn publish_one(
+    js: &async_nats::jetstream::Context,
+    subject: String,
+    payload: bytes::Bytes,
+) -> Result<()> {
+    js.publish(subject, payload)
+        .await
+        .map_err(|e| anyhow::anyhow!("publish: {e}"))?
+        .await
+        .map_err(|e| anyhow::anyhow!("PubAck: {e}"))?;
+    Ok(())
+}
+
+/// The NATS table: one server with `sync_interval: always` and one with the default config,
+/// both up for the whole table, and `nats_reps` rounds of the three cells (each on a fresh
+/// stream). Without a nats-server the table stays empty and a note says why.
+pub(crate) fn run_table(
+    ctx: &mut Ctx<'_>,
+    opts: &BenchOpts,
+    table: &mut Table,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let bin = match find_server(opts.nats_server.as_deref()) {
+        Ok(b) => b,
+        Err(why) if opts.nats_server.is_some() => bail!("{why}"),
+        Err(why) => {
+            table.extra.push(("version", serde_json::Value::Null));
+            let line = format!("{NATS} skipped: {why}");
+            ctx.say(&line);
+            notes.push(line);
+            return Ok(());
+        }
+    };
+    let version = server_version(&bin)?;
+    table.extra.push(("version", version.clone().into()));
+    ctx.tick(&format!(
+        "{NATS}: start nats-server {version} (always, default)"
+    ));
+    let always = Server::start(&bin, ctx.tempdir("nats-always")?, true)?;
+    let default = Server::start(&bin, ctx.tempdir("nats-default")?, false)?;
+    let (ca, cd) = (Client::connect(&always)?, Client::connect(&default)?);
+    let max = Duration::from_secs_f64(opts.nats_max_secs);
+    for r in 0..opts.nats_reps {
+        for &c in NATS_CELLS {
+            ctx.tick(&format!("{NATS} round {}/{}: {c}", r + 1, opts.nats_reps));
+            let (client, cell) = match c {
+                "always_1" => (
+                    &ca,
+                    Cell {
+                        publishers: 1,
+                        msgs: opts.nats_msgs_1,
+                        max,
+                    },
+                ),
+                "always_64" => (
+                    &ca,
+                    Cell {
+                        publishers: 64,
+                        msgs: opts.nats_msgs_64,
+                        max,
+                    },
+                ),
+                _ => (
+                    &cd,
+                    Cell {
+                        publishers: 64,
+                        msgs: opts.nats_default_msgs,
+                        max,
+                    },
+                ),
+            };
+            let v = client.publish_cell(&format!("bench_{c}_{r}"), cell, &ctx.payload)?;
+            table.push(c, v);
+        }
+    }
+    drop((ca, cd));
+    drop((always, default));
+    notes.push(format!(
+        "{NATS}: nats-server {version} ({}) with JetStream on a loopback port, a file-storage \
+         stream per cell; a server through its client (async-nats, one connection for all \
+         publishers, each publisher awaits its PubAck before its next publish), not embedded \
+         like seqstore's rows; always_* with sync_interval: always, default_64 with the \
+         default config (no fsync before the ack)",
+        bin.display()
+    ));
+    Ok(())
+}
