@@ -25,9 +25,6 @@ type Msg = (String, i64, Vec<u8>);
 struct Model {
     msgs: BTreeMap<u64, Msg>,
     last: u64,
-    /// Whether the run truncates: only with 1 MiB blocks, where a truncate's kept tombstones
-    /// always fit in one block (see `truncate_keeps_tombstones_that_spill_over_a_block`).
-    truncates: bool,
 }
 
 /// A read's outcome, made comparable: the error's kind instead of the error.
@@ -384,7 +381,7 @@ fn one_write(
             s.compact(seq).unwrap();
             m.compact(seq);
         }
-        176..=178 if m.truncates => {
+        176..=178 => {
             let seq = match g.n(4) {
                 0 => g.seq(m).min(m.last + 2),
                 _ => m.last.saturating_sub(g.n(6)),
@@ -428,10 +425,7 @@ fn query_reads_match_the_model() {
         };
         let (fs, clock) = (MemFs::new(), ManualClock::new(1_000));
         let mut s = open(&fs, &cfg, &clock);
-        let mut m = Model {
-            truncates: cfg.block_size == 1 << 20,
-            ..Model::default()
-        };
+        let mut m = Model::default();
         for step in 0..250 {
             let ctx = format!("SEQSTORE_SEED={seed} case {case} step {step}");
             if let Some(close) = one_write(&mut s, &mut m, &mut g, &clock, &ctx) {
@@ -461,15 +455,13 @@ fn query_reads_match_the_model() {
     }
 }
 
-/// Found by `query_reads_match_the_model` (SEQSTORE_SEED=1, before its truncates were
-/// limited to 1 MiB blocks), not fixed here (issue #15 is reads only): a `truncate` whose
+/// Regression, found by `query_reads_match_the_model` (SEQSTORE_SEED=1): a `truncate` whose
 /// kept tombstones do not fit in one block writes them over several new blocks, and the
-/// cleanup (`cut_blocks` live, `truncate_cleanup` in recovery) removes every block between
+/// cleanup (`cut_blocks` live, `truncate_cleanup` in recovery) removed every block between
 /// the cut block and the *last* new one, the commit's own first tombstone blocks included.
-/// Memory is right, so it shows only when the blocks are rebuilt (a crash, or a reopen with
-/// a stale index.db): the deleted messages come back. Run with `--ignored`.
+/// Memory was right, so it showed only when the blocks were rebuilt (a crash, or a reopen
+/// with a stale index.db): the deleted messages came back.
 #[test]
-#[ignore = "pre-existing truncate bug: kept tombstones spilling over one block are removed"]
 fn truncate_keeps_tombstones_that_spill_over_a_block() {
     for block_size in [1 << 20, 1024] {
         let cfg = Config {

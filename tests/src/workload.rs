@@ -320,6 +320,23 @@ pub fn workloads() -> Vec<Workload> {
             block_size: 1024,
         },
         Workload {
+            // truncate whose kept tombstones (43 of them, for sequences at or below the cut)
+            // fill more than one new block: the cleanup, live and in recovery, must keep
+            // every block the commit wrote, not only the one holding the truncate record
+            name: "truncate-spills-tombstones",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["s.a", "s.b"], 90, 10),
+                vec![
+                    Step::PurgeEx("s.a", 0, 0),
+                    Step::Truncate(86),
+                    Step::Append("s.b", 10),
+                    Step::Reopen,
+                ],
+            ]),
+            block_size: 1024,
+        },
+        Workload {
             // erase of a message an unsynced delete removed: NotFound, and it stays removed
             name: "erase-after-unsynced-delete",
             steps: cat(vec![

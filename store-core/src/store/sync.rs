@@ -51,6 +51,11 @@ pub(super) const S_OPEN_LIMITS: Site = Site {
     dir: "open.limits-dir",
 };
 
+pub(super) const S_TRUNCATE_MARKERS: Site = Site {
+    data: "truncate.markers-data",
+    dir: "truncate.markers-dir",
+};
+
 pub(super) const S_TRUNCATE_COMMIT: Site = Site {
     data: "truncate.commit-data",
     dir: "truncate.commit-dir",
@@ -79,6 +84,8 @@ pub const SYNC_SITES: &[&str] = &[
     "purge-ex.dir",
     "compact.data",
     "compact.dir",
+    "truncate.markers-data",
+    "truncate.markers-dir",
     "truncate.commit-data",
     "truncate.commit-dir",
 ];

@@ -1,13 +1,19 @@
 //! Truncate, and beside it the half of recovery that finishes an interrupted cleanup.
 
-use super::sync::S_TRUNCATE_COMMIT;
+use super::sync::{S_TRUNCATE_COMMIT, S_TRUNCATE_MARKERS};
 use super::*;
 
 impl<F: Fs> Store<F> {
     /// Cuts block `bpos` at `off` and removes the blocks between it and the block holding
-    /// the truncate record.
+    /// the truncate record that hold message records (all above the truncate's sequence:
+    /// void). A block without one is kept: the truncate's own tombstones may have filled
+    /// blocks before the one its record landed in, and an older block of markers only is
+    /// harmless, its records coming before the truncate record that voids what it must.
     pub(super) fn truncate_cleanup(&mut self, bpos: usize, off: u64, tpos: usize) -> Result<()> {
         for pos in (bpos + 1..tpos).rev() {
+            if self.blocks[pos].msg_first == 0 {
+                continue;
+            }
             let path = self.blocks[pos].path.clone();
             ioe(self.fs.remove_file(&path), "remove_file", &path)?;
         }
@@ -63,7 +69,9 @@ impl<F: Fs> Store<F> {
             None => self.now(),
         };
         // commit: new block with the preserved markers and the truncate record, fsynced
-        // together with its directory entry
+        // together with its directory entry (more than one new block if the markers fill
+        // one: the cleanup keeps them all)
+        let first_new = self.blocks.len();
         self.roll()?;
         for t in keep_tombs {
             self.marker(Kind::Tombstone, t, ts)?;
@@ -71,11 +79,18 @@ impl<F: Fs> Store<F> {
         if keep_floor > 0 {
             self.marker(Kind::Floor, keep_floor, ts)?;
         }
+        // The truncate record must not become durable without the markers before it: if
+        // they reached the disk apart from it (they filled a block, or the write buffer), a
+        // crash could keep its write and lose theirs, and the cleanup would then remove the
+        // only tombstones left of those sequences. Make them durable first.
+        if self.blocks.len() > first_new + 1 || self.blocks[first_new].len > 0 {
+            self.sync_inner(S_TRUNCATE_MARKERS)?;
+        }
         self.marker(Kind::Truncate, seq, ts)?;
         self.sync_inner(S_TRUNCATE_COMMIT)?;
         let n = self.remove_above(seq, cut_pos)?;
         if let Some(off) = cut_off {
-            self.cut_blocks(seq, cut_pos, off)?;
+            self.cut_blocks(seq, cut_pos, off, first_new)?;
         }
         self.last_seq = seq;
         self.last_ts = ts;
@@ -132,12 +147,12 @@ impl<F: Fs> Store<F> {
         Ok(n)
     }
 
-    /// After the commit: removes the blocks between the cut and the new block, then shortens
-    /// the cut block to `off`. No fsync: the truncate record already voids what the cut
-    /// removes, and recovery redoes an unfinished cut; the next sync makes it durable.
-    fn cut_blocks(&mut self, seq: u64, cut_pos: usize, off: u64) -> Result<()> {
-        let new_pos = self.blocks.len() - 1;
-        for pos in (cut_pos + 1..new_pos).rev() {
+    /// After the commit: removes the blocks between the cut and the first new block
+    /// (`first_new`), then shortens the cut block to `off`. No fsync: the truncate record
+    /// already voids what the cut removes, and recovery redoes an unfinished cut; the next
+    /// sync makes it durable.
+    fn cut_blocks(&mut self, seq: u64, cut_pos: usize, off: u64, first_new: usize) -> Result<()> {
+        for pos in (cut_pos + 1..first_new).rev() {
             let path = self.blocks[pos].path.clone();
             let r = self.fs.remove_file(&path);
             poisoning(&mut self.poisoned, r, "remove_file", &path)?;
