@@ -67,6 +67,15 @@ pub enum Error {
         /// The most the caller allowed.
         max: u64,
     },
+    /// A replica append or a skip named a sequence other than the next one (NATS's
+    /// `ErrSequenceMismatch`): at or below the last sequence it would reuse one, above
+    /// `last + 1` it would leave an unexplained gap (skip the sequences first).
+    SequenceMismatch {
+        /// The sequence asked for.
+        seq: u64,
+        /// The stream's last sequence.
+        last_seq: u64,
+    },
 }
 
 impl Error {
@@ -118,6 +127,11 @@ impl fmt::Display for Error {
             Error::InvalidConfig(s) => write!(f, "invalid config: {s}"),
             Error::Closed => write!(f, "store is closed"),
             Error::TooManyResults { max } => write!(f, "more than {max} results"),
+            Error::SequenceMismatch { seq, last_seq } => write!(
+                f,
+                "sequence {seq} is not the next one: the last sequence is {last_seq}, the next {}",
+                last_seq.saturating_add(1)
+            ),
         }
     }
 }

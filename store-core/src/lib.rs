@@ -39,6 +39,8 @@ pub mod store;
 pub mod subject;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_write;
 pub mod verify;
 
 #[cfg(feature = "ablation")]

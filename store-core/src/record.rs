@@ -9,8 +9,10 @@
 //! record (36 bytes + subject + headers + payload):
 //!   0  4  rec_len: total bytes of this record, crc included
 //!   4  1  kind: 1 message, 2 tombstone (seq deleted), 3 floor (every seq <= seq removed),
-//!           4 truncate (every record before it with a seq > seq is void; last = seq)
-//!   5  1  flags: bit 0 erased (payload overwritten); other bits 0
+//!           4 truncate (every record before it with a seq > seq is void; last = seq),
+//!           5 skip (sequences seq - count + 1 ..= seq used without a message; last >= seq)
+//!   5  1  flags: bit 0 erased (payload overwritten); bit 1 ttl (messages only: 8 more
+//!           bytes, the ttl in ns as a u64, after the payload); other bits 0
 //!   6  2  subj_len
 //!   8  8  seq
 //!  16  8  ts, ns since the epoch
@@ -19,7 +21,8 @@
 //!  32  .  subject (UTF-8), headers, payload
 //!  end-4 4 crc32 (IEEE, crc32fast) of every preceding byte of the record, lengths included
 //! ```
-//! `rec_len == 36 + subj_len + hdr_len + payload_len` is checked on both sides of the disk, as
+//! A skip record has no subject or headers and an 8-byte payload: the count (≥ 1, ≤ seq).
+//! `rec_len == 36 + subj_len + hdr_len + payload_len (+ 8 with the ttl flag)` is checked on both sides of the disk, as
 //! is the crc. A zero `rec_len` marks the end of the written part of a block.
 
 use crate::error::{Error, Result};
@@ -48,6 +51,9 @@ pub enum Kind {
     Floor = 3,
     /// Every earlier record with a sequence `> seq` is void; the last sequence becomes `seq`.
     Truncate = 4,
+    /// The sequences `seq - count + 1 ..= seq` were used without a message (NATS `SkipMsgs`);
+    /// the last sequence is at least `seq`. The payload is the count (u64).
+    Skip = 5,
 }
 
 impl Kind {
@@ -57,6 +63,7 @@ impl Kind {
             2 => Kind::Tombstone,
             3 => Kind::Floor,
             4 => Kind::Truncate,
+            5 => Kind::Skip,
             _ => return None,
         })
     }
@@ -68,6 +75,17 @@ pub const MAX_SEQ: u64 = (1 << 63) - 1;
 
 /// Flag bit: the message's subject, headers and payload were overwritten with zeros.
 pub const FLAG_ERASED: u8 = 1;
+
+/// Flag bit (messages only): the record carries a time to live, 8 bytes (u64 LE, ns) between
+/// the payload and the crc; the message expires at `ts + ttl`. Records without it are the
+/// bytes they always were.
+pub const FLAG_TTL: u8 = 2;
+
+/// Bytes of a record's ttl field (present with [`FLAG_TTL`]).
+pub const TTL_LEN: usize = 8;
+
+/// Bytes of a skip record's payload: the count.
+pub const SKIP_LEN: usize = 8;
 
 /// A decoded record borrowing from the buffer it was read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +108,71 @@ pub struct Record<'a> {
     pub len: usize,
     /// The stored crc.
     pub crc: u32,
+    /// The time to live in ns (messages with [`FLAG_TTL`]), else 0.
+    pub ttl: u64,
+}
+
+impl Record<'_> {
+    /// When the message expires (ns since the epoch): `ts + ttl`, or `None` without a ttl.
+    pub fn deadline(&self) -> Option<i64> {
+        (self.flags & FLAG_TTL != 0).then(|| deadline(self.ts, self.ttl))
+    }
+
+    /// The range a skip record covers: `(first, last)`; `None` for other kinds.
+    pub fn skipped(&self) -> Option<(u64, u64)> {
+        (self.kind == Kind::Skip).then(|| (self.seq + 1 - skip_count(self.payload), self.seq))
+    }
+}
+
+/// The deadline of a message stamped `ts` with time to live `ttl` ns (saturating).
+pub fn deadline(ts: i64, ttl: u64) -> i64 {
+    ts.saturating_add(ttl.min(i64::MAX as u64) as i64)
+}
+
+/// The count a skip record's payload holds (decode checked it is 8 bytes).
+fn skip_count(payload: &[u8]) -> u64 {
+    payload.try_into().map(u64::from_le_bytes).unwrap_or(1)
+}
+
+/// Encodes a message record with a time to live ([`FLAG_TTL`], `extra_flags` besides):
+/// [`encode`]'s layout plus the 8-byte ttl before the crc. Returns its crc.
+#[allow(clippy::too_many_arguments)]
+pub fn encode_with_ttl(
+    out: &mut Vec<u8>,
+    extra_flags: u8,
+    seq: u64,
+    ts: i64,
+    subject: &[u8],
+    headers: &[u8],
+    payload: &[u8],
+    ttl: u64,
+) -> u32 {
+    let start = out.len();
+    encode(
+        out,
+        Kind::Msg,
+        extra_flags | FLAG_TTL,
+        seq,
+        ts,
+        subject,
+        headers,
+        payload,
+    );
+    // drop the crc `encode` wrote, grow the length field, add the ttl, and checksum again
+    out.truncate(out.len() - 4);
+    let len = (out.len() - start + TTL_LEN + 4) as u32;
+    debug_assert!(len as usize <= HARD_MAX_RECORD);
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&ttl.to_le_bytes());
+    let crc = crc32(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    crc
+}
+
+/// Encodes a skip record for the sequences `last - count + 1 ..= last` (`1 <= count <= last`).
+pub fn encode_skip(out: &mut Vec<u8>, last: u64, count: u64, ts: i64) -> u32 {
+    debug_assert!(count >= 1 && count <= last);
+    encode(out, Kind::Skip, 0, last, ts, b"", b"", &count.to_le_bytes())
 }
 
 /// Encoded length of a record.
@@ -253,6 +336,7 @@ pub(crate) struct RawRecord<'a> {
     pub payload: &'a [u8],
     pub len: usize,
     pub crc: u32,
+    pub ttl: u64,
 }
 
 /// [`decode_trusting_crc`] without the subject's UTF-8 check, for a caller that recognises
@@ -289,6 +373,7 @@ fn decode_inner(buf: &[u8], check: CrcCheck) -> Decoded<'_> {
         payload: r.payload,
         len: r.len,
         crc: r.crc,
+        ttl: r.ttl,
     })
 }
 
@@ -320,10 +405,12 @@ fn decode_raw(buf: &[u8], check: CrcCheck) -> Result<RawRecord<'_>, Decoded<'_>>
     let hdr_len = u32_at(b, 24) as usize;
     let pay_len = u32_at(b, 28) as usize;
     let kind = Kind::from_u8(b[4]);
+    // the ttl field is inside the frame: covered by the lengths check like the body
+    let ttl_len = if b[5] & FLAG_TTL != 0 { TTL_LEN } else { 0 };
     let consistent = subj_len
         .checked_add(hdr_len)
         .and_then(|x| x.checked_add(pay_len))
-        .and_then(|x| x.checked_add(REC_OVERHEAD))
+        .and_then(|x| x.checked_add(REC_OVERHEAD + ttl_len))
         == Some(len);
     if !consistent {
         return Err(Decoded::Bad {
@@ -357,18 +444,34 @@ fn decode_raw(buf: &[u8], check: CrcCheck) -> Result<RawRecord<'_>, Decoded<'_>>
         });
     }
     let flags = b[5];
-    if flags & !FLAG_ERASED != 0 {
+    if flags & !(FLAG_ERASED | FLAG_TTL) != 0 {
         return Err(Decoded::Bad {
             reason: "unknown flag bits",
             framed: Some(len),
         });
     }
-    if kind != Kind::Msg && (len != REC_OVERHEAD || flags != 0) {
+    let body_ok = match kind {
+        Kind::Msg => true,
+        Kind::Skip => len == REC_OVERHEAD + SKIP_LEN && pay_len == SKIP_LEN && flags == 0,
+        _ => len == REC_OVERHEAD && flags == 0,
+    };
+    if !body_ok {
         return Err(Decoded::Bad {
             reason: "marker record with a body",
             framed: Some(len),
         });
     }
+    let pay_end = len - 4 - ttl_len;
+    if kind == Kind::Skip {
+        let count = skip_count(&b[32..pay_end]);
+        if count == 0 || count > seq {
+            return Err(Decoded::Bad {
+                reason: "skip count out of range",
+                framed: Some(len),
+            });
+        }
+    }
+    let ttl = if ttl_len > 0 { u64_at(b, pay_end) } else { 0 };
     Ok(RawRecord {
         kind,
         flags,
@@ -376,9 +479,10 @@ fn decode_raw(buf: &[u8], check: CrcCheck) -> Result<RawRecord<'_>, Decoded<'_>>
         ts: u64_at(b, 16) as i64,
         subject: &b[32..32 + subj_len],
         headers: &b[32 + subj_len..32 + subj_len + hdr_len],
-        payload: &b[32 + subj_len + hdr_len..len - 4],
+        payload: &b[32 + subj_len + hdr_len..pay_end],
         len,
         crc: stored,
+        ttl,
     })
 }
 

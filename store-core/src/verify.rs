@@ -178,6 +178,10 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
                         replay.floor(rec.seq, rec.ts);
                         Verdict::Apply
                     }
+                    Kind::Skip => {
+                        let (first, last) = rec.skipped().unwrap_or((rec.seq, rec.seq));
+                        replay.skip(first, last, rec.ts)
+                    }
                     Kind::Truncate => {
                         let v = replay.truncate_verdict(rec.seq);
                         if v == Verdict::Apply {

@@ -50,16 +50,20 @@ impl<F: Fs> Store<F> {
                 self.set_first_from(new_floor + 1)?;
             }
         }
+        // per-message ttls: the same age rule, a tombstone per expired message
+        let expired = !self.ttl.is_empty() && self.expire_ttls()? > 0;
         if new_floor > 0 {
             let ts = self.now();
             self.marker(Kind::Floor, new_floor, ts)?;
+        }
+        if new_floor > 0 || expired {
             self.drop_empty_front_blocks()?;
         }
         Ok(())
     }
 
     pub(super) fn enforce_limits_all(&mut self) -> Result<()> {
-        if self.cfg.limits != crate::config::Limits::default() {
+        if self.cfg.limits != crate::config::Limits::default() || !self.ttl.is_empty() {
             self.enforce_limits(None)?;
         }
         Ok(())

@@ -34,10 +34,12 @@ mod recover;
 mod remove;
 mod replay;
 mod scan;
+mod skip;
 mod snapshot;
 mod subjects;
 mod sync;
 mod truncate;
+mod ttl;
 mod types;
 
 pub(crate) use layout::{block_path, parse_block_name};
@@ -94,6 +96,8 @@ pub struct Store<F: Fs> {
     /// trim worth its walk over the blocks.
     untrimmed: u64,
     trim_at: u64,
+    /// The messages with a time to live, by sequence and by deadline (`ttl.rs`).
+    ttl: ttl::TtlIndex,
 }
 
 /// A clock for [`Store::open`]: store-core reads no clock, so without one each call returns
@@ -179,6 +183,7 @@ impl<F: Fs> Store<F> {
             entry_tick: 0,
             untrimmed: 0,
             trim_at: Self::trim_threshold(entry_cache),
+            ttl: ttl::TtlIndex::default(),
         };
         s.recover_purge()?;
         s.load()?;
@@ -267,13 +272,14 @@ impl<F: Fs> Store<F> {
         }
     }
 
-    /// Runs time-driven work: the `max_age` limit and the `Interval` sync. Call it from a
+    /// Runs time-driven work: the `max_age` limit, expired ttls and the `Interval` sync. Call it from a
     /// timer; store-core has no threads.
     pub fn tick(&mut self) -> Result<()> {
         self.check_writable()?;
         self.trim_entries();
         self.cleanup();
-        if self.cfg.limits.max_age.is_some() {
+        // one expiry path for `max_age` and per-message ttls (`enforce_limits`)
+        if self.cfg.limits.max_age.is_some() || !self.ttl.is_empty() {
             self.enforce_limits(None)?;
         }
         self.maybe_sync()

@@ -97,7 +97,12 @@ impl<F: Fs> Store<F> {
             };
             let start = entries.partition_point(|e| e.seq < from);
             let end = entries.partition_point(|e| e.seq <= to).max(start);
-            let live = |e: &&Entry| !e.deleted && e.seq >= first;
+            // a message whose ttl ran out is gone to every read, before `tick` removes it
+            let ttl_now = (!self.ttl.is_empty()).then(|| self.now());
+            let ttl = &self.ttl;
+            let expired =
+                |seq| ttl_now.is_some_and(|now| ttl.deadline(seq).is_some_and(|d| d <= now));
+            let live = |e: &&Entry| !e.deleted && e.seq >= first && !expired(e.seq);
             let names = &self.subj_names;
             let run = entries[start..end].iter();
             let more = if rev {

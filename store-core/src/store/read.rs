@@ -92,6 +92,9 @@ impl<F: Fs> Store<F> {
     pub fn get(&mut self, seq: u64) -> Result<StoredMsg> {
         self.check_open()?;
         self.trim_entries();
+        if self.ttl_expired(seq) {
+            return Err(Error::NotFound { seq });
+        }
         if let Some(pos) = self.marked_block(seq) {
             self.prepare_read(pos)?;
             return self.read_marked(pos, seq)?.ok_or(Error::NotFound { seq });
@@ -114,6 +117,9 @@ impl<F: Fs> Store<F> {
             return Ok(None);
         };
         match self.subject_last(sid)? {
+            // expired and not yet removed: none (an older message of the subject may be live,
+            // but the newest one is gone, and `tick` will say so with its removal)
+            Some(seq) if self.ttl_expired(seq) => Ok(None),
             Some(seq) => self.get(seq).map(Some),
             None => Ok(None),
         }
@@ -141,7 +147,7 @@ impl<F: Fs> Store<F> {
                 let entries = self.blocks[pos].entries.as_ref().expect("loaded");
                 let start = entries.partition_point(|e| e.seq < from);
                 for (i, e) in entries.iter().enumerate().skip(start) {
-                    if e.deleted {
+                    if e.deleted || self.ttl_expired(e.seq) {
                         continue;
                     }
                     let hit = match literal {

@@ -70,6 +70,7 @@ impl<F: Fs> Store<F> {
         *self.subj_memo = SubjMemo::new();
         self.subj.clear();
         self.num_subjects = 0;
+        self.ttl.clear();
         (self.floor, self.msgs, self.bytes) = (0, 0, 0);
         let mut memo = SubjMemo::new();
         let mut scan_buf = Vec::new();
@@ -372,6 +373,7 @@ impl<F: Fs> Store<F> {
                     subj: sid,
                     deleted: r.flags & FLAG_ERASED != 0,
                 });
+                self.note_ttl(r);
             }
             Kind::Tombstone => {
                 let found = match entries.binary_search_by_key(&r.seq, |e| e.seq) {
@@ -388,6 +390,12 @@ impl<F: Fs> Store<F> {
                 self.rebuild_floor(rb.replay.floor)?;
             }
             Kind::Truncate => self.visit_truncate(rb, at, r)?,
+            Kind::Skip => {
+                let (first, last) = r.skipped().unwrap_or((r.seq, r.seq));
+                if rb.replay.skip(first, last, r.ts) == Verdict::OutOfOrder {
+                    self.report.out_of_order.push((at.path.to_string(), at.off));
+                }
+            }
         }
         Ok(())
     }

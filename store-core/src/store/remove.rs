@@ -93,7 +93,7 @@ impl<F: Fs> Store<F> {
         let e = self.blocks[pos].entries.as_ref().expect("loaded")[i];
         let old = self.read_entry(pos, i)?;
         let mut erased = Vec::with_capacity(e.len as usize);
-        let crc = encode(
+        let mut crc = encode(
             &mut erased,
             Kind::Msg,
             FLAG_ERASED,
@@ -103,6 +103,20 @@ impl<F: Fs> Store<F> {
             &vec![0u8; old.headers.len()],
             &vec![0u8; old.payload.len()],
         );
+        if erased.len() + record::TTL_LEN == e.len as usize {
+            // a message with a ttl: the same frame with the ttl field zeroed too
+            erased.clear();
+            crc = record::encode_with_ttl(
+                &mut erased,
+                FLAG_ERASED,
+                seq,
+                old.ts,
+                &vec![0u8; old.subject.len()],
+                &vec![0u8; old.headers.len()],
+                &vec![0u8; old.payload.len()],
+                0,
+            );
+        }
         // check before the write: same frame, so every other record stays where it is
         assert_eq!(
             erased.len(),

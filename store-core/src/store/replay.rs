@@ -69,6 +69,25 @@ impl Replay {
         self.raise(seq, ts);
     }
 
+    /// A skip record for `first..=last`: those sequences were used without a message. They
+    /// count as message records do for the gaps (a range between messages, not a loss) and
+    /// for the last sequence; a skip at or below a sequence already seen cannot have been
+    /// written there (the store skips only from `last + 1`).
+    pub(crate) fn skip(&mut self, first: u64, last: u64, ts: i64) -> Verdict {
+        if first <= self.max_seq {
+            return Verdict::OutOfOrder;
+        }
+        if self.prev_msg > 0 && first > self.prev_msg + 1 {
+            self.gaps.push(SeqRange {
+                first: self.prev_msg + 1,
+                last: first - 1,
+            });
+        }
+        self.prev_msg = last;
+        self.raise(last, ts);
+        Verdict::Apply
+    }
+
     /// A floor record: everything at or below `seq` is removed.
     pub(crate) fn floor(&mut self, seq: u64, ts: i64) {
         self.floor = self.floor.max(seq);

@@ -223,6 +223,11 @@ impl<F: Fs> Store<F> {
         self.trim_entries();
         self.cleanup();
         self.sync_inner(S_SYNC)?;
+        if !self.ttl.is_empty() {
+            // index.db does not hold ttls: with any pending, the next open must rebuild from
+            // the blocks to know them (an index.db left from before no longer matches them)
+            return Ok(());
+        }
         let snap = self.snapshot();
         let bytes = snap.encode();
         let f = ioe(

@@ -61,6 +61,11 @@ pub(super) const S_TRUNCATE_COMMIT: Site = Site {
     dir: "truncate.commit-dir",
 };
 
+pub(super) const S_SKIP: Site = Site {
+    data: "skip.data",
+    dir: "skip.dir",
+};
+
 /// Every named fsync call site of the store, in write-path order (see ARCHITECTURE.md).
 pub const SYNC_SITES: &[&str] = &[
     "open.msgs-dir",
@@ -88,6 +93,8 @@ pub const SYNC_SITES: &[&str] = &[
     "truncate.markers-dir",
     "truncate.commit-data",
     "truncate.commit-dir",
+    "skip.data",
+    "skip.dir",
 ];
 
 /// The fsyncs a group-commit leader runs without holding the store: every block with writes

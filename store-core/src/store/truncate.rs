@@ -94,6 +94,8 @@ impl<F: Fs> Store<F> {
         }
         self.last_seq = seq;
         self.last_ts = ts;
+        // the sequences above the cut are issued again: their old ttls must not apply
+        self.ttl.forget_above(seq);
         for s in &mut self.subj {
             if s.last > seq {
                 s.last = 0;
