@@ -136,6 +136,20 @@ enum Cmd {
         /// Durability of the append.
         #[arg(long, value_enum, default_value = "always")]
         sync: SyncArg,
+        /// Time to live: the message expires this long after it is stored (e.g. 10s, 500ms,
+        /// 2m, 1h; units ns, us, ms, s, m, h).
+        #[arg(long, value_parser = parse_duration)]
+        ttl: Option<Duration>,
+    },
+    /// Mark sequences used without a message (NATS SkipMsgs): SEQ must be the next sequence;
+    /// prints the new last sequence. Durable when it returns.
+    Skip {
+        #[command(flatten)]
+        dir: DirArg,
+        seq: u64,
+        /// How many sequences from SEQ.
+        #[arg(long, default_value_t = 1)]
+        count: u64,
     },
     /// Print the message with sequence SEQ.
     Get {
@@ -574,6 +588,33 @@ enum AnyStore {
     Guest(wasm_host::GuestStore),
 }
 
+/// A duration on the command line: a number and a unit (ns, us, ms, s, m, h), e.g. `10s`,
+/// `500ms`. Refuses zero, a missing unit and overflow.
+fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number and a unit, e.g. 10s or 500ms"))?;
+    let per: u64 = match unit {
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ => return Err(format!("{s:?}: unit must be ns, us, ms, s, m or h")),
+    };
+    let ns = n
+        .checked_mul(per)
+        .ok_or_else(|| format!("{s:?}: too long"))?;
+    if ns == 0 {
+        return Err(format!("{s:?}: a ttl must be positive"));
+    }
+    Ok(Duration::from_nanos(ns))
+}
+
 /// Calls the same method on either store, errors as anyhow.
 macro_rules! on {
     ($s:expr, $x:ident => $e:expr) => {
@@ -703,6 +744,7 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
             data,
             headers,
             sync,
+            ttl,
         } => {
             let payload = match data {
                 Some(d) => d.into_bytes(),
@@ -721,9 +763,24 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
                 ..cfg
             };
             let mut s = open_store(&dir.dir, cfg, true, dir.guest)?;
-            let seq = on!(&mut s, x => x.append(&subject, headers.as_bytes(), &payload))?;
+            let seq = match (&mut s, ttl) {
+                (s, None) => on!(s, x => x.append(&subject, headers.as_bytes(), &payload))?,
+                (AnyStore::Native(x), Some(t)) => {
+                    x.append_with_ttl(&subject, headers.as_bytes(), &payload, t)?
+                }
+                (AnyStore::Guest(_), Some(_)) => bail!("--ttl is not in the wasm guest yet"),
+            };
             s.close()?;
             println!("{seq}");
+        }
+        Cmd::Skip { dir, seq, count } => {
+            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let last = match &mut s {
+                AnyStore::Native(x) => x.skip_many(seq, count)?,
+                AnyStore::Guest(_) => bail!("skip is not in the wasm guest yet"),
+            };
+            s.close()?;
+            println!("{last}");
         }
         Cmd::Get { dir, seq, json } => {
             let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;

@@ -20,7 +20,14 @@ pub(crate) struct Expect {
     /// A floor operation in flight: its `upto`, and the acknowledged messages it may remove
     /// (all of them must survive, or none).
     pub(crate) floor_in_flight: Option<(u64, BTreeMap<u64, u64>)>,
+    /// seq -> deadline of the messages appended with a ttl (the next `Appending`'s, while
+    /// `next_ttl` holds it).
+    pub(crate) deadlines: BTreeMap<u64, i64>,
+    next_ttl: Option<i64>,
 }
+
+/// The clock of a store recovered from a crash image ([`open_image`]).
+pub(crate) const RECOVERY_NS: i64 = 4_000_000_000;
 
 impl Expect {
     pub(crate) fn from_events(events: &[Event]) -> Expect {
@@ -29,7 +36,14 @@ impl Expect {
             match ev {
                 Event::Appending { seq, id } => {
                     x.may.entry(*seq).or_default().push(*id);
+                    // a sequence issued again (after a truncate) does not inherit a ttl
+                    match x.next_ttl.take() {
+                        Some(d) => x.deadlines.insert(*seq, d),
+                        None => x.deadlines.remove(seq),
+                    };
                 }
+                Event::Ttl { deadline } => x.next_ttl = Some(*deadline),
+                Event::Skipped { last } => x.durable_last = x.durable_last.max(*last),
                 Event::Appended { seq, id, durable } => {
                     if *durable {
                         x.must.insert(*seq, *id);
@@ -103,7 +117,23 @@ impl Expect {
                 }
             }
         }
+        x.expire(RECOVERY_NS);
         x
+    }
+
+    /// A store opened at `now` returns no message whose ttl ran out: those are neither owed
+    /// nor allowed (a crash may undo the tombstone of an expiry, never the expiry itself).
+    fn expire(&mut self, now: i64) {
+        for (seq, &d) in &self.deadlines {
+            if d <= now {
+                self.must.remove(seq);
+                self.may.remove(seq);
+                self.held.remove(seq);
+                if let Some((_, old)) = &mut self.floor_in_flight {
+                    old.remove(seq);
+                }
+            }
+        }
     }
 }
 
@@ -126,7 +156,7 @@ pub(crate) fn open_image(
     cfg: &Config,
     image: &FaultFs,
 ) -> Result<Box<dyn StreamOps>, String> {
-    let clock = ManualClock::new(4_000_000_000);
+    let clock = ManualClock::new(RECOVERY_NS);
     backend
         .open(image.clone(), cfg.clone(), clock)
         .map_err(|e| format!("recovery failed: {e}"))

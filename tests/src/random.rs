@@ -2,7 +2,8 @@
 //!
 //! The named workloads of [`crate::workloads`] are what their authors thought of. This module
 //! makes the rest: [`generate`] turns a seed into a *valid* workload — every operation of the
-//! store (append with varied sizes, sync, tick, delete, erase, purge, `purge_ex` with wildcard
+//! store (append with varied sizes, with a ttl, at a given sequence (`append_raw`), skips,
+//! sync, tick, delete, erase, purge, `purge_ex` with wildcard
 //! filters and `keep`, compact below, at and past the end, truncate from `first - 1` to past
 //! the end, reopen, checkpoint, close-and-reopen through `index.db`, limits that trim at open)
 //! on a varied block size, each argument chosen against a reference model of the stream so
@@ -104,7 +105,17 @@ fn next_step(r: &mut Rng, m: &RefModel) -> Option<Step> {
         }
     };
     Some(match r.below(100) {
-        0..=37 => Step::Append(r.pick(SUBJECTS), r.pick(PAYLOAD_SIZES)),
+        0..=33 => Step::Append(r.pick(SUBJECTS), r.pick(PAYLOAD_SIZES)),
+        // ttls that run out only after the workload (2 s: before the crash image is opened
+        // at 4 s, so every image's open expires it) or never (1 h); the tick-driven expiry is
+        // the named workload `ttl-expiry-then-reopen`'s
+        34..=35 => Step::AppendTtl(
+            r.pick(SUBJECTS),
+            r.pick(PAYLOAD_SIZES),
+            r.pick(&[2_000_000_000, 3_600_000_000_000]),
+        ),
+        36 => Step::AppendRaw(r.pick(SUBJECTS), r.pick(PAYLOAD_SIZES)),
+        37 => Step::Skip(r.within(1, 3)),
         38..=44 => Step::Sync,
         45..=53 => Step::Delete(some_live(r)?),
         54..=57 => Step::Erase(some_live(r)?),

@@ -35,6 +35,21 @@ pub enum Step {
     /// Drop the store and open it with `max_msgs = n` (the limits remove the oldest messages at
     /// open), then drop it and open it again without limits.
     TrimOnOpen(u64),
+    /// `append_with_ttl` of a message of `size` bytes that expires `ttl` ns after its
+    /// timestamp.
+    AppendTtl(&'static str, u16, u64),
+    /// `append_raw` of a message of `size` bytes at `last_seq + 1`, stamped with the clock.
+    AppendRaw(&'static str, u16),
+    /// `skip_many(last_seq + 1, count)`.
+    Skip(u64),
+}
+
+impl Step {
+    /// Whether the step is one of the replica's writes or a ttl (backends without them, the
+    /// wasm guest, skip workloads that use them).
+    pub fn is_write15(&self) -> bool {
+        matches!(self, Step::AppendTtl(..) | Step::AppendRaw(..) | Step::Skip(_))
+    }
 }
 
 /// What the workload learned, noted in the journal as it happened.
@@ -97,6 +112,17 @@ pub enum Event {
     TruncateDone {
         /// The target.
         seq: u64,
+    },
+    /// The next `Appending` is of a message with a ttl that runs out at `deadline` (ns, the
+    /// store's clock): a store opened at or after it must not return the message.
+    Ttl {
+        /// When it expires.
+        deadline: i64,
+    },
+    /// `skip_many` returned: every sequence up to `last` is used, durably.
+    Skipped {
+        /// The last sequence it skipped.
+        last: u64,
     },
 }
 
@@ -369,6 +395,60 @@ pub fn workloads() -> Vec<Workload> {
                 appends(&["r.1"], 10, 100),
                 vec![Step::Sync],
             ]),
+            block_size: 1024,
+        },
+        // issue #15's writes. Two 1 ms ttls fill the first block; the tick expires both (two
+        // tombstones, then the empty block goes); a 2 s ttl runs out before the crash image is
+        // opened (at 4 s); a 60 s one does not.
+        Workload {
+            name: "ttl-expiry-then-reopen",
+            steps: vec![
+                Step::Open,
+                Step::AppendTtl("t.a", 300, 1_000_000),
+                Step::AppendTtl("t.a", 300, 1_000_000),
+                Step::Append("t.b", 300),
+                Step::AppendTtl("t.a", 300, 60_000_000_000),
+                Step::AppendTtl("t.c", 40, 2_000_000_000),
+                Step::Sync,
+                Step::Tick(2_000_000),
+                Step::Append("t.b", 40),
+                Step::Reopen,
+                Step::Append("t.b", 40),
+                Step::Sync,
+            ],
+            block_size: 1024,
+        },
+        Workload {
+            name: "raw-appends",
+            steps: vec![
+                Step::Open,
+                Step::AppendRaw("r.a", 40),
+                Step::AppendRaw("r.b", 40),
+                Step::Skip(2),
+                Step::AppendRaw("r.a", 40),
+                Step::Sync,
+                Step::Reopen,
+                Step::AppendRaw("r.a", 40),
+                Step::Skip(1),
+                Step::AppendRaw("r.b", 40),
+            ],
+            block_size: 1 << 20,
+        },
+        // The first skip starts a new block (its name is what skip.dir keeps); skips after a
+        // delete of the last message and after a purge.
+        Workload {
+            name: "skips-then-crash",
+            steps: vec![
+                Step::Open,
+                Step::Append("s", 975),
+                Step::Skip(5),
+                Step::Append("s", 40),
+                Step::Delete(7),
+                Step::Skip(1),
+                Step::Purge,
+                Step::Skip(3),
+                Step::Append("s", 40),
+            ],
             block_size: 1024,
         },
     ]

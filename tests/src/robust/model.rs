@@ -215,6 +215,11 @@ impl RefModel {
                     self.live.pop_first();
                 }
             }
+            Step::AppendTtl(subj, _, _) | Step::AppendRaw(subj, _) => {
+                // (the generator's ttls never run out within a workload: `random.rs`)
+                self.apply(&Step::Append(subj, 0));
+            }
+            Step::Skip(count) => self.last += count,
             Step::Sync | Step::Reopen | Step::Tick(_) | Step::Checkpoint | Step::Close => {}
         }
     }
