@@ -18,14 +18,22 @@ fn seqstore(dir: &Path, args: &[&str]) -> Output {
 fn ok(dir: &Path, args: &[&str]) -> String {
     let out = seqstore(dir, args);
     assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8(out.stdout).expect("utf-8").trim().to_string()
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_string()
 }
 
 #[test]
 fn append_with_ttl_and_skip() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
-    let append = |ttl: &str| ok(dir, &["append", "--subject", "a", "--data", "x", "--ttl", ttl]);
+    let append = |ttl: &str| {
+        ok(
+            dir,
+            &["append", "--subject", "a", "--data", "x", "--ttl", ttl],
+        )
+    };
     assert_eq!(append("1h"), "1");
     assert_eq!(append("1ms"), "2");
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -33,16 +41,25 @@ fn append_with_ttl_and_skip() {
     assert!(!seqstore(dir, &["get", "2"]).status.success());
     assert!(seqstore(dir, &["get", "1"]).status.success());
     for bad in ["0s", "10", "5y", "99999999999999h"] {
-        let out = seqstore(dir, &["append", "--subject", "a", "--data", "x", "--ttl", bad]);
+        let out = seqstore(
+            dir,
+            &["append", "--subject", "a", "--data", "x", "--ttl", bad],
+        );
         assert!(!out.status.success(), "--ttl {bad} accepted");
     }
     assert_eq!(ok(dir, &["skip", "3", "--count", "5"]), "7");
     assert_eq!(ok(dir, &["skip", "8"]), "8");
     let out = seqstore(dir, &["skip", "3"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not the next one"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not the next one"),
+        "{out:?}"
+    );
     assert_eq!(ok(dir, &["append", "--subject", "a", "--data", "y"]), "9");
     let state = ok(dir, &["state", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&state).expect("json");
-    assert_eq!((v["msgs"].as_u64(), v["last_seq"].as_u64()), (Some(2), Some(9)));
+    assert_eq!(
+        (v["msgs"].as_u64(), v["last_seq"].as_u64()),
+        (Some(2), Some(9))
+    );
 }

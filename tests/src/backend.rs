@@ -31,11 +31,22 @@ pub trait StreamOps {
     /// `Store::checkpoint` (sync, then write `index.db`).
     fn checkpoint(&mut self) -> Result<(), Error>;
     /// `Store::append_with_ttl` (a backend without it: `InvalidArgument`).
-    fn append_with_ttl(&mut self, _subject: &str, _payload: &[u8], _ttl_ns: u64) -> Result<u64, Error> {
+    fn append_with_ttl(
+        &mut self,
+        _subject: &str,
+        _payload: &[u8],
+        _ttl_ns: u64,
+    ) -> Result<u64, Error> {
         Err(unsupported("append_with_ttl"))
     }
     /// `Store::append_raw`.
-    fn append_raw(&mut self, _seq: u64, _ts: i64, _subject: &str, _payload: &[u8]) -> Result<u64, Error> {
+    fn append_raw(
+        &mut self,
+        _seq: u64,
+        _ts: i64,
+        _subject: &str,
+        _payload: &[u8],
+    ) -> Result<u64, Error> {
         Err(unsupported("append_raw"))
     }
     /// `Store::skip_many`.
@@ -87,10 +98,21 @@ impl<F: store_core::Fs> StreamOps for Store<F> {
     fn checkpoint(&mut self) -> Result<(), Error> {
         Store::checkpoint(self)
     }
-    fn append_with_ttl(&mut self, subject: &str, payload: &[u8], ttl_ns: u64) -> Result<u64, Error> {
+    fn append_with_ttl(
+        &mut self,
+        subject: &str,
+        payload: &[u8],
+        ttl_ns: u64,
+    ) -> Result<u64, Error> {
         Store::append_with_ttl(self, subject, b"", payload, Duration::from_nanos(ttl_ns))
     }
-    fn append_raw(&mut self, seq: u64, ts: i64, subject: &str, payload: &[u8]) -> Result<u64, Error> {
+    fn append_raw(
+        &mut self,
+        seq: u64,
+        ts: i64,
+        subject: &str,
+        payload: &[u8],
+    ) -> Result<u64, Error> {
         Store::append_raw(self, seq, ts, subject, b"", payload)
     }
     fn skip_many(&mut self, first: u64, count: u64) -> Result<u64, Error> {
@@ -175,10 +197,21 @@ impl<F: store_core::Fs> StreamOps for store_core::SharedStore<F> {
     fn checkpoint(&mut self) -> Result<(), Error> {
         self.with(|s| s.checkpoint())
     }
-    fn append_with_ttl(&mut self, subject: &str, payload: &[u8], ttl_ns: u64) -> Result<u64, Error> {
+    fn append_with_ttl(
+        &mut self,
+        subject: &str,
+        payload: &[u8],
+        ttl_ns: u64,
+    ) -> Result<u64, Error> {
         self.with(|s| s.append_with_ttl(subject, b"", payload, Duration::from_nanos(ttl_ns)))
     }
-    fn append_raw(&mut self, seq: u64, ts: i64, subject: &str, payload: &[u8]) -> Result<u64, Error> {
+    fn append_raw(
+        &mut self,
+        seq: u64,
+        ts: i64,
+        subject: &str,
+        payload: &[u8],
+    ) -> Result<u64, Error> {
         self.with(|s| s.append_raw(seq, ts, subject, b"", payload))
     }
     fn skip_many(&mut self, first: u64, count: u64) -> Result<u64, Error> {

@@ -297,14 +297,20 @@ pub(super) fn plausible_header(h: &[u8]) -> bool {
     if len == 0 {
         return h.iter().all(|&b| b == 0);
     }
-    if h.len() < 32 || !(REC_OVERHEAD..=HARD_MAX_RECORD).contains(&len) || !(1..=4).contains(&h[4])
+    if h.len() < 32 || !(REC_OVERHEAD..=HARD_MAX_RECORD).contains(&len) || !(1..=5).contains(&h[4])
     {
         return false;
     }
     let s = u16::from_le_bytes([h[6], h[7]]) as usize;
     let hd = u32::from_le_bytes(h[24..28].try_into().expect("4")) as usize;
     let p = u32::from_le_bytes(h[28..32].try_into().expect("4")) as usize;
-    s + hd + p + REC_OVERHEAD == len
+    // kind 5 is a skip; the ttl flag adds its 8-byte field to the frame (record.rs)
+    let ttl = if h[5] & record::FLAG_TTL != 0 {
+        record::TTL_LEN
+    } else {
+        0
+    };
+    s + hd + p + REC_OVERHEAD + ttl == len
 }
 
 pub(super) fn all_zero<H: FsFile>(file: &H, path: &str, len: u64) -> Result<bool> {
