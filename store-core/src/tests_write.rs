@@ -204,7 +204,7 @@ fn skips_hold_the_sequence_across_reopen() {
     assert_eq!((st.msgs, st.first_seq, st.last_seq), (1, 2, 108));
     drop(s);
     for _ in 0..2 {
-        let mut s = open_at(&fs, cfg.clone(), &clock);
+        let s = open_at(&fs, cfg.clone(), &clock);
         let st = s.state();
         assert_eq!((st.msgs, st.first_seq, st.last_seq), (1, 2, 108));
         assert!(
