@@ -120,7 +120,9 @@ impl Record<'_> {
 
     /// The range a skip record covers: `(first, last)`; `None` for other kinds.
     pub fn skipped(&self) -> Option<(u64, u64)> {
-        (self.kind == Kind::Skip).then(|| (self.seq + 1 - skip_count(self.payload), self.seq))
+        // (saturating: a `Record` built by hand need not hold decode's checked count)
+        let back = skip_count(self.payload).saturating_sub(1);
+        (self.kind == Kind::Skip).then(|| (self.seq.saturating_sub(back), self.seq))
     }
 }
 
