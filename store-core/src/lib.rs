@@ -48,6 +48,7 @@ pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use error::{Error, Result};
 pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 pub use shared::SharedStore;
+pub use store::{restore, SnapshotInfo, RESTORE_STAGE, SNAPSHOT_VERSION};
 pub use store::{
     FilteredState, RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SYNC_SITES,
 };

@@ -24,6 +24,8 @@ mod append;
 mod blocks;
 mod cache;
 mod entry_cache;
+mod export;
+mod import;
 mod layout;
 mod limits;
 mod log;
@@ -40,6 +42,8 @@ mod sync;
 mod truncate;
 mod types;
 
+pub use export::{SnapshotInfo, SNAPSHOT_VERSION};
+pub use import::{restore, RESTORE_STAGE};
 pub(crate) use layout::{block_path, parse_block_name};
 pub use layout::{INDEX_FILE, INDEX_TMP, MSGS_DIR, PURGE_NEW, PURGE_OLD};
 pub(crate) use replay::{Replay, Verdict};
