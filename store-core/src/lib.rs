@@ -35,6 +35,8 @@ mod memfs;
 mod query_model;
 pub mod record;
 mod shared;
+#[cfg(test)]
+mod snapshot_tests;
 pub mod store;
 pub mod subject;
 #[cfg(test)]
