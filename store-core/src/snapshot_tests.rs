@@ -46,8 +46,12 @@ fn random_op(s: &mut Store<MemFs>, rng: &mut impl FnMut() -> u64) {
             let subj = ["orders.eu", "orders.us", "audit", "x.y.z"][(rng() % 4) as usize];
             let len = (rng() % 200) as usize;
             let payload: Vec<u8> = (0..len).map(|i| (i as u8) ^ (rng() as u8)).collect();
-            s.append(subj, if rng() % 3 == 0 { b"hdr" } else { b"" }, &payload)
-                .unwrap();
+            s.append(
+                subj,
+                if rng().is_multiple_of(3) { b"hdr" } else { b"" },
+                &payload,
+            )
+            .unwrap();
         }
         70..=84 if st.msgs > 0 => match s.delete(pick(rng())) {
             Ok(()) | Err(Error::NotFound { .. }) => {}
