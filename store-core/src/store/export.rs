@@ -206,56 +206,88 @@ fn out_err(e: io::Error) -> Error {
     Error::io("snapshot.write", "<snapshot output>", e)
 }
 
+/// The snapshot point, fixed under the store's lock: the state, the subjects digest, and every
+/// block's name, file handle and length. Streaming it needs no store: `SharedStore` releases
+/// its lock meanwhile (see its `snapshot_to` for why that is safe).
+pub(crate) struct ExportPlan<H> {
+    state: StreamState,
+    subjects: (u64, u32),
+    blocks: Vec<(String, Arc<H>, u64)>,
+}
+
 impl<F: Fs> Store<F> {
     /// Writes a consistent snapshot of the store to `out` as a tar stream (layout above):
     /// syncs (so the snapshot holds only durable, acknowledged data and the write buffer is
     /// out), fixes the point (state, subjects, the block list and each block's length), then
     /// streams the blocks and the manifest. The store is usable again as soon as it returns;
-    /// nothing changes it meanwhile because it holds `&mut self`. An error writing `out`
-    /// leaves the store as it was (not poisoned): only the snapshot is unusable.
+    /// nothing changes it meanwhile because it holds `&mut self` (`SharedStore::snapshot_to`
+    /// lets appends go on while it streams). An error writing `out` leaves the store as it
+    /// was (not poisoned): only the snapshot is unusable.
     pub fn snapshot_to<W: Write>(&mut self, out: W) -> Result<SnapshotInfo> {
+        let plan = self.export_plan()?;
+        write_export(&plan, out)
+    }
+
+    /// Syncs and fixes the snapshot point.
+    pub(crate) fn export_plan(&mut self) -> Result<ExportPlan<F::File>> {
         self.check_writable()?;
         self.sync()?;
         let state = self.state();
         let subjects = subjects_digest(&self.subjects_state(">")?);
-        let mut tar = tar::Builder::new(out);
-        let line = format!("{HEADER_ENTRY} v{SNAPSHOT_VERSION}\n");
-        tar.append_data(
-            &mut file_header(line.len() as u64),
-            HEADER_ENTRY,
-            line.as_bytes(),
-        )
-        .map_err(out_err)?;
-        let mut files = Vec::with_capacity(self.blocks.len());
-        for b in &self.blocks {
-            let name = block_path(MSGS_DIR, b.index);
-            let mut r = BlockReader {
-                file: &*b.file,
-                off: 0,
-                end: b.len,
-                crc: crc32fast::Hasher::new(),
-            };
-            // a failure here may be the block's read or `out`'s write: name the block
-            tar.append_data(&mut file_header(b.len), &name, &mut r)
-                .map_err(|e| Error::io("snapshot.copy", &name, e))?;
-            files.push((name, b.len, r.crc.finalize()));
-        }
-        let info = SnapshotInfo {
-            version: SNAPSHOT_VERSION,
+        let blocks = self
+            .blocks
+            .iter()
+            .map(|b| (block_path(MSGS_DIR, b.index), Arc::clone(&b.file), b.len))
+            .collect();
+        Ok(ExportPlan {
             state,
             subjects,
-            files,
-        };
-        let m = info.to_manifest();
-        tar.append_data(
-            &mut file_header(m.len() as u64),
-            MANIFEST_ENTRY,
-            m.as_bytes(),
-        )
-        .map_err(out_err)?;
-        tar.into_inner()
-            .and_then(|mut w| w.flush())
-            .map_err(out_err)?;
-        Ok(info)
+            blocks,
+        })
     }
+}
+
+/// Streams a fixed snapshot point: the header entry, each block's `[0, len)`, the manifest.
+pub(crate) fn write_export<H: FsFile, W: Write>(
+    plan: &ExportPlan<H>,
+    out: W,
+) -> Result<SnapshotInfo> {
+    let mut tar = tar::Builder::new(out);
+    let line = format!("{HEADER_ENTRY} v{SNAPSHOT_VERSION}\n");
+    tar.append_data(
+        &mut file_header(line.len() as u64),
+        HEADER_ENTRY,
+        line.as_bytes(),
+    )
+    .map_err(out_err)?;
+    let mut files = Vec::with_capacity(plan.blocks.len());
+    for (name, file, len) in &plan.blocks {
+        let mut r = BlockReader {
+            file: &**file,
+            off: 0,
+            end: *len,
+            crc: crc32fast::Hasher::new(),
+        };
+        // a failure here may be the block's read or `out`'s write: name the block
+        tar.append_data(&mut file_header(*len), name, &mut r)
+            .map_err(|e| Error::io("snapshot.copy", name, e))?;
+        files.push((name.clone(), *len, r.crc.finalize()));
+    }
+    let info = SnapshotInfo {
+        version: SNAPSHOT_VERSION,
+        state: plan.state,
+        subjects: plan.subjects,
+        files,
+    };
+    let m = info.to_manifest();
+    tar.append_data(
+        &mut file_header(m.len() as u64),
+        MANIFEST_ENTRY,
+        m.as_bytes(),
+    )
+    .map_err(out_err)?;
+    tar.into_inner()
+        .and_then(|mut w| w.flush())
+        .map_err(out_err)?;
+    Ok(info)
 }

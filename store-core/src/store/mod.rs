@@ -42,6 +42,7 @@ mod sync;
 mod truncate;
 mod types;
 
+pub(crate) use export::write_export;
 pub use export::{SnapshotInfo, SNAPSHOT_VERSION};
 pub use import::{restore, RESTORE_STAGE};
 pub(crate) use layout::{block_path, parse_block_name};
