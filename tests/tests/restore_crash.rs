@@ -159,3 +159,47 @@ fn an_io_error_at_every_operation_of_restore_is_typed_and_leaves_no_partial_stor
         "most injected faults fail the restore"
     );
 }
+
+/// Writes the seed corpus of the `restore_archive` fuzz target (`fuzz/corpus/restore_archive/`):
+/// real snapshots of small stores. Run by hand after a format change:
+/// `cargo test -p crash-matrix --no-default-features --test restore_crash -- --ignored`.
+#[test]
+#[ignore]
+fn regenerate_restore_archive_corpus() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/restore_archive");
+    std::fs::create_dir_all(&dir).expect("corpus dir");
+    let stores: [(&str, &dyn Fn(&mut Store<FaultFs>)); 4] = [
+        ("empty", &|_| {}),
+        ("one-block", &|s| {
+            for i in 0..3u64 {
+                s.append("a.b", b"h", &i.to_le_bytes()).expect("append");
+            }
+        }),
+        ("three-blocks-deletes", &|s| {
+            for i in 0..40u64 {
+                s.append(["x", "y.z"][i as usize % 2], b"", &[i as u8; 30])
+                    .expect("append");
+            }
+            s.delete(4).expect("delete");
+            s.compact(2).expect("compact");
+        }),
+        ("purged-truncated", &|s| {
+            for i in 0..12u64 {
+                s.append("p", b"", &[i as u8; 8]).expect("append");
+            }
+            s.purge().expect("purge");
+            for i in 0..6u64 {
+                s.append("q", b"", &[i as u8; 8]).expect("append");
+            }
+            s.truncate(15).expect("truncate");
+        }),
+    ];
+    for (name, fill) in stores {
+        let mut s = Store::open(FaultFs::new(Model::Posix), cfg()).expect("open");
+        fill(&mut s);
+        let mut snap = Vec::new();
+        s.snapshot_to(&mut snap).expect("snapshot");
+        std::fs::write(dir.join(name), snap).expect("write corpus file");
+    }
+}

@@ -18,8 +18,8 @@ pub const RESTORE_STAGE: &str = "restore.partial";
 /// allocate or write without end: one block file, the header and manifest, the file count.
 const MAX_BLOCK_FILE: u64 = 1 << 32;
 const MAX_HEADER: u64 = 64;
-const MAX_MANIFEST: u64 = 64 << 20;
-const MAX_FILES: usize = 1 << 20;
+const MAX_MANIFEST: u64 = 16 << 20;
+const MAX_FILES: usize = 1 << 18;
 /// The copy buffer.
 const CHUNK: usize = 64 << 10;
 
@@ -186,7 +186,8 @@ fn read_small(e: &mut impl Read, size: u64, max: u64) -> Result<String> {
     if size > max {
         return Err(bad("archive entry too large"));
     }
-    let mut buf = Vec::with_capacity(size as usize);
+    // the declared size is not trusted with an allocation: the buffer grows as bytes arrive
+    let mut buf = Vec::with_capacity(size.min(CHUNK as u64) as usize);
     e.read_to_end(&mut buf)
         .map_err(|e| bad(format!("truncated archive: {e}")))?;
     if buf.len() as u64 != size {
