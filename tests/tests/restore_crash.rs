@@ -169,7 +169,8 @@ fn regenerate_restore_archive_corpus() {
     let dir =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/restore_archive");
     std::fs::create_dir_all(&dir).expect("corpus dir");
-    let stores: [(&str, &dyn Fn(&mut Store<FaultFs>)); 4] = [
+    type Fill = dyn Fn(&mut Store<FaultFs>);
+    let stores: [(&str, &Fill); 4] = [
         ("empty", &|_| {}),
         ("one-block", &|s| {
             for i in 0..3u64 {
