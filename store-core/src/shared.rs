@@ -243,19 +243,25 @@ impl<F: Fs> SharedStore<F> {
     }
 
     /// Lets the writers the last group woke write again before this group's fsync starts:
-    /// yields the lock while each yield brings new writes (at most `GATHER_YIELDS` times).
-    /// Without it the next fsync started at once with the few writes queued during the last
-    /// one, and every writer woken by it waited a whole extra fsync (two per durable append).
-    /// A lone writer pays one `yield_now` (nothing else runs, so nothing new arrives).
+    /// yields the lock until two yields in a row bring no new write (at most `GATHER_YIELDS`
+    /// yields). Without it the next fsync started at once with the few writes queued during
+    /// the last one, and every writer woken by it waited a whole extra fsync (two per durable
+    /// append). A lone writer pays two `yield_now`s (nothing else runs, so nothing arrives).
     fn gather<'a>(&'a self, mut g: MutexGuard<'a, State<F>>) -> MutexGuard<'a, State<F>> {
-        const GATHER_YIELDS: usize = 16;
+        const GATHER_YIELDS: usize = 32;
         let mut seen = g.store.writes();
+        let mut idle = 0;
         for _ in 0..GATHER_YIELDS {
             drop(g);
             std::thread::yield_now();
             g = lock(&self.inner.state);
             if g.store.writes() == seen {
-                break;
+                idle += 1;
+                if idle == 2 {
+                    break;
+                }
+            } else {
+                idle = 0;
             }
             seen = g.store.writes();
         }
