@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzz smoke run for CI: installs cargo-fuzz if missing, builds the five targets, runs each for
+# Fuzz smoke run for CI: installs cargo-fuzz if missing, builds the six targets, runs each for
 # FUZZ_SECS seconds (default 15) starting from its seed corpus (new inputs go to a temporary
 # directory: the checked-in corpus is not modified), prints the executions per target, and
 # exits non-zero if any target crashed (the crashing input is copied to fuzz/artifacts/).
@@ -10,7 +10,7 @@
 # (fuzz/src/lib.rs) are what detects failures.
 #
 # Measured on the 2-core CI machine: `cargo install cargo-fuzz` 43 s, first build of the
-# targets 27 s, then 5 x FUZZ_SECS (+ ~2 s each): about 2.8 minutes in all with the default.
+# targets 27 s, then 6 x FUZZ_SECS (+ ~2 s each): about 3.1 minutes in all with the default.
 set -euo pipefail
 cd "$(dirname "$0")"
 SECS="${FUZZ_SECS:-15}"
@@ -23,7 +23,7 @@ cargo fuzz build --sanitizer none -O
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 status=0
-for t in record_decode index_decode recover_dir model_ops strace_parse; do
+for t in record_decode index_decode recover_dir model_ops strace_parse restore_archive; do
     mkdir -p "$work/$t"
     if cargo fuzz run "$t" --sanitizer none -O "$work/$t" "corpus/$t" -- \
         -max_total_time="$SECS" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \

@@ -450,7 +450,8 @@ fn goals(tables: &[Table]) -> Vec<Goal> {
             value: ratio(NOSYNC, "seqstore", "baseline"),
             op: ">=",
             paired: paired(NOSYNC, "seqstore", "baseline"),
-            target: 0.5,
+            // issue #19's figure (0.5 before it)
+            target: 0.7,
         },
         Goal {
             name: "nosync_vs_okaywal",
@@ -458,7 +459,9 @@ fn goals(tables: &[Table]) -> Vec<Goal> {
             value: ratio(NOSYNC, "seqstore", "okaywal"),
             op: ">=",
             paired: paired(NOSYNC, "seqstore", "okaywal"),
-            target: 1.5,
+            // issue #19: not slower than the WAL a user would pick instead (an earlier
+            // target of 1.5 was judged out of reach: README)
+            target: 1.0,
         },
         Goal {
             name: "nosync_vs_fjall",
@@ -507,7 +510,8 @@ fn goals(tables: &[Table]) -> Vec<Goal> {
             value: m(REBUILD, "seqstore"),
             op: "<=",
             paired: None,
-            target: 0.5,
+            // issue #19's figure (0.5 before it)
+            target: 0.4,
         },
         Goal {
             name: "index_1m_vs_1k",

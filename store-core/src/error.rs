@@ -67,6 +67,18 @@ pub enum Error {
         /// The most the caller allowed.
         max: u64,
     },
+    /// A snapshot archive (`Store::snapshot`, `restore`) is truncated, damaged, of another
+    /// format version, or does not restore to the state its manifest records. Restore has
+    /// removed what it wrote.
+    BadSnapshot {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `restore` refused a target directory that is not empty.
+    NotEmpty {
+        /// The first entry found there.
+        entry: String,
+    },
     /// A replica append or a skip named a sequence other than the next one (NATS's
     /// `ErrSequenceMismatch`): at or below the last sequence it would reuse one, above
     /// `last + 1` it would leave an unexplained gap (skip the sequences first).
@@ -127,6 +139,10 @@ impl fmt::Display for Error {
             Error::InvalidConfig(s) => write!(f, "invalid config: {s}"),
             Error::Closed => write!(f, "store is closed"),
             Error::TooManyResults { max } => write!(f, "more than {max} results"),
+            Error::BadSnapshot { reason } => write!(f, "bad snapshot: {reason}"),
+            Error::NotEmpty { entry } => {
+                write!(f, "restore target is not empty (it holds {entry:?})")
+            }
             Error::SequenceMismatch { seq, last_seq } => write!(
                 f,
                 "sequence {seq} is not the next one: the last sequence is {last_seq}, the next {}",

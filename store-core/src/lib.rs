@@ -35,6 +35,8 @@ mod memfs;
 mod query_model;
 pub mod record;
 mod shared;
+#[cfg(test)]
+mod snapshot_tests;
 pub mod store;
 pub mod subject;
 #[cfg(test)]
@@ -50,6 +52,7 @@ pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use error::{Error, Result};
 pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 pub use shared::SharedStore;
+pub use store::{restore, SnapshotInfo, RESTORE_STAGE, SNAPSHOT_VERSION};
 pub use store::{
     FilteredState, RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SYNC_SITES,
 };

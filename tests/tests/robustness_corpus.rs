@@ -203,6 +203,12 @@ fn corpus_model_ops() {
     run_random("model_ops", 150);
 }
 
+#[test]
+fn corpus_restore_archive() {
+    run_corpus("restore_archive");
+    run_random("restore_archive", 2_000);
+}
+
 /// The 4 GiB length field: decoding a record or a block holding one, and recovering a store
 /// whose block has one, allocates nothing near 4 GiB (the allocator would abort first; the
 /// largest allocation is checked as well).

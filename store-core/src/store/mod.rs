@@ -24,6 +24,8 @@ mod append;
 mod blocks;
 mod cache;
 mod entry_cache;
+mod export;
+mod import;
 mod layout;
 mod limits;
 mod log;
@@ -42,6 +44,9 @@ mod truncate;
 mod ttl;
 mod types;
 
+pub(crate) use export::write_export;
+pub use export::{SnapshotInfo, SNAPSHOT_VERSION};
+pub use import::{restore, RESTORE_STAGE};
 pub(crate) use layout::{block_path, parse_block_name};
 pub use layout::{INDEX_FILE, INDEX_TMP, MSGS_DIR, PURGE_NEW, PURGE_OLD};
 pub(crate) use replay::{Replay, Verdict};

@@ -161,12 +161,7 @@ impl<F: Fs> Store<F> {
         filters: &[&str],
         from_seq: u64,
     ) -> Result<Option<StoredMsg>> {
-        self.begin_read()?;
-        let mut m = Matcher::new(filters)?;
-        match self.first_hit(&mut m, from_seq, u64::MAX, false)? {
-            Some(seq) => self.get(seq).map(Some),
-            None => Ok(None),
-        }
+        self.first_message(filters, from_seq, u64::MAX, false)
     }
 
     /// The highest stored message with sequence ≤ `from_seq` whose subject matches any of
@@ -176,9 +171,20 @@ impl<F: Fs> Store<F> {
         filters: &[&str],
         from_seq: u64,
     ) -> Result<Option<StoredMsg>> {
+        self.first_message(filters, 0, from_seq, true)
+    }
+
+    /// The first (`rev`: last) stored message in `from..=to` matching any of `filters`.
+    fn first_message(
+        &mut self,
+        filters: &[&str],
+        from: u64,
+        to: u64,
+        rev: bool,
+    ) -> Result<Option<StoredMsg>> {
         self.begin_read()?;
         let mut m = Matcher::new(filters)?;
-        match self.first_hit(&mut m, 0, from_seq, true)? {
+        match self.first_hit(&mut m, from, to, rev)? {
             Some(seq) => self.get(seq).map(Some),
             None => Ok(None),
         }

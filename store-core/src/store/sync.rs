@@ -236,6 +236,11 @@ impl<F: Fs> Store<F> {
     /// First half of a group commit (under the store's lock): writes the buffer out, fsyncs
     /// `msgs/` if it has new names, and hands back the files to fsync and the last sequence
     /// they cover. The fsyncs themselves run without the lock (`SyncTicket::run`).
+    /// Records written since open (the group commit's durability watermark).
+    pub(crate) fn writes(&self) -> u64 {
+        self.writes
+    }
+
     pub(crate) fn begin_group_sync(&mut self) -> Result<SyncTicket<F::File>> {
         self.check_writable()?;
         self.flush()?;

@@ -26,6 +26,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("index_decode", fuzz_index_decode),
     ("recover_dir", fuzz_recover_dir),
     ("model_ops", fuzz_model_ops),
+    ("restore_archive", fuzz_restore_archive),
 ];
 
 /// A cursor over fuzz input that yields zeros once it is exhausted (so every input is a
@@ -90,11 +91,13 @@ pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "(non-string panic)".into())
 }
 
+mod archive;
 mod dirs;
 mod index;
 mod model;
 mod records;
 
+pub use archive::*;
 pub use dirs::*;
 pub use index::*;
 pub use model::*;
