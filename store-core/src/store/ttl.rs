@@ -127,21 +127,7 @@ impl<F: Fs> Store<F> {
         payload: &[u8],
     ) -> Result<()> {
         subject::validate_subject(subject)?;
-        if payload.len() > self.cfg.max_payload as usize {
-            return Err(Error::TooLarge {
-                what: "payload",
-                len: payload.len() as u64,
-                max: self.cfg.max_payload as u64,
-            });
-        }
-        if headers.len() > self.cfg.max_headers as usize {
-            return Err(Error::TooLarge {
-                what: "headers",
-                len: headers.len() as u64,
-                max: self.cfg.max_headers as u64,
-            });
-        }
-        Ok(())
+        self.check_sizes(headers, payload)
     }
 
     /// Whether message `seq` has a ttl that has run out by the clock now: reads treat it as
