@@ -1,27 +1,11 @@
 //! The reads of issue #15 on the command line: `next` with several filters, `prev`,
 //! `pending`, `time-seq`, on a real directory.
 
+mod common;
+
+use common::{ok, seqstore};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn seqstore(dir: &Path, args: &[&str]) -> Output {
-    let (cmd, rest) = args.split_first().expect("a command");
-    Command::new(env!("CARGO_BIN_EXE_seqstore"))
-        .arg(cmd)
-        .arg("--dir")
-        .arg(dir)
-        .args(rest)
-        .output()
-        .expect("run seqstore")
-}
-
-/// Runs a command that must succeed; its standard output.
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = seqstore(dir, args);
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8(out.stdout).expect("utf-8")
-}
 
 fn json(dir: &Path, args: &[&str]) -> Value {
     serde_json::from_str(&ok(dir, args)).expect("one JSON object")

@@ -1,27 +1,13 @@
 //! The writes of issue #15 on the command line: `append --ttl`, `skip SEQ --count N`.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn seqstore(dir: &Path, args: &[&str]) -> Output {
-    let (cmd, rest) = args.split_first().expect("a command");
-    Command::new(env!("CARGO_BIN_EXE_seqstore"))
-        .arg(cmd)
-        .arg("--dir")
-        .arg(dir)
-        .args(rest)
-        .output()
-        .expect("run seqstore")
-}
+use common::seqstore;
+use std::path::Path;
 
 /// Runs a command that must succeed; its standard output, trimmed.
 fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = seqstore(dir, args);
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
-        .trim()
-        .to_string()
+    common::ok(dir, args).trim().to_string()
 }
 
 #[test]
