@@ -57,6 +57,36 @@ pub(super) struct Block<H> {
     pub(super) pinned: bool,
 }
 
+impl<H> Block<H> {
+    /// Block `index` of `msgs/` on `file`, `len` bytes, with no message yet and its entries
+    /// loaded (empty), marked as having unsynced writes; `hi` is the previous block's. Each
+    /// place that makes a block sets what it knows beyond that.
+    pub(super) fn new(index: u64, file: H, len: u64, hi: u64) -> Self {
+        Block {
+            index,
+            path: block_path(MSGS_DIR, index),
+            file: Arc::new(file),
+            len,
+            msg_first: 0,
+            msg_last: 0,
+            hi,
+            max_seq: 0,
+            live: 0,
+            live_bytes: 0,
+            last_crc: 0,
+            entries: Some(Vec::new()),
+            dmap: Vec::new(),
+            marks: Vec::new(),
+            dirty: true,
+            cache: None,
+            heat: 0,
+            uncached_reads: 0,
+            used: 0,
+            pinned: false,
+        }
+    }
+}
+
 /// Before a full `entries` of a block grows (the rebuild scan's, or the newest block's on
 /// append): reserves room for as many entries as the block holds at the density seen so far
 /// (`seen` bytes of its `len`), bounded by the most it could hold. Doubling from empty copied

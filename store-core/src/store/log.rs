@@ -44,28 +44,7 @@ impl<F: Fs> Store<F> {
         )?;
         self.wbuf.extend_from_slice(&record::block_header(index));
         let hi = self.blocks.last().map_or(0, |b| b.hi);
-        self.blocks.push(Block {
-            index,
-            path,
-            file: Arc::new(file),
-            len: 0,
-            msg_first: 0,
-            msg_last: 0,
-            hi,
-            max_seq: 0,
-            live: 0,
-            live_bytes: 0,
-            last_crc: 0,
-            entries: Some(Vec::new()),
-            dmap: Vec::new(),
-            marks: Vec::new(),
-            dirty: true,
-            cache: None,
-            heat: 0,
-            uncached_reads: 0,
-            used: 0,
-            pinned: false,
-        });
+        self.blocks.push(Block::new(index, file, 0, hi));
         self.msgs_dir_dirty = true;
         Ok(())
     }

@@ -214,26 +214,10 @@ impl<F: Fs> Store<F> {
         self.wbuf.clear();
         self.retired = std::mem::take(&mut self.blocks);
         self.blocks = vec![Block {
-            index: b.index,
-            path: block_path(MSGS_DIR, b.index),
-            file: Arc::new(b.file),
-            len: b.len,
-            msg_first: 0,
-            msg_last: 0,
-            hi: 0,
             max_seq: l,
-            live: 0,
-            live_bytes: 0,
             last_crc: b.crc,
-            entries: Some(Vec::new()),
-            dmap: Vec::new(),
-            marks: Vec::new(),
             dirty: !b.synced,
-            cache: None,
-            heat: 0,
-            uncached_reads: 0,
-            used: 0,
-            pinned: false,
+            ..Block::new(b.index, b.file, b.len, 0)
         }];
         self.msgs = 0;
         self.bytes = 0;

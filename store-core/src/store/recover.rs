@@ -222,28 +222,17 @@ impl<F: Fs> Store<F> {
         }
         let hi = self.blocks.last().map_or(0, |b| b.hi);
         self.untrimmed += entries.len() as u64;
+        debug_assert_eq!(sb.path, block_path(MSGS_DIR, index));
+        let last = entries.last().map_or(0, |e| e.seq);
         self.blocks.push(Block {
-            index,
-            path: sb.path,
-            file: Arc::new(sb.file),
-            len: sb.len,
             msg_first: entries.first().map_or(0, |e| e.seq),
-            msg_last: entries.last().map_or(0, |e| e.seq),
-            hi: hi.max(entries.last().map_or(0, |e| e.seq)),
+            msg_last: last,
             max_seq: sb.max_seq,
-            live: 0,
-            live_bytes: 0,
             last_crc: sb.last_crc,
             entries: Some(entries),
-            dmap: Vec::new(),
-            marks: Vec::new(),
-            // a previous process may never have synced it: the next sync does
-            dirty: true,
-            cache: None,
-            heat: 0,
-            uncached_reads: 0,
-            used: 0,
+            // a previous process may never have synced it: the next sync does (`new` marks it)
             pinned: sb.pinned,
+            ..Block::new(index, sb.file, sb.len, hi.max(last))
         });
         self.count_rebuilt_block(self.blocks.len() - 1);
         Ok(())

@@ -118,27 +118,17 @@ impl<F: Fs> Store<F> {
         for (bs, file) in snap.blocks.iter().zip(files) {
             hi = hi.max(bs.msg_last);
             blocks.push(Block {
-                index: bs.index,
-                path: block_path(MSGS_DIR, bs.index),
-                file: Arc::new(file),
-                len: bs.len,
                 msg_first: bs.msg_first,
                 msg_last: bs.msg_last,
-                hi,
                 max_seq: bs.max_seq,
                 live: bs.live,
                 live_bytes: bs.live_bytes,
                 last_crc: bs.last_crc,
+                // read on first use; a previous process may never have synced it: the next
+                // sync does (`new` marks it)
                 entries: None,
                 dmap: bs.deleted.clone(),
-                marks: Vec::new(),
-                // a previous process may never have synced it: the next sync does
-                dirty: true,
-                cache: None,
-                heat: 0,
-                uncached_reads: 0,
-                used: 0,
-                pinned: false,
+                ..Block::new(bs.index, file, bs.len, hi)
             });
         }
         self.blocks = blocks;
