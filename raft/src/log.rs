@@ -92,7 +92,7 @@ impl LogConfig {
         };
         #[cfg(feature = "ablation")]
         if self.ablation == Ablation::TruncateUnsynced {
-            c.ablation = store_core::Ablation::Skip("truncate.commit-data");
+            c.ablation = store_core::Ablation::Skip(store_core::SyncSite::TruncateCommitData);
         }
         c
     }

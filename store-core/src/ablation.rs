@@ -5,6 +5,7 @@
 //! does is the one that keeps the sequence. An application that does not enable the feature
 //! cannot reach them: the `Config::ablation` field does not exist without it.
 
+use crate::site::SyncSite;
 use std::fmt;
 use std::str::FromStr;
 
@@ -19,9 +20,8 @@ pub enum Ablation {
     NoTombstoneSync,
     /// Files are fsynced but no directory ever is (what nats-server PR #7675 proposed).
     NoDirSync,
-    /// Exactly one named fsync call site is skipped (a name from
-    /// [`crate::store::SYNC_SITES`]), to show what that one fsync protects.
-    Skip(&'static str),
+    /// Exactly one named fsync call site is skipped, to show what that one fsync protects.
+    Skip(SyncSite),
     /// Not an fsync: recovery finishes an interrupted purge the wrong way, moving `purge.new`'s
     /// block files one by one into a new `msgs/` and removing `purge.new`, instead of renaming
     /// the directory. Without a crash it works (every test that recovers once passes); a crash
@@ -69,10 +69,8 @@ impl FromStr for Ablation {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         if let Some(site) = s.strip_prefix("skip:") {
-            return crate::store::SYNC_SITES
-                .iter()
-                .find(|n| **n == site)
-                .map(|n| Ablation::Skip(n))
+            return SyncSite::from_name(site)
+                .map(Ablation::Skip)
                 .ok_or_else(|| format!("unknown fsync site {site:?}"));
         }
         Ablation::ALL
@@ -88,13 +86,12 @@ impl FromStr for Ablation {
 }
 
 impl Ablation {
-    /// Whether this switch removes the fsync at `site` (a name from
-    /// [`crate::store::SYNC_SITES`]); `is_dir` says whether it is a directory fsync.
-    pub fn skips(self, site: &str, is_dir: bool) -> bool {
+    /// Whether this switch removes the fsync at `site`.
+    pub fn skips(self, site: SyncSite) -> bool {
         match self {
             Ablation::Full => false,
-            Ablation::NoTombstoneSync => site == "purge.tombstone",
-            Ablation::NoDirSync => is_dir,
+            Ablation::NoTombstoneSync => site == SyncSite::PurgeTombstone,
+            Ablation::NoDirSync => site.is_dir(),
             Ablation::Skip(s) => s == site,
             Ablation::MovePurgeBlocks | Ablation::CompactEarlyReturn => false,
         }

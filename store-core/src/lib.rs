@@ -35,6 +35,7 @@ mod memfs;
 mod query_model;
 pub mod record;
 mod shared;
+mod site;
 #[cfg(test)]
 mod snapshot_tests;
 pub mod store;
@@ -54,7 +55,7 @@ pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 pub use shared::SharedStore;
 pub use store::{restore, SnapshotInfo, RESTORE_STAGE, SNAPSHOT_VERSION};
 pub use store::{
-    FilteredState, RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SYNC_SITES,
+    FilteredState, RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SyncSite, SYNC_SITES,
 };
 pub use verify::{verify, IndexStatus, Problem, VerifyReport};
 

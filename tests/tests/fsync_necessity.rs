@@ -3,13 +3,13 @@
 //! correctness.
 
 use crash_matrix::*;
-use store_core::{Ablation, SYNC_SITES};
+use store_core::{Ablation, SyncSite};
 
 #[test]
 fn every_fsync_is_necessary() {
     let seed = 0x5eed;
     let mut table = Vec::new();
-    for &site in SYNC_SITES {
+    for &site in SyncSite::ALL {
         let mut violations = 0;
         let mut example = None;
         for mut spec in matrix_cells(None, None, seed) {

@@ -52,7 +52,7 @@ pub use layout::{INDEX_FILE, INDEX_TMP, MSGS_DIR, PURGE_NEW, PURGE_OLD};
 pub(crate) use replay::{Replay, Verdict};
 pub(crate) use scan::{scan_block, ScanEnd};
 pub(crate) use snapshot::load_index;
-pub use sync::SYNC_SITES;
+pub use sync::{SyncSite, SYNC_SITES};
 pub use types::{Cut, FilteredState, RecoveryReport, SeqRange, StoredMsg, StreamState};
 
 /// A message-stream store on a filesystem `F`.
@@ -194,8 +194,8 @@ impl<F: Fs> Store<F> {
         s.load()?;
         // Make the structure we found durable before anything new is acknowledged on top of
         // it: the names may have been created by a process that never synced them.
-        s.sync_dir(MSGS_DIR, "open.msgs-dir")?;
-        s.sync_dir("", "open.root-dir")?;
+        s.sync_dir(MSGS_DIR, SyncSite::OpenMsgsDir)?;
+        s.sync_dir("", SyncSite::OpenRootDir)?;
         s.msgs_dir_dirty = false;
         // The newest block (like every block known from index.db) is read on first use: the
         // first append or read that needs it, not here, so that open does not depend on how

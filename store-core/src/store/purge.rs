@@ -176,14 +176,14 @@ impl<F: Fs> Store<F> {
         poisoning(&mut self.poisoned, r, "write", &new_path)?;
         // 2. fsync the tombstone: without it a crash after the swap finds an empty block and
         //    the stream comes back as 0,0 (the NATS bug).
-        let tombstone_synced = !self.skip("purge.tombstone", false);
+        let tombstone_synced = !self.skip(SyncSite::PurgeTombstone);
         if tombstone_synced {
             let r = file.sync_data();
             poisoning(&mut self.poisoned, r, "sync_data", &new_path)?;
         }
         // 3. make the block's name in purge.new durable: from now on, wherever purge.new is
         //    found (as purge.new, or already renamed to msgs), it holds the floor record.
-        self.sync_dir(PURGE_NEW, "purge.new-dir")?;
+        self.sync_dir(PURGE_NEW, SyncSite::PurgeNewDir)?;
         // 4. the swap, then one root fsync that makes purge.new, both renames (and the removal
         //    of leftovers) durable together. A crash before it leaves some subset of them, and
         //    recovery completes the purge if purge.new is there with its floor block, else
@@ -192,7 +192,7 @@ impl<F: Fs> Store<F> {
             let r = self.fs.rename(from, to);
             poisoning(&mut self.poisoned, r, "rename", from)?;
         }
-        self.sync_dir("", "purge.swap-dir")?;
+        self.sync_dir("", SyncSite::PurgeSwapDir)?;
         // 5. memory: one block, nothing live, floor L
         let block = PurgedBlock {
             index,

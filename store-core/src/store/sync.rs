@@ -1,101 +1,70 @@
 //! The named fsync sites, the sync helpers, the policy, and group commit's two halves.
 
 use super::*;
+pub use crate::site::{SyncSite, SYNC_SITES};
 
-/// A named fsync call site: the data half (block files) and the directory half (`msgs/`).
-/// Every fsync the store does has a name, so the crash matrix can remove each one alone and
-/// show what it protects (ablation feature), and reports can name it.
+/// A pair of named fsync sites: the data half (block files) and the directory half (`msgs/`)
+/// of one operation's sync.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Site {
-    pub(super) data: &'static str,
-    pub(super) dir: &'static str,
+    pub(super) data: SyncSite,
+    pub(super) dir: SyncSite,
 }
 
 pub(super) const S_APPEND: Site = Site {
-    data: "append.data",
-    dir: "append.dir",
+    data: SyncSite::AppendData,
+    dir: SyncSite::AppendDir,
 };
 
 pub(super) const S_POLICY: Site = Site {
-    data: "policy.data",
-    dir: "policy.dir",
+    data: SyncSite::PolicyData,
+    dir: SyncSite::PolicyDir,
 };
 
 pub(super) const S_ERASE: Site = Site {
-    data: "erase.tombstone-data",
-    dir: "erase.tombstone-dir",
+    data: SyncSite::EraseTombstoneData,
+    dir: SyncSite::EraseTombstoneDir,
 };
 
 pub(super) const S_SYNC: Site = Site {
-    data: "sync.data",
-    dir: "sync.dir",
+    data: SyncSite::SyncData,
+    dir: SyncSite::SyncDir,
 };
 
 pub(super) const S_DROP: Site = Site {
-    data: "drop-blocks.data",
-    dir: "drop-blocks.dir",
+    data: SyncSite::DropBlocksData,
+    dir: SyncSite::DropBlocksDir,
 };
 
 pub(super) const S_PURGE_EX: Site = Site {
-    data: "purge-ex.data",
-    dir: "purge-ex.dir",
+    data: SyncSite::PurgeExData,
+    dir: SyncSite::PurgeExDir,
 };
 
 pub(super) const S_COMPACT: Site = Site {
-    data: "compact.data",
-    dir: "compact.dir",
+    data: SyncSite::CompactData,
+    dir: SyncSite::CompactDir,
 };
 
 pub(super) const S_OPEN_LIMITS: Site = Site {
-    data: "open.limits-data",
-    dir: "open.limits-dir",
+    data: SyncSite::OpenLimitsData,
+    dir: SyncSite::OpenLimitsDir,
 };
 
 pub(super) const S_TRUNCATE_MARKERS: Site = Site {
-    data: "truncate.markers-data",
-    dir: "truncate.markers-dir",
+    data: SyncSite::TruncateMarkersData,
+    dir: SyncSite::TruncateMarkersDir,
 };
 
 pub(super) const S_TRUNCATE_COMMIT: Site = Site {
-    data: "truncate.commit-data",
-    dir: "truncate.commit-dir",
+    data: SyncSite::TruncateCommitData,
+    dir: SyncSite::TruncateCommitDir,
 };
 
 pub(super) const S_SKIP: Site = Site {
-    data: "skip.data",
-    dir: "skip.dir",
+    data: SyncSite::SkipData,
+    dir: SyncSite::SkipDir,
 };
-
-/// Every named fsync call site of the store, in write-path order (see ARCHITECTURE.md).
-pub const SYNC_SITES: &[&str] = &[
-    "open.msgs-dir",
-    "open.root-dir",
-    "open.limits-data",
-    "open.limits-dir",
-    "append.data",
-    "append.dir",
-    "policy.data",
-    "policy.dir",
-    "sync.data",
-    "sync.dir",
-    "drop-blocks.data",
-    "drop-blocks.dir",
-    "erase.tombstone-data",
-    "erase.tombstone-dir",
-    "purge.tombstone",
-    "purge.new-dir",
-    "purge.swap-dir",
-    "purge-ex.data",
-    "purge-ex.dir",
-    "compact.data",
-    "compact.dir",
-    "truncate.markers-data",
-    "truncate.markers-dir",
-    "truncate.commit-data",
-    "truncate.commit-dir",
-    "skip.data",
-    "skip.dir",
-];
 
 /// The fsyncs a group-commit leader runs without holding the store: every block with writes
 /// not yet synced when the ticket was taken.
@@ -124,21 +93,20 @@ impl<F: Fs> Store<F> {
     /// Whether the fsync at `site` is ablated (only ever true with the `ablation` feature and
     /// a config that asks for it).
     #[cfg(feature = "ablation")]
-    pub(super) fn skip(&self, site: &'static str, is_dir: bool) -> bool {
-        debug_assert!(SYNC_SITES.contains(&site), "unnamed fsync site {site}");
-        self.cfg.ablation.skips(site, is_dir)
+    pub(super) fn skip(&self, site: SyncSite) -> bool {
+        self.cfg.ablation.skips(site)
     }
 
     #[cfg(not(feature = "ablation"))]
-    pub(super) fn skip(&self, _site: &'static str, _is_dir: bool) -> bool {
+    pub(super) fn skip(&self, _site: SyncSite) -> bool {
         false
     }
 
     /// Fsyncs a block's data. A failure poisons the store (fsyncgate: the kernel may have
     /// dropped the pages, and a retry would report success without writing them).
     #[track_caller]
-    pub(super) fn sync_file(&mut self, pos: usize, site: &'static str) -> Result<()> {
-        if self.skip(site, false) {
+    pub(super) fn sync_file(&mut self, pos: usize, site: SyncSite) -> Result<()> {
+        if self.skip(site) {
             return Ok(());
         }
         let b = &mut self.blocks[pos];
@@ -150,8 +118,8 @@ impl<F: Fs> Store<F> {
 
     /// Fsyncs a directory so its entries (creations, renames, removals) are durable.
     #[track_caller]
-    pub(super) fn sync_dir(&mut self, path: &str, site: &'static str) -> Result<()> {
-        if self.skip(site, true) {
+    pub(super) fn sync_dir(&mut self, path: &str, site: SyncSite) -> Result<()> {
+        if self.skip(site) {
             return Ok(());
         }
         let r = self.fs.sync_dir(path);
@@ -166,7 +134,7 @@ impl<F: Fs> Store<F> {
     #[track_caller]
     #[inline]
     pub(super) fn write_and_sync_newest(&mut self, site: Site) -> Result<bool> {
-        if self.wbuf.is_empty() || !self.group_inflight.is_empty() || self.skip(site.data, false) {
+        if self.wbuf.is_empty() || !self.group_inflight.is_empty() || self.skip(site.data) {
             return Ok(false);
         }
         let Some((newest, older)) = self.blocks.split_last_mut() else {
@@ -209,7 +177,7 @@ impl<F: Fs> Store<F> {
                 }
             }
         }
-        if !self.group_inflight.is_empty() && !self.skip(site.data, false) {
+        if !self.group_inflight.is_empty() && !self.skip(site.data) {
             // a leader's fsync of these may still be running: do not rely on it
             for (f, path) in &self.group_inflight {
                 poisoning(&mut self.poisoned, f.sync_data(), "sync_data", path)?;
@@ -248,7 +216,7 @@ impl<F: Fs> Store<F> {
             self.sync_dir(MSGS_DIR, S_APPEND.dir)?;
             self.msgs_dir_dirty = false;
         }
-        let skip = self.skip(S_APPEND.data, false);
+        let skip = self.skip(S_APPEND.data);
         // one leader at a time (SharedStore): the previous ticket has ended
         debug_assert!(self.group_inflight.is_empty());
         let mut files = Vec::new();
