@@ -55,7 +55,8 @@ pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 pub use shared::SharedStore;
 pub use store::{restore, SnapshotInfo, RESTORE_STAGE, SNAPSHOT_VERSION};
 pub use store::{
-    FilteredState, RecoveryReport, SeqRange, Store, StoredMsg, StreamState, SyncSite, SYNC_SITES,
+    FilteredState, OutOfOrderRecord, RecoveryReport, SeqRange, SkippedRecord, Store, StoredMsg,
+    StreamState, SyncSite, SYNC_SITES,
 };
 pub use verify::{verify, IndexStatus, Problem, VerifyReport};
 

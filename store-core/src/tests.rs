@@ -393,7 +393,13 @@ fn verify_and_open_read_a_truncate_and_an_out_of_order_record_alike() {
     assert_eq!(v.lost, lost, "{v:?}");
     assert_eq!(s.recovery_report().lost, lost);
     assert_eq!(v.last_seq, s.state().last_seq);
-    assert_eq!(s.recovery_report().out_of_order.len(), 1);
+    let ooo = &s.recovery_report().out_of_order;
+    assert_eq!(ooo.len(), 1);
+    assert_eq!(
+        (ooo[0].file.as_str(), ooo[0].seq),
+        ("msgs/2.blk", 6),
+        "{ooo:?}"
+    );
     assert!(
         v.problems.iter().any(|p| p.what.contains("out of order")),
         "{v:?}"

@@ -359,7 +359,7 @@ fn rows() -> Vec<Row> {
                 state_is(st, 24, 1, 25)?;
                 lost(rep, &[(5, 5)])?;
                 let at = base_off("msgs/1.blk", 5);
-                (rep.skipped.len() == 1 && rep.skipped[0].1 == at)
+                (rep.skipped.len() == 1 && rep.skipped[0].offset == at)
                     .then_some(())
                     .ok_or(format!("skipped {:?}", rep.skipped))?;
                 corrupt(&g.strict, "msgs/1.blk", Some(at))?;
@@ -592,7 +592,7 @@ fn rows() -> Vec<Row> {
             check: |_, g| {
                 let (st, rep) = opened(&g.tolerant)?;
                 state_is(st, 25, 1, 25)?;
-                (rep.out_of_order.len() == 1 && rep.out_of_order[0].0 == "msgs/3.blk")
+                (rep.out_of_order.len() == 1 && rep.out_of_order[0].file == "msgs/3.blk")
                     .then_some(())
                     .ok_or(format!("{:?}", rep.out_of_order))?;
                 opened(&g.strict)?;
@@ -739,8 +739,8 @@ fn describe_open(r: &Result<(StreamState, RecoveryReport), Error>) -> String {
             for c in &rep.cuts {
                 let _ = write!(s, "; cut {} at {} ({})", c.file, c.offset, c.reason);
             }
-            for (f, o, why) in &rep.skipped {
-                let _ = write!(s, "; skipped {f}@{o} ({why})");
+            for k in &rep.skipped {
+                let _ = write!(s, "; skipped {}@{} ({})", k.file, k.offset, k.reason);
             }
             if !rep.removed_blank.is_empty() {
                 let _ = write!(s, "; removed blank {}", rep.removed_blank.join(","));

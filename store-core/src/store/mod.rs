@@ -53,7 +53,10 @@ pub(crate) use replay::{Replay, Verdict};
 pub(crate) use scan::{scan_block, ScanEnd};
 pub(crate) use snapshot::load_index;
 pub use sync::{SyncSite, SYNC_SITES};
-pub use types::{Cut, FilteredState, RecoveryReport, SeqRange, StoredMsg, StreamState};
+pub use types::{
+    Cut, FilteredState, OutOfOrderRecord, RecoveryReport, SeqRange, SkippedRecord, StoredMsg,
+    StreamState,
+};
 
 /// A message-stream store on a filesystem `F`.
 pub struct Store<F: Fs> {

@@ -193,7 +193,11 @@ impl<F: Fs> Store<F> {
             if strict {
                 return Err(Error::corrupt(sb.path, off, reason));
             }
-            self.report.skipped.push((sb.path.clone(), off, reason));
+            self.report.skipped.push(SkippedRecord {
+                file: sb.path.clone(),
+                offset: off,
+                reason,
+            });
         }
         match std::mem::replace(&mut sb.end, ScanEnd::Clean) {
             ScanEnd::Clean => {}
@@ -342,7 +346,7 @@ impl<F: Fs> Store<F> {
         match r.kind {
             Kind::Msg => {
                 if rb.replay.message(r.seq, r.ts) == Verdict::OutOfOrder {
-                    self.report.out_of_order.push((at.path.to_string(), at.off));
+                    self.report.out_of_order.push(at.out_of_order(r.seq));
                     return Ok(());
                 }
                 let sid = memo.intern(
@@ -382,7 +386,7 @@ impl<F: Fs> Store<F> {
             Kind::Skip => {
                 let (first, last) = r.skipped().unwrap_or((r.seq, r.seq));
                 if rb.replay.skip(first, last, r.ts) == Verdict::OutOfOrder {
-                    self.report.out_of_order.push((at.path.to_string(), at.off));
+                    self.report.out_of_order.push(at.out_of_order(r.seq));
                 }
             }
         }
@@ -398,7 +402,7 @@ impl<F: Fs> Store<F> {
         match rb.replay.truncate_verdict(r.seq) {
             Verdict::Apply => {}
             Verdict::OutOfOrder => {
-                self.report.out_of_order.push((at.path.to_string(), at.off));
+                self.report.out_of_order.push(at.out_of_order(r.seq));
                 return Ok(());
             }
             Verdict::Damaged(why) => return Err(Error::corrupt(at.path, at.off, why)),
@@ -432,4 +436,15 @@ struct RecordAt<'a> {
     flen: u64,
     pos: usize,
     path: &'a str,
+}
+
+impl RecordAt<'_> {
+    /// The finding for this record, carrying `seq`, when its sequence went backwards.
+    fn out_of_order(&self, seq: u64) -> OutOfOrderRecord {
+        OutOfOrderRecord {
+            file: self.path.to_string(),
+            offset: self.off,
+            seq,
+        }
+    }
 }

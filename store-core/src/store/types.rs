@@ -59,6 +59,30 @@ pub struct Cut {
     pub reason: String,
 }
 
+/// A damaged record that recovery stepped over: a valid record after it frames it, so only
+/// this one is lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkippedRecord {
+    /// The block file.
+    pub file: String,
+    /// Where the record starts.
+    pub offset: u64,
+    /// What was wrong with it.
+    pub reason: String,
+}
+
+/// A record recovery ignored because its sequence went backwards (a record no write of the
+/// store puts there; it is left on disk and reported).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutOfOrderRecord {
+    /// The block file.
+    pub file: String,
+    /// Where the record starts.
+    pub offset: u64,
+    /// The sequence it carries.
+    pub seq: u64,
+}
+
 /// What `open` found and did. Nothing recovery changes is hidden: every cut, every lost
 /// sequence and every ignored file is listed here.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -73,8 +97,8 @@ pub struct RecoveryReport {
     pub purge_rolled_back: bool,
     /// Blocks cut at their first bad record.
     pub cuts: Vec<Cut>,
-    /// Single damaged records skipped inside a block (file, offset, reason).
-    pub skipped: Vec<(String, u64, String)>,
+    /// Single damaged records skipped inside a block.
+    pub skipped: Vec<SkippedRecord>,
     /// Sequences that had records and are gone (damage, not deletes).
     pub lost: Vec<SeqRange>,
     /// Block files removed because no byte of them was durable.
@@ -82,7 +106,7 @@ pub struct RecoveryReport {
     /// Files and directories in the store that recovery does not know and left alone.
     pub ignored: Vec<String>,
     /// Records ignored because their sequence went backwards.
-    pub out_of_order: Vec<(String, u64)>,
+    pub out_of_order: Vec<OutOfOrderRecord>,
     /// Records made void by a truncate that were removed from disk by recovery.
     pub truncate_cleanup: bool,
 }

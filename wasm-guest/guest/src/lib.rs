@@ -507,10 +507,10 @@ fn to_report(r: &store_core::RecoveryReport) -> wit::RecoveryReport {
         skipped: r
             .skipped
             .iter()
-            .map(|(file, offset, reason)| wit::SkippedRecord {
-                file: file.clone(),
-                offset: *offset,
-                reason: reason.clone(),
+            .map(|s| wit::SkippedRecord {
+                file: s.file.clone(),
+                offset: s.offset,
+                reason: s.reason.clone(),
             })
             .collect(),
         lost: r
@@ -526,9 +526,10 @@ fn to_report(r: &store_core::RecoveryReport) -> wit::RecoveryReport {
         out_of_order: r
             .out_of_order
             .iter()
-            .map(|(file, seq)| wit::OutOfOrderRecord {
-                file: file.clone(),
-                seq: *seq,
+            .map(|o| wit::OutOfOrderRecord {
+                file: o.file.clone(),
+                offset: o.offset,
+                seq: o.seq,
             })
             .collect(),
         truncate_cleanup: r.truncate_cleanup,

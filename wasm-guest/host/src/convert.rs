@@ -212,7 +212,11 @@ pub(crate) fn from_wit_report(r: wit::RecoveryReport) -> RecoveryReport {
         skipped: r
             .skipped
             .into_iter()
-            .map(|s| (s.file, s.offset, s.reason))
+            .map(|s| store_core::SkippedRecord {
+                file: s.file,
+                offset: s.offset,
+                reason: s.reason,
+            })
             .collect(),
         lost: r
             .lost
@@ -227,7 +231,11 @@ pub(crate) fn from_wit_report(r: wit::RecoveryReport) -> RecoveryReport {
         out_of_order: r
             .out_of_order
             .into_iter()
-            .map(|o| (o.file, o.seq))
+            .map(|o| store_core::OutOfOrderRecord {
+                file: o.file,
+                offset: o.offset,
+                seq: o.seq,
+            })
             .collect(),
         truncate_cleanup: r.truncate_cleanup,
     }
