@@ -74,7 +74,7 @@ impl<F: Fs> Store<F> {
         };
         // Subject bytes equal to a name the store holds are valid UTF-8 and a valid subject:
         // neither check runs (the UTF-8 check was 5% of the guest's share of an append).
-        let subject = match self.subj_memo.hit(&self.subj_names, r.subject) {
+        let subject = match self.subjects.hit(r.subject) {
             Some(id) => Subj::Known(id),
             None => match std::str::from_utf8(r.subject) {
                 Ok(s) => Subj::Name(s),
@@ -162,7 +162,7 @@ impl<F: Fs> Store<F> {
         {
             return false;
         }
-        let Some(sid) = self.subj_memo.hit(&self.subj_names, r.subject) else {
+        let Some(sid) = self.subjects.hit(r.subject) else {
             return false;
         };
         let Some(b) = self.blocks.last() else {
@@ -220,10 +220,7 @@ impl<F: Fs> Store<F> {
         self.trim_entries();
         // a subject already in the index was validated when it was first stored
         let (subject, known) = match subj {
-            Subj::Name(s) => (
-                s,
-                self.subj_memo.lookup(&self.subj_names, &self.subj_ids, s),
-            ),
+            Subj::Name(s) => (s, self.subjects.lookup(s)),
             // Only with the record encoded: the name is not needed to write it.
             Subj::Known(id) => {
                 debug_assert!(encoded.is_some());
@@ -274,7 +271,7 @@ impl<F: Fs> Store<F> {
         }
         let sid = match known {
             Some(id) => id,
-            None => self.intern(subject),
+            None => self.subjects.intern(subject),
         };
         self.index_msg(pos, seq, ts, off, len as u64, sid);
         if l != crate::config::Limits::default() {

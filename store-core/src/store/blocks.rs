@@ -122,11 +122,7 @@ impl<F: Fs> Store<F> {
     pub(super) fn load_entries(&mut self, pos: usize) -> Result<()> {
         let floor = self.floor;
         let Store {
-            blocks,
-            subj_names,
-            subj_ids,
-            subj,
-            ..
+            blocks, subjects, ..
         } = &mut *self;
         let b = &blocks[pos];
         let mut entries = Vec::with_capacity((b.live as usize).saturating_add(b.dmap.len()));
@@ -147,7 +143,7 @@ impl<F: Fs> Store<F> {
                         ts: r.ts,
                         off: off as u32,
                         len: r.len as u32,
-                        subj: memo.intern(subj_names, subj_ids, subj, r.subject),
+                        subj: subjects.intern_with(&mut memo, r.subject),
                         deleted,
                     });
                 }
@@ -255,20 +251,7 @@ impl<F: Fs> Store<F> {
         b.live_bytes -= len;
         self.msgs -= 1;
         self.bytes -= len;
-        let s = &mut self.subj[sid as usize];
-        s.msgs -= 1;
-        if s.msgs == 0 {
-            s.first = 0;
-            s.last = 0;
-            self.num_subjects -= 1;
-        } else {
-            if s.first == seq {
-                s.first = 0;
-            }
-            if s.last == seq {
-                s.last = 0;
-            }
-        }
+        self.subjects.removed(sid, seq);
     }
 
     /// Finds the live message `seq`: (block position, entry index).

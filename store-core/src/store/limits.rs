@@ -10,10 +10,10 @@ impl<F: Fs> Store<F> {
         if l.max_msgs_per_subject > 0 {
             let sids: Vec<u32> = match sid {
                 Some(s) => vec![s],
-                None => (0..self.subj.len() as u32).collect(),
+                None => (0..self.subjects.len() as u32).collect(),
             };
             for s in sids {
-                while self.subj[s as usize].msgs > l.max_msgs_per_subject {
+                while self.subjects.info(s).msgs > l.max_msgs_per_subject {
                     let Some(seq) = self.subject_first(s)? else {
                         break;
                     };

@@ -102,13 +102,7 @@ impl<F: Fs> Store<F> {
             self.first_seq = seq;
             self.first_ts = ts;
         }
-        let s = &mut self.subj[sid as usize];
-        if s.msgs == 0 {
-            self.num_subjects += 1;
-            s.first = seq;
-        }
-        s.msgs += 1;
-        s.last = seq;
+        self.subjects.added(sid, seq);
     }
 
     /// Encodes one record into the newest block (rolling over if it is full). Returns the

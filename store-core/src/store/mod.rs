@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::sync::Arc;
-use subjects::{SubjInfo, SubjMap, SubjMemo};
+use subjects::{SubjInfo, SubjectTable};
 use sync::S_OPEN_LIMITS;
 
 mod append;
@@ -73,12 +73,7 @@ pub struct Store<F: Fs> {
     floor: u64,
     msgs: u64,
     bytes: u64,
-    subj_names: Vec<String>,
-    /// The appends' memo in front of `subj_ids` (reset whenever the name table is).
-    subj_memo: Box<SubjMemo>,
-    subj_ids: SubjMap,
-    subj: Vec<SubjInfo>,
-    num_subjects: u64,
+    subjects: SubjectTable,
     poisoned: bool,
     closed: bool,
     last_sync_ns: i64,
@@ -173,11 +168,7 @@ impl<F: Fs> Store<F> {
             floor: 0,
             msgs: 0,
             bytes: 0,
-            subj_names: Vec::new(),
-            subj_memo: Box::new(SubjMemo::new()),
-            subj_ids: SubjMap::default(),
-            subj: Vec::new(),
-            num_subjects: 0,
+            subjects: SubjectTable::new(),
             poisoned: false,
             closed: false,
             last_sync_ns: now,
@@ -268,7 +259,7 @@ impl<F: Fs> Store<F> {
             } else {
                 (self.last_seq - self.first_seq + 1) - self.msgs
             },
-            num_subjects: self.num_subjects,
+            num_subjects: self.subjects.live(),
         }
     }
 

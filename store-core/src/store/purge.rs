@@ -1,7 +1,6 @@
 //! Purge, crash-atomic, and beside it the half of recovery that completes or rolls it back.
 
 use super::blocks::Block;
-use super::subjects::SubjInfo;
 use super::*;
 
 impl<F: Fs> Store<F> {
@@ -224,10 +223,7 @@ impl<F: Fs> Store<F> {
         self.floor = l;
         self.first_seq = l + 1;
         self.first_ts = 0;
-        self.num_subjects = 0;
-        for s in &mut self.subj {
-            *s = SubjInfo::default();
-        }
+        self.subjects.clear_counts();
         self.msgs_dir_dirty = false;
     }
 

@@ -103,7 +103,7 @@ impl<F: Fs> Store<F> {
             let expired =
                 |seq| ttl_now.is_some_and(|now| ttl.deadline(seq).is_some_and(|d| d <= now));
             let live = |e: &&Entry| !e.deleted && e.seq >= first && !expired(e.seq);
-            let names = &self.subj_names;
+            let names = self.subjects.names();
             let run = entries[start..end].iter();
             let more = if rev {
                 run.rev().filter(live).all(|e| visit(e, names))
@@ -141,8 +141,8 @@ impl<F: Fs> Store<F> {
 
     /// The ids of the subjects with live messages that `m` selects, ascending.
     fn matching_sids(&self, m: &mut Matcher) -> Vec<u32> {
-        (0..self.subj.len() as u32)
-            .filter(|&i| self.subj[i as usize].msgs > 0 && m.hit(&self.subj_names, i))
+        (0..self.subjects.len() as u32)
+            .filter(|&i| self.subjects.info(i).msgs > 0 && m.hit(self.subjects.names(), i))
             .collect()
     }
 
@@ -271,7 +271,7 @@ impl<F: Fs> Store<F> {
             // two ends (each scan stops at its first match), unless every matching subject
             // knows its own first (last) sequence already
             let sids = self.matching_sids(m);
-            let info: Vec<SubjInfo> = sids.iter().map(|&i| self.subj[i as usize]).collect();
+            let info: Vec<SubjInfo> = sids.iter().map(|&i| self.subjects.info(i)).collect();
             st.msgs = info.iter().map(|s| s.msgs).sum();
             if st.msgs == 0 {
                 return Ok(st);
@@ -310,11 +310,11 @@ impl<F: Fs> Store<F> {
         let mut out = BTreeMap::new();
         for sid in self.matching_sids(&mut m) {
             let st = FilteredState {
-                msgs: self.subj[sid as usize].msgs,
+                msgs: self.subjects.info(sid).msgs,
                 first: self.subject_first(sid)?.unwrap_or(0),
                 last: self.subject_last(sid)?.unwrap_or(0),
             };
-            out.insert(self.subj_names[sid as usize].clone(), st);
+            out.insert(self.subjects.name(sid).to_string(), st);
         }
         Ok(out)
     }
@@ -344,7 +344,7 @@ impl<F: Fs> Store<F> {
             }
         } else {
             // backwards from max_seq: the first message met of each subject is its last one
-            let mut want = vec![false; self.subj.len()];
+            let mut want = vec![false; self.subjects.len()];
             for &sid in &sids {
                 want[sid as usize] = true;
             }
@@ -379,7 +379,7 @@ impl<F: Fs> Store<F> {
             .as_ref()
             .and_then(|e| e.get(i))
             .map(|e| e.subj);
-        match sid.and_then(|s| self.subj_names.get(s as usize)) {
+        match sid.and_then(|s| self.subjects.names().get(s as usize)) {
             Some(name) => Ok(name.clone()),
             None => Err(Error::NotFound { seq }),
         }

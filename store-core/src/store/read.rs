@@ -36,7 +36,7 @@ impl<F: Fs> Store<F> {
     }
 
     pub(super) fn subject_first(&mut self, sid: u32) -> Result<Option<u64>> {
-        let s = self.subj[sid as usize];
+        let s = self.subjects.info(sid);
         if s.msgs == 0 {
             return Ok(None);
         }
@@ -51,7 +51,7 @@ impl<F: Fs> Store<F> {
             self.ensure_loaded(pos)?;
             let entries = self.blocks[pos].entries.as_ref().expect("loaded");
             if let Some(e) = entries.iter().find(|e| !e.deleted && e.subj == sid) {
-                self.subj[sid as usize].first = e.seq;
+                self.subjects.info_mut(sid).first = e.seq;
                 return Ok(Some(e.seq));
             }
         }
@@ -63,7 +63,7 @@ impl<F: Fs> Store<F> {
     }
 
     pub(super) fn subject_last(&mut self, sid: u32) -> Result<Option<u64>> {
-        let s = self.subj[sid as usize];
+        let s = self.subjects.info(sid);
         if s.msgs == 0 {
             return Ok(None);
         }
@@ -77,7 +77,7 @@ impl<F: Fs> Store<F> {
             self.ensure_loaded(pos)?;
             let entries = self.blocks[pos].entries.as_ref().expect("loaded");
             if let Some(e) = entries.iter().rev().find(|e| !e.deleted && e.subj == sid) {
-                self.subj[sid as usize].last = e.seq;
+                self.subjects.info_mut(sid).last = e.seq;
                 return Ok(Some(e.seq));
             }
         }
@@ -113,7 +113,7 @@ impl<F: Fs> Store<F> {
         self.check_open()?;
         self.trim_entries();
         subject::validate_subject(subject)?;
-        let Some(&sid) = self.subj_ids.get(subject) else {
+        let Some(sid) = self.subjects.id(subject) else {
             return Ok(None);
         };
         match self.subject_last(sid)? {
@@ -132,7 +132,7 @@ impl<F: Fs> Store<F> {
         self.trim_entries();
         subject::validate_filter(filter)?;
         let from = from_seq.max(self.first_seq).max(1);
-        let literal = subject::is_literal(filter).then(|| self.subj_ids.get(filter).copied());
+        let literal = subject::is_literal(filter).then(|| self.subjects.id(filter));
         if literal == Some(None) {
             return Ok(None);
         }
@@ -155,10 +155,10 @@ impl<F: Fs> Store<F> {
                         _ => {
                             let k = e.subj as usize;
                             if cache.len() <= k {
-                                cache.resize(self.subj_names.len(), 0);
+                                cache.resize(self.subjects.len(), 0);
                             }
                             if cache[k] == 0 {
-                                cache[k] = if subject::matches(filter, &self.subj_names[k]) {
+                                cache[k] = if subject::matches(filter, &self.subjects.names()[k]) {
                                     1
                                 } else {
                                     2
@@ -183,11 +183,12 @@ impl<F: Fs> Store<F> {
         self.check_open()?;
         subject::validate_filter(filter)?;
         Ok(self
-            .subj
+            .subjects
+            .infos()
             .iter()
             .enumerate()
-            .filter(|(i, s)| s.msgs > 0 && subject::matches(filter, &self.subj_names[*i]))
-            .map(|(i, s)| (self.subj_names[i].clone(), s.msgs))
+            .filter(|(i, s)| s.msgs > 0 && subject::matches(filter, &self.subjects.names()[*i]))
+            .map(|(i, s)| (self.subjects.names()[i].clone(), s.msgs))
             .collect())
     }
 }

@@ -64,12 +64,7 @@ impl<F: Fs> Store<F> {
     pub(super) fn rebuild(&mut self, indexes: &[u64]) -> Result<Option<(usize, u64, usize)>> {
         let mut rb = Rebuild::default();
         self.blocks.clear();
-        self.subj_names.clear();
-        self.subj_ids.clear();
-        // its ids are those of the table just cleared
-        *self.subj_memo = SubjMemo::new();
-        self.subj.clear();
-        self.num_subjects = 0;
+        self.subjects.clear();
         self.ttl.clear();
         (self.floor, self.msgs, self.bytes) = (0, 0, 0);
         let mut memo = SubjMemo::new();
@@ -249,8 +244,7 @@ impl<F: Fs> Store<F> {
     fn count_rebuilt_block(&mut self, pos: usize) {
         let Store {
             blocks,
-            subj,
-            num_subjects,
+            subjects,
             msgs,
             bytes,
             floor,
@@ -265,13 +259,7 @@ impl<F: Fs> Store<F> {
             if !e.deleted {
                 b.live += 1;
                 b.live_bytes += e.len as u64;
-                let s = &mut subj[e.subj as usize];
-                if s.msgs == 0 {
-                    s.first = e.seq;
-                    *num_subjects += 1;
-                }
-                s.msgs += 1;
-                s.last = e.seq;
+                subjects.added(e.subj, e.seq);
             }
         }
         *msgs += b.live;
@@ -349,12 +337,7 @@ impl<F: Fs> Store<F> {
                     self.report.out_of_order.push(at.out_of_order(r.seq));
                     return Ok(());
                 }
-                let sid = memo.intern(
-                    &mut self.subj_names,
-                    &mut self.subj_ids,
-                    &mut self.subj,
-                    r.subject,
-                );
+                let sid = self.subjects.intern_with(memo, r.subject);
                 if entries.len() == entries.capacity() {
                     reserve_by_density(entries, at.off + r.len as u64, at.flen);
                 }

@@ -171,7 +171,7 @@ impl<F: Fs> Store<F> {
             return self.purge();
         }
         let mut cands: Vec<(usize, usize, u32)> = Vec::new();
-        let mut cache: Vec<u8> = vec![0; self.subj_names.len()];
+        let mut cache: Vec<u8> = vec![0; self.subjects.len()];
         for pos in 0..self.blocks.len() {
             if self.blocks[pos].live == 0 {
                 continue;
@@ -180,7 +180,7 @@ impl<F: Fs> Store<F> {
                 break;
             }
             self.ensure_loaded(pos)?;
-            cache.resize(self.subj_names.len(), 0);
+            cache.resize(self.subjects.len(), 0);
             for (i, e) in self.blocks[pos]
                 .entries
                 .as_ref()
@@ -193,7 +193,7 @@ impl<F: Fs> Store<F> {
                 }
                 let k = e.subj as usize;
                 if cache[k] == 0 {
-                    cache[k] = if subject::matches(filter, &self.subj_names[k]) {
+                    cache[k] = if subject::matches(filter, &self.subjects.names()[k]) {
                         1
                     } else {
                         2

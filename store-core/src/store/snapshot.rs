@@ -140,15 +140,13 @@ impl<F: Fs> Store<F> {
         self.msgs = snap.msgs;
         self.bytes = snap.bytes;
         for s in &snap.subjects {
-            let id = self.intern(&s.name);
-            self.subj[id as usize] = SubjInfo {
+            let id = self.subjects.intern(&s.name);
+            let info = SubjInfo {
                 msgs: s.msgs,
                 first: s.first,
                 last: s.last,
             };
-            if s.msgs > 0 {
-                self.num_subjects += 1;
-            }
+            self.subjects.set(id, info);
         }
         // The first live message is read, not trusted: it catches an index whose first_seq
         // or first_ts does not match the blocks. Only the records up to it are read (small
@@ -261,12 +259,13 @@ impl<F: Fs> Store<F> {
                 })
                 .collect(),
             subjects: self
-                .subj
+                .subjects
+                .infos()
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| s.msgs > 0)
                 .map(|(i, s)| SubjectSummary {
-                    name: self.subj_names[i].clone(),
+                    name: self.subjects.names()[i].clone(),
                     msgs: s.msgs,
                     first: s.first,
                     last: s.last,

@@ -134,24 +134,6 @@ impl SubjMemo {
         self.0[2 * k] = MemoSlot { id, len, head };
     }
 
-    /// The id of `name`, interning it if new.
-    #[inline]
-    pub(super) fn intern(
-        &mut self,
-        names: &mut Vec<String>,
-        ids: &mut SubjMap,
-        subj: &mut Vec<SubjInfo>,
-        name: &str,
-    ) -> u32 {
-        let (k, head, hit) = self.probe(names, name.as_bytes());
-        if let Some(id) = hit {
-            return id;
-        }
-        let id = intern_in(names, ids, subj, name);
-        self.remember(k, id, name.len(), head);
-        id
-    }
-
     /// The id of the subject whose name is `name`, if the memo holds it (no map lookup).
     #[inline]
     pub(super) fn hit(&self, names: &[String], name: &[u8]) -> Option<u32> {
@@ -189,38 +171,170 @@ pub(super) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
-pub(super) fn intern_in(
-    names: &mut Vec<String>,
-    ids: &mut SubjMap,
-    subj: &mut Vec<SubjInfo>,
-    name: &str,
-) -> u32 {
-    if let Some(&id) = ids.get(name) {
-        return id;
-    }
-    let id = names.len() as u32;
-    names.push(name.to_string());
-    ids.insert(name.to_string(), id);
-    subj.push(SubjInfo::default());
-    id
+/// Every subject the store has seen: names by id, the map from name to id, the memo in
+/// front of the map for appends, and per subject its live count and first/last sequence.
+/// Ids are never reused while the table lives (a rebuild clears it; the memo is reset with
+/// the names, so it never holds an id of an older table).
+pub(super) struct SubjectTable {
+    names: Vec<String>,
+    ids: SubjMap,
+    info: Vec<SubjInfo>,
+    memo: Box<SubjMemo>,
+    /// Subjects with at least one live message.
+    live: u64,
 }
 
-impl<F: Fs> Store<F> {
+impl SubjectTable {
+    pub(super) fn new() -> Self {
+        SubjectTable {
+            names: Vec::new(),
+            ids: SubjMap::default(),
+            info: Vec::new(),
+            memo: Box::new(SubjMemo::new()),
+            live: 0,
+        }
+    }
+
+    /// Forgets every subject (a rebuild starts over).
+    pub(super) fn clear(&mut self) {
+        self.names.clear();
+        self.ids.clear();
+        self.info.clear();
+        *self.memo = SubjMemo::new();
+        self.live = 0;
+    }
+
+    /// The id of `name`, interning it if new (the map; no memo).
     pub(super) fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.subj_ids.get(name) {
+        if let Some(&id) = self.ids.get(name) {
             return id;
         }
-        let id = self.subj_names.len() as u32;
-        self.subj_names.push(name.to_string());
-        self.subj_ids.insert(name.to_string(), id);
-        self.subj.push(SubjInfo::default());
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        self.info.push(SubjInfo::default());
         id
+    }
+
+    /// The id of `name`, interning it if new, through a scan's own `memo`.
+    #[inline]
+    pub(super) fn intern_with(&mut self, memo: &mut SubjMemo, name: &str) -> u32 {
+        let (k, head, hit) = memo.probe(&self.names, name.as_bytes());
+        if let Some(id) = hit {
+            return id;
+        }
+        let id = self.intern(name);
+        memo.remember(k, id, name.len(), head);
+        id
+    }
+
+    /// The id of the subject `name`, if the appends' memo holds it (no map lookup).
+    #[inline]
+    pub(super) fn hit(&self, name: &[u8]) -> Option<u32> {
+        self.memo.hit(&self.names, name)
+    }
+
+    /// The id of `name` if the store holds it (memo, then map; a map hit is remembered).
+    #[inline]
+    pub(super) fn lookup(&mut self, name: &str) -> Option<u32> {
+        self.memo.lookup(&self.names, &self.ids, name)
+    }
+
+    /// The id of `name` if the store holds it (the map only).
+    pub(super) fn id(&self, name: &str) -> Option<u32> {
+        self.ids.get(name).copied()
+    }
+
+    pub(super) fn name(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+
+    /// Every name, by id.
+    pub(super) fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// How many ids there are (live or not).
+    pub(super) fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub(super) fn info(&self, id: u32) -> SubjInfo {
+        self.info[id as usize]
+    }
+
+    pub(super) fn info_mut(&mut self, id: u32) -> &mut SubjInfo {
+        &mut self.info[id as usize]
+    }
+
+    /// Every subject's counts, by id.
+    pub(super) fn infos(&self) -> &[SubjInfo] {
+        &self.info
+    }
+
+    /// Subjects with at least one live message.
+    pub(super) fn live(&self) -> u64 {
+        self.live
+    }
+
+    /// Counts a new live message `seq` of `id` (the highest of its subject so far).
+    #[inline]
+    pub(super) fn added(&mut self, id: u32, seq: u64) {
+        let s = &mut self.info[id as usize];
+        if s.msgs == 0 {
+            self.live += 1;
+            s.first = seq;
+        }
+        s.msgs += 1;
+        s.last = seq;
+    }
+
+    /// Uncounts the live message `seq` of `id`; a first or last it was becomes unknown
+    /// (searched for when next asked).
+    pub(super) fn removed(&mut self, id: u32, seq: u64) {
+        let s = &mut self.info[id as usize];
+        debug_assert!(s.msgs > 0, "removing from an empty subject");
+        s.msgs -= 1;
+        if s.msgs == 0 {
+            *s = SubjInfo::default();
+            self.live -= 1;
+        } else {
+            if s.first == seq {
+                s.first = 0;
+            }
+            if s.last == seq {
+                s.last = 0;
+            }
+        }
+    }
+
+    /// Sets the counts of `id` as `index.db` gives them.
+    pub(super) fn set(&mut self, id: u32, info: SubjInfo) {
+        let s = &mut self.info[id as usize];
+        self.live -= u64::from(s.msgs > 0);
+        self.live += u64::from(info.msgs > 0);
+        *s = info;
+    }
+
+    /// No subject has a live message any more (a purge); the names stay.
+    pub(super) fn clear_counts(&mut self) {
+        self.info.fill(SubjInfo::default());
+        self.live = 0;
+    }
+
+    /// A truncate to `seq`: a last above it is no longer known.
+    pub(super) fn forget_last_above(&mut self, seq: u64) {
+        for s in &mut self.info {
+            if s.last > seq {
+                s.last = 0;
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod memo_tests {
-    use super::{same_bytes, SubjMap, SubjMemo, MEMO_SETS};
+    use super::{same_bytes, SubjMemo, SubjectTable, MEMO_SETS};
 
     #[test]
     fn memo_answers_as_the_map_does() {
@@ -232,14 +346,15 @@ mod memo_tests {
                 base[..1 + i % base.len()].to_string() + &"x".repeat(i % 7)
             })
             .collect();
-        let (mut table, mut ids, mut subj) = (Vec::new(), SubjMap::default(), Vec::new());
+        let mut t = SubjectTable::new();
         let mut memo = SubjMemo::new();
         let mut got = Vec::new();
         for _ in 0..2 {
             for n in &names {
-                got.push(memo.intern(&mut table, &mut ids, &mut subj, n));
+                got.push(t.intern_with(&mut memo, n));
             }
         }
+        let (table, ids) = (t.names.clone(), t.ids.clone());
         for (i, n) in names.iter().chain(&names).enumerate() {
             assert_eq!(got[i], ids[n.as_str()], "{n:?}");
             assert_eq!(table[got[i] as usize], *n);

@@ -96,11 +96,7 @@ impl<F: Fs> Store<F> {
         self.last_ts = ts;
         // the sequences above the cut are issued again: their old ttls must not apply
         self.ttl.forget_above(seq);
-        for s in &mut self.subj {
-            if s.last > seq {
-                s.last = 0;
-            }
-        }
+        self.subjects.forget_last_above(seq);
         let first = self.first_seq.min(seq + 1);
         self.set_first_from(first)?;
         Ok(n)
