@@ -21,6 +21,7 @@
 
 #[cfg(feature = "ablation")]
 pub mod ablation;
+mod admit;
 pub mod clock;
 pub mod config;
 #[cfg(feature = "conformance")]
@@ -48,6 +49,7 @@ pub mod verify;
 
 #[cfg(feature = "ablation")]
 pub use ablation::Ablation;
+pub use admit::Admission;
 pub use clock::{Clock, ManualClock};
 pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use error::{Error, Result};

@@ -146,7 +146,7 @@ impl<F: Fs> Store<F> {
     /// ordinary call, which gives the same outcome and error as it always does.
     #[inline(always)]
     pub(super) fn append_in_run(&mut self, rec: &[u8], pending: usize) -> bool {
-        if self.closed || self.poisoned || self.last_seq >= record::MAX_SEQ {
+        if self.closed || self.poisoned || Admission::next_seq(self.last_seq).is_err() {
             return false;
         }
         let r = match record::decode_raw_trusting_crc(rec) {
@@ -156,8 +156,9 @@ impl<F: Fs> Store<F> {
         let seq = self.last_seq + 1;
         if r.seq != seq
             || r.ts < self.last_ts
-            || r.payload.len() > self.cfg.max_payload as usize
-            || r.headers.len() > self.cfg.max_headers as usize
+            || Admission::new(&self.cfg)
+                .sizes(r.headers.len(), r.payload.len())
+                .is_err()
             || self.wbuf.len() + pending + rec.len() >= self.cfg.write_buffer
         {
             return false;
@@ -179,27 +180,6 @@ impl<F: Fs> Store<F> {
         self.note_written(pos, seq, r.crc);
         self.index_msg(pos, seq, r.ts, off, len, sid);
         true
-    }
-
-    /// The size checks of a message's payload and headers (`TooLarge`), shared by every
-    /// way in. Always inlined: it is on the append path.
-    #[inline(always)]
-    pub(super) fn check_sizes(&self, headers: &[u8], payload: &[u8]) -> Result<()> {
-        if payload.len() > self.cfg.max_payload as usize {
-            return Err(Error::TooLarge {
-                what: "payload",
-                len: payload.len() as u64,
-                max: self.cfg.max_payload as u64,
-            });
-        }
-        if headers.len() > self.cfg.max_headers as usize {
-            return Err(Error::TooLarge {
-                what: "headers",
-                len: headers.len() as u64,
-                max: self.cfg.max_headers as u64,
-            });
-        }
-        Ok(())
     }
 
     /// One append: the admission checks in their order, the write, the `Always` fsync, then
@@ -227,10 +207,8 @@ impl<F: Fs> Store<F> {
                 ("", Some(id))
             }
         };
-        if known.is_none() {
-            subject::validate_subject(subject)?;
-        }
-        self.check_sizes(headers, payload)?;
+        let admission = Admission::new(&self.cfg);
+        admission.message(subject, known.is_some(), headers.len(), payload.len())?;
         let len = match encoded {
             Some(e) => e.bytes.len() as u64,
             None => encoded_len(subject.len(), headers.len(), payload.len()) as u64,
@@ -244,12 +222,7 @@ impl<F: Fs> Store<F> {
                 return Err(Error::LimitExceeded { limit: "max_bytes" });
             }
         }
-        if self.last_seq >= record::MAX_SEQ {
-            return Err(Error::LimitExceeded {
-                limit: "sequence space",
-            });
-        }
-        let seq = self.last_seq + 1;
+        let seq = Admission::next_seq(self.last_seq)?;
         let (ts, pre) = match encoded {
             None => (self.now().max(self.last_ts), None),
             Some(e) => {

@@ -2,6 +2,7 @@
 //! file of its own below (see ARCHITECTURE.md for the data flow, the write path with every
 //! fsync, and the byte layouts).
 
+use crate::admit::Admission;
 use crate::clock::Clock;
 use crate::config::{Config, Discard, RecoveryMode, SyncPolicy};
 use crate::error::{Error, Result};

@@ -96,12 +96,7 @@ impl<F: Fs> Store<F> {
     /// Refuses a sequence other than `last_seq + 1` (`SequenceMismatch`), or one past the
     /// sequence space.
     fn check_next(&self, seq: u64) -> Result<()> {
-        if self.last_seq >= record::MAX_SEQ {
-            return Err(Error::LimitExceeded {
-                limit: "sequence space",
-            });
-        }
-        if seq != self.last_seq + 1 {
+        if seq != Admission::next_seq(self.last_seq)? {
             return Err(Error::SequenceMismatch {
                 seq,
                 last_seq: self.last_seq,

@@ -126,8 +126,7 @@ impl<F: Fs> Store<F> {
         headers: &[u8],
         payload: &[u8],
     ) -> Result<()> {
-        subject::validate_subject(subject)?;
-        self.check_sizes(headers, payload)
+        Admission::new(&self.cfg).message(subject, false, headers.len(), payload.len())
     }
 
     /// Whether message `seq` has a ttl that has run out by the clock now: reads treat it as

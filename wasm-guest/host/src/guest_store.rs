@@ -490,30 +490,26 @@ impl GuestStore {
             // Unknown state, or a trapped instance (the direct path returns `Dead`).
             return Ok(None);
         };
-        // `Store::append`'s checks, in its order (open and not poisoned: `basis`). A message
-        // that fails one goes to the guest, which returns the store's own error (after the
-        // queue, in order). A subject the store already holds is not checked there, so a
-        // store recovered with a subject that this check refuses still behaves natively.
-        let len = store_core::record::encoded_len(subject.len(), headers.len(), payload.len());
-        if !self.valid_subjects.contains(subject) {
-            if store_core::subject::validate_subject(subject).is_err() {
-                self.flush_queue()?;
-                return Ok(None);
-            }
+        // `Store::append`'s admission check, the same function (open and not poisoned:
+        // `basis`; limits: a store with limits does not batch). A message that fails it goes
+        // to the guest, which returns the store's own error (after the queue, in order). A
+        // subject the store already holds is not checked there, so a store recovered with a
+        // subject that this check refuses still behaves natively; a name that passed once is
+        // remembered here, as the store would hold it.
+        let known = self.valid_subjects.contains(subject);
+        let admitted = store_core::Admission::new(&self.config)
+            .message(subject, known, headers.len(), payload.len())
+            .and_then(|()| store_core::Admission::next_seq(last_seq));
+        let Ok(seq) = admitted else {
+            self.flush_queue()?;
+            return Ok(None);
+        };
+        if !known {
             if self.valid_subjects.len() >= MAX_VALID_SUBJECTS {
                 self.valid_subjects.clear();
             }
             self.valid_subjects.insert(subject.into());
         }
-        if payload.len() > self.config.max_payload as usize
-            || headers.len() > self.config.max_headers as usize
-            || last_seq >= store_core::record::MAX_SEQ
-            || len > store_core::record::HARD_MAX_RECORD
-        {
-            self.flush_queue()?;
-            return Ok(None);
-        }
-        let seq = last_seq + 1;
         // The timestamp the guest's clock import would return during its own append call now.
         let ts = self.store.data().clock.now_ns().max(last_ts);
         if !self.batchable {
