@@ -10,6 +10,7 @@ use crate::store::{
     INDEX_FILE, INDEX_TMP, MSGS_DIR, PURGE_NEW, PURGE_OLD,
 };
 use std::io;
+use std::ops::ControlFlow;
 
 /// One thing wrong, where it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -191,7 +192,7 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
                     }
                 };
                 let what = match verdict {
-                    Verdict::Apply => return Ok(()),
+                    Verdict::Apply => return Ok(ControlFlow::Continue(())),
                     Verdict::OutOfOrder => format!(
                         "{:?} record of seq {} out of order (open ignores it)",
                         rec.kind, rec.seq
@@ -203,7 +204,7 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
                     offset: off,
                     what,
                 });
-                Ok(())
+                Ok(ControlFlow::Continue(()))
             },
             |off, reason, seq| {
                 skipped.push(Problem {

@@ -147,7 +147,7 @@ impl<F: Fs> Store<F> {
                         deleted,
                     });
                 }
-                Ok(())
+                Ok(ControlFlow::Continue(()))
             },
             |off, reason, _| {
                 bad.get_or_insert((off, reason.to_string()));
@@ -155,7 +155,8 @@ impl<F: Fs> Store<F> {
             },
         )?;
         match end {
-            ScanEnd::Clean => {}
+            // (this visitor never stops the scan)
+            ScanEnd::Clean | ScanEnd::Stopped { .. } => {}
             // index.db vouched for this length: unwritten space inside it is damage too
             ScanEnd::Zeros { offset } => {
                 bad.get_or_insert((offset, "zeros at the end (unwritten space)".into()));

@@ -17,6 +17,7 @@ use blocks::Block;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use subjects::{SubjInfo, SubjectTable};
 use sync::S_OPEN_LIMITS;

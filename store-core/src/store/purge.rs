@@ -33,7 +33,7 @@ impl<F: Fs> Store<F> {
                 len,
                 |_, r| {
                     has_floor |= r.kind == Kind::Floor;
-                    Ok(())
+                    Ok(ControlFlow::Continue(()))
                 },
                 |_, _, _| Ok(()),
             )?;

@@ -153,7 +153,7 @@ impl<F: Fs> Store<F> {
                 };
                 self.visit_record(rb, memo, &mut entries, &at, r)?;
                 max_seq = max_seq.max(r.seq);
-                Ok(())
+                Ok(ControlFlow::Continue(()))
             },
             |off, reason, seq| {
                 skipped.push((off, reason.to_string(), seq));
@@ -195,7 +195,8 @@ impl<F: Fs> Store<F> {
             });
         }
         match std::mem::replace(&mut sb.end, ScanEnd::Clean) {
-            ScanEnd::Clean => {}
+            // (the rebuild's visitor never stops the scan)
+            ScanEnd::Clean | ScanEnd::Stopped { .. } => {}
             ScanEnd::Zeros { offset } => {
                 ioe(sb.file.set_len(offset), "set_len", &sb.path)?;
                 sb.len = offset;

@@ -15,6 +15,9 @@ pub(crate) enum ScanEnd {
     /// Stopped at `offset` by damage that no valid record after it frames: everything from
     /// there is unusable.
     Damaged { offset: u64, reason: String },
+    /// The visitor asked to stop at the record at `offset` (it had found what it looked for);
+    /// nothing was checked beyond it.
+    Stopped { offset: u64 },
 }
 
 /// Reads a block's records in order from `start` to `len`, in chunks (never more than one
@@ -26,7 +29,7 @@ pub(crate) fn scan_block<H: FsFile>(
     path: &str,
     start: u64,
     len: u64,
-    visit: impl FnMut(u64, &record::Record<'_>) -> Result<()>,
+    visit: impl FnMut(u64, &record::Record<'_>) -> Result<ControlFlow<()>>,
     skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
 ) -> Result<ScanEnd> {
     scan_block_chunked(
@@ -66,7 +69,7 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
     len: u64,
     chunk: usize,
     buf: &mut Vec<u8>,
-    mut visit: impl FnMut(u64, &record::Record<'_>) -> Result<()>,
+    mut visit: impl FnMut(u64, &record::Record<'_>) -> Result<ControlFlow<()>>,
     mut skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
 ) -> Result<ScanEnd> {
     // buf[..w.valid] holds file bytes from w.off. Every read starts at `pos`, a record
@@ -142,7 +145,9 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
         };
         match decoded {
             Decoded::Record(r) => {
-                visit(pos, &r)?;
+                if visit(pos, &r)?.is_break() {
+                    return Ok(ScanEnd::Stopped { offset: pos });
+                }
                 next_frame(&mut w, r.len);
                 pos += r.len as u64;
             }

@@ -189,18 +189,14 @@ impl<F: Fs> Store<F> {
                     && b.dmap.binary_search(&r.seq).is_err();
                 if live {
                     found = Some((r.seq, r.ts));
-                    // stop the scan here (the error is dropped below)
-                    return Err(Error::Closed);
+                    return Ok(ControlFlow::Break(()));
                 }
-                Ok(())
+                Ok(ControlFlow::Continue(()))
             },
             |off, reason, _| Err(Error::corrupt(b.path.clone(), off, reason)),
-        );
-        match (found, end) {
-            (Some(f), _) => Ok(Some(f)),
-            (None, Err(e)) => Err(e),
-            (None, Ok(_)) => Ok(None),
-        }
+        )?;
+        debug_assert!(found.is_none() || matches!(end, ScanEnd::Stopped { .. }));
+        Ok(found)
     }
 
     /// Syncs, then writes `index.db` (temp file, rename) so the next open need not read the

@@ -124,7 +124,7 @@ impl<F: Fs> Store<F> {
                         Kind::Floor => keep_floor = keep_floor.max(r.seq),
                         _ => {}
                     }
-                    Ok(())
+                    Ok(ControlFlow::Continue(()))
                 },
                 |off, reason, _| Err(Error::corrupt(b.path.clone(), off, reason)),
             )?;
