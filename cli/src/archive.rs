@@ -10,7 +10,7 @@ use store_core::{Config, SnapshotInfo, Store};
 
 /// Writes a snapshot of the store in `dir` to `out` (a new file) or to standard output.
 pub(crate) fn snapshot(dir: &Path, out: Option<&Path>, cfg: Config) -> Result<()> {
-    if !dir.join(store_core::store::MSGS_DIR).is_dir() {
+    if !dir.join(store_core::MSGS_DIR).is_dir() {
         bail!("no store at {} (no msgs/)", dir.display());
     }
     let fs = HostFs::open(dir).with_context(|| format!("opening {}", dir.display()))?;

@@ -28,17 +28,23 @@ pub mod config;
 pub mod conformance;
 pub mod error;
 pub mod fs;
+// The byte layouts of index.db and of records, public for the wasm host (which encodes
+// records itself), the fuzz targets and the tests that forge files: not a stable API, so
+// hidden from the docs. What an embedder uses is re-exported below.
 #[allow(missing_docs)]
+#[doc(hidden)]
 pub mod index;
 #[cfg(test)]
 mod memfs;
 #[cfg(test)]
 mod query_model;
+#[doc(hidden)]
 pub mod record;
 mod shared;
 mod site;
 #[cfg(test)]
 mod snapshot_tests;
+#[doc(hidden)]
 pub mod store;
 pub mod subject;
 #[cfg(test)]
@@ -56,6 +62,7 @@ pub use error::{Error, Result};
 pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 pub use shared::SharedStore;
 pub use store::{restore, SnapshotInfo, RESTORE_STAGE, SNAPSHOT_VERSION};
+pub use store::{Cut, INDEX_FILE, INDEX_TMP, MSGS_DIR, PURGE_NEW, PURGE_OLD};
 pub use store::{
     FilteredState, OutOfOrderRecord, RecoveryReport, SeqRange, SkippedRecord, Store, StoredMsg,
     StreamState, SyncSite, SYNC_SITES,

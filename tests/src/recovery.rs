@@ -408,7 +408,7 @@ fn fail_recovery(
                         "open returned {e:?}, expected Io of kind {want:?}"
                     )))
                 }
-                Ok(()) if op.path == store_core::store::INDEX_FILE => {}
+                Ok(()) if op.path == store_core::INDEX_FILE => {}
                 Ok(()) => return Err(case("open succeeded: the failure was swallowed".into())),
             }
             fs.clear_faults();

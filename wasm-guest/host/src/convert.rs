@@ -5,7 +5,7 @@ use std::io;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use store_core::store::Cut;
+use store_core::Cut;
 use store_core::{
     Config, Discard, RecoveryMode, RecoveryReport, SeqRange, StoredMsg, StreamState, SyncPolicy,
 };
