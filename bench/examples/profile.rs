@@ -37,6 +37,21 @@ fn cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// (CPU seconds, context switches) of the whole process so far, every thread counted,
+/// ended ones too (`getrusage(RUSAGE_SELF)`).
+fn process_usage() -> (f64, u64) {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage for the call to fill.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return (0.0, 0);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (
+        secs(u.ru_utime) + secs(u.ru_stime),
+        (u.ru_nvcsw + u.ru_nivcsw) as u64,
+    )
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let what = args.get(1).map(String::as_str).unwrap_or("nosync");
@@ -79,6 +94,7 @@ fn main() {
             let store = store_core::SharedStore::new(open(p, SyncPolicy::Always));
             store.append(&subjects[0], b"", &payload).unwrap();
             let dur = std::time::Duration::from_secs(3);
+            let (cpu0, cs0) = process_usage();
             let t = Instant::now();
             let total: u64 = std::thread::scope(|sc| {
                 let hs: Vec<_> = (0..n)
@@ -98,9 +114,14 @@ fn main() {
                     .collect();
                 hs.into_iter().map(|h| h.join().unwrap()).sum()
             });
+            let wall = t.elapsed().as_secs_f64();
+            let (cpu1, cs1) = process_usage();
             eprintln!(
-                "{n} writers: {:.0} appends/s",
-                total as f64 / t.elapsed().as_secs_f64()
+                "{n} writers: {:.0} appends/s; per append {:.2} µs CPU, {:.2} context switches; {:.2} CPUs busy",
+                total as f64 / wall,
+                (cpu1 - cpu0) * 1e6 / total as f64,
+                (cs1 - cs0) as f64 / total as f64,
+                (cpu1 - cpu0) / wall
             );
         }
         "write" => {

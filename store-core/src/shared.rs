@@ -1,7 +1,10 @@
 //! `SharedStore`: one store, many threads, and group commit.
 //!
 //! store-core starts no threads; this type only makes a `Store` safe to share. Under
-//! `SyncPolicy::Always`, concurrent appends share fsyncs:
+//! `SyncPolicy::Always`, concurrent appends share fsyncs. `append` goes through a combiner
+//! first (`combine.rs`): one thread appends a whole batch of waiting messages and then runs
+//! the group commit below once for all of them; the other acknowledged writes (and the
+//! combiner itself) take the group commit directly:
 //!
 //! 1. A writer appends under the lock (buffered, not yet durable) and gets a write number.
 //! 2. If no fsync is running, it becomes the leader at once. Otherwise it queues itself (write
@@ -33,6 +36,7 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::Thread;
 
+mod combine;
 mod export;
 
 /// What a queued writer is told when it is unparked (`Slot::state`).
@@ -73,6 +77,8 @@ struct Inner<F: Fs> {
     /// `with` waits on `export_done` while it is not 0.
     exports: AtomicU32,
     export_done: Condvar,
+    /// Appends waiting for a combiner (`combine.rs`).
+    batch: Mutex<combine::Batch>,
 }
 
 /// A `Store` shared between threads (`Send + Sync`, cheap to clone), with group commit.
@@ -149,6 +155,7 @@ impl<F: Fs> SharedStore<F> {
                 always,
                 exports: AtomicU32::new(0),
                 export_done: Condvar::new(),
+                batch: Mutex::new(combine::Batch::default()),
             }),
         }
     }
@@ -156,21 +163,24 @@ impl<F: Fs> SharedStore<F> {
     /// Appends a message; under `Always` returns once it is durable, sharing the fsync with
     /// every concurrent writer.
     pub fn append(&self, subject: &str, headers: &[u8], payload: &[u8]) -> Result<u64> {
-        let mut g = lock(&self.inner.state);
-        if !self.inner.always {
-            return g.store.append(subject, headers, payload);
+        if self.inner.always {
+            return self.append_combined(subject, headers, payload);
         }
-        if g.failed {
-            return Err(Error::Poisoned);
-        }
-        let (seq, write) = g.store.append_buffered(subject, headers, payload)?;
-        self.wait_durable(g, write)?;
-        Ok(seq)
+        lock(&self.inner.state)
+            .store
+            .append(subject, headers, payload)
     }
 
     /// Returns once write `write` is durable: leads a group fsync if none is running, else
     /// queues and parks until a leader covers it (or hands it the lead).
-    fn wait_durable<'a>(&'a self, mut g: MutexGuard<'a, State<F>>, write: u64) -> Result<()> {
+    /// `gather`: whether a leader first lets other writers append (not for a combiner, whose
+    /// batch already holds everyone who was waiting).
+    fn wait_durable_from<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, State<F>>,
+        write: u64,
+        gather: bool,
+    ) -> Result<()> {
         if g.durable >= write {
             return Ok(());
         }
@@ -198,12 +208,12 @@ impl<F: Fs> SharedStore<F> {
         } else {
             g.syncing = true;
         }
-        self.lead(g, write)
+        self.lead(g, write, gather)
     }
 
     /// Runs one group fsync as the leader (`syncing` is set and owned by this thread), then
     /// wakes the writers it covered and hands the lead on.
-    fn lead<'a>(&'a self, g: MutexGuard<'a, State<F>>, write: u64) -> Result<()> {
+    fn lead<'a>(&'a self, g: MutexGuard<'a, State<F>>, write: u64, gather: bool) -> Result<()> {
         // If the `Fs` panics inside the fsync, nobody else would ever lead or wake the queue:
         // the guard fails the group instead (every queued writer gets `Poisoned`).
         let mut guard = LeadGuard {
@@ -213,7 +223,9 @@ impl<F: Fs> SharedStore<F> {
         // declared after the guard so that an unwind releases the lock before the guard
         // takes it
         let mut g = g;
-        g = self.gather(g);
+        if gather {
+            g = self.gather(g);
+        }
         let (result, upto) = match g.store.begin_group_sync() {
             Ok(ticket) => {
                 drop(g);
