@@ -59,21 +59,8 @@ impl Admission {
     /// The size checks alone (`TooLarge`), for a caller whose subject is known.
     #[inline(always)]
     pub fn sizes(&self, headers: usize, payload: usize) -> Result<()> {
-        if payload > self.max_payload as usize {
-            return Err(Error::TooLarge {
-                what: "payload",
-                len: payload as u64,
-                max: u64::from(self.max_payload),
-            });
-        }
-        if headers > self.max_headers as usize {
-            return Err(Error::TooLarge {
-                what: "headers",
-                len: headers as u64,
-                max: u64::from(self.max_headers),
-            });
-        }
-        Ok(())
+        within("payload", payload, self.max_payload)?;
+        within("headers", headers, self.max_headers)
     }
 
     /// The last check: the sequence after `last_seq`, if the sequence space has room for it.
@@ -86,6 +73,19 @@ impl Admission {
         }
         Ok(last_seq + 1)
     }
+}
+
+/// `TooLarge` when `len` passes `max`.
+#[inline(always)]
+fn within(what: &'static str, len: usize, max: u32) -> Result<()> {
+    if len > max as usize {
+        return Err(Error::TooLarge {
+            what,
+            len: len as u64,
+            max: u64::from(max),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -18,25 +18,23 @@
 //! own refusal (subject, size, limits), or its sequence once durable; a failed fsync fails
 //! every message of the batch (the first gets the I/O error, the rest `Poisoned`).
 
-use super::{lock, SharedStore};
+use super::{lock, SharedStore, Slot, WAITING};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::Thread;
 
-/// What a parked writer finds in `Mail::state` when unparked.
-const WAITING: u8 = 0;
-const DONE: u8 = 1;
-const COMBINE: u8 = 2;
+/// What a parked writer finds in its slot's state when unparked: its result is in the mail,
+/// or it is to combine the next batch (the group commit's own words, in this protocol).
+const DONE: u8 = super::DURABLE;
+const COMBINE: u8 = super::LEAD;
 
 /// How many yields a combiner waits at most for the batch to stop growing.
 const GATHER_YIELDS: usize = 32;
 
-/// A writer's mailbox: its result, then `DONE`, then an unpark.
+/// A writer's mailbox: its result, then `DONE` in the slot, then an unpark.
 struct Mail {
-    state: AtomicU8,
-    thread: Thread,
+    slot: Slot,
     result: Mutex<Option<Result<u64>>>,
 }
 
@@ -47,8 +45,8 @@ impl Mail {
 
     fn deliver(&self, r: Result<u64>) {
         *lock(&self.result) = Some(r);
-        self.state.store(DONE, Ordering::Release);
-        self.thread.unpark();
+        self.slot.state.store(DONE, Ordering::Release);
+        self.slot.thread.unpark();
     }
 }
 
@@ -95,8 +93,10 @@ impl<F: Fs> SharedStore<F> {
         payload: &[u8],
     ) -> Result<u64> {
         let mail = Arc::new(Mail {
-            state: AtomicU8::new(WAITING),
-            thread: std::thread::current(),
+            slot: Slot {
+                state: AtomicU8::new(WAITING),
+                thread: std::thread::current(),
+            },
             result: Mutex::new(None),
         });
         let combine = {
@@ -112,7 +112,7 @@ impl<F: Fs> SharedStore<F> {
         };
         if !combine {
             loop {
-                match mail.state.load(Ordering::Acquire) {
+                match mail.slot.state.load(Ordering::Acquire) {
                     DONE => return mail.take(),
                     COMBINE => break,
                     // `park` may return spuriously: the state word is the truth
@@ -154,8 +154,8 @@ impl<F: Fs> SharedStore<F> {
             next
         };
         if let Some(m) = next {
-            m.state.store(COMBINE, Ordering::Release);
-            m.thread.unpark();
+            m.slot.state.store(COMBINE, Ordering::Release);
+            m.slot.thread.unpark();
         }
     }
 
