@@ -39,7 +39,7 @@ impl<F: Fs> Store<F> {
         payload: &[u8],
     ) -> Result<(u64, u64)> {
         let seq = self.append_inner(Subj::Name(subject), headers, payload, false, None)?;
-        Ok((seq, self.writes))
+        Ok((seq, self.dur.writes))
     }
 
     /// Appends a message that the caller has already encoded as a record ([`record::encode`]:
@@ -146,7 +146,7 @@ impl<F: Fs> Store<F> {
     /// ordinary call, which gives the same outcome and error as it always does.
     #[inline(always)]
     pub(super) fn append_in_run(&mut self, rec: &[u8], pending: usize) -> bool {
-        if self.closed || self.poisoned || Admission::next_seq(self.last_seq).is_err() {
+        if self.closed || self.dur.poisoned || Admission::next_seq(self.last_seq).is_err() {
             return false;
         }
         let r = match record::decode_raw_trusting_crc(rec) {

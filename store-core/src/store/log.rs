@@ -16,7 +16,7 @@ impl<F: Fs> Store<F> {
         b.cache = None;
         let r = b.file.write_all_at(&self.wbuf, b.len);
         // on failure the file's tail is unknown: stop writing until reopened
-        poisoning(&mut self.poisoned, r, "write", &b.path)?;
+        self.dur.latch(r, "write", &b.path)?;
         b.len += self.wbuf.len() as u64;
         self.wbuf.clear();
         Ok(())
@@ -45,7 +45,7 @@ impl<F: Fs> Store<F> {
         self.wbuf.extend_from_slice(&record::block_header(index));
         let hi = self.blocks.last().map_or(0, |b| b.hi);
         self.blocks.push(Block::new(index, file, 0, hi));
-        self.msgs_dir_dirty = true;
+        self.dur.msgs_dir_dirty = true;
         Ok(())
     }
 
@@ -53,7 +53,7 @@ impl<F: Fs> Store<F> {
     /// wrote it (`write_record_from`, or `append_in_run` for a run of records).
     #[inline(always)]
     pub(super) fn note_written(&mut self, pos: usize, seq: u64, crc: u32) {
-        self.writes += 1;
+        self.dur.writes += 1;
         let b = &mut self.blocks[pos];
         b.last_crc = crc;
         b.max_seq = b.max_seq.max(seq);

@@ -20,7 +20,7 @@ use std::io;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use subjects::{SubjInfo, SubjectTable};
-use sync::S_OPEN_LIMITS;
+use sync::{Durability, S_OPEN_LIMITS};
 
 mod append;
 mod blocks;
@@ -76,23 +76,15 @@ pub struct Store<F: Fs> {
     msgs: u64,
     bytes: u64,
     subjects: SubjectTable,
-    poisoned: bool,
     closed: bool,
-    last_sync_ns: i64,
-    /// `msgs/` has entries (new blocks, removals) that are not yet durable.
-    msgs_dir_dirty: bool,
-    /// Records written since open: the group commit's durability watermark (sequences can go
-    /// down with `truncate`; this never does).
-    writes: u64,
+    /// Poisoning, the directory entries not yet durable, the group commit's watermark and
+    /// files in flight, the last sync's time (`sync.rs`).
+    dur: Durability<F::File>,
     report: RecoveryReport,
     /// The blocks a purge replaced (their memory) and whether `purge.old/` is still on disk:
     /// released by `cleanup` (tick, close, the next purge), not inside `purge`.
     retired: Vec<Block<F::File>>,
     purge_old_pending: bool,
-    /// The files a group-commit leader is fsyncing right now, without the lock (between
-    /// `begin_group_sync` and `end_group_sync`): their `dirty` flags are already clear, so a
-    /// `sync` in that window fsyncs them too rather than return before they are durable.
-    group_inflight: Vec<(Arc<F::File>, String)>,
     /// Reads since the block heats were last halved.
     reads_since_decay: u64,
     /// Uses of loaded entries so far (`Block::used` stamps; see `entry_cache.rs`).
@@ -119,21 +111,9 @@ fn ioe<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
     r.map_err(|e| Error::io(op, path, e))
 }
 
-/// The one place a failed write, rename, removal, truncation or fsync poisons the store: the
-/// file or directory is then in a state the store does not know, so it refuses every write
-/// (`Error::Poisoned`) until reopened — and after a failed fsync a retry could report success
-/// without writing anything (fsyncgate). Takes the flag, not the store, so that a caller
-/// holding a block borrowed can still latch it.
-fn poisoning<T>(poisoned: &mut bool, r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
-    r.map_err(|e| {
-        *poisoned = true;
-        Error::io(op, path, e)
-    })
-}
-
 impl<F: Fs> Drop for Store<F> {
     fn drop(&mut self) {
-        if !self.closed && !self.poisoned {
+        if !self.closed && !self.dur.poisoned {
             let _ = self.flush();
         }
     }
@@ -171,15 +151,11 @@ impl<F: Fs> Store<F> {
             msgs: 0,
             bytes: 0,
             subjects: SubjectTable::new(),
-            poisoned: false,
             closed: false,
-            last_sync_ns: now,
-            msgs_dir_dirty: false,
-            writes: 0,
+            dur: Durability::new(now),
             report: RecoveryReport::default(),
             retired: Vec::new(),
             purge_old_pending: false,
-            group_inflight: Vec::new(),
             reads_since_decay: 0,
             entry_tick: 0,
             untrimmed: 0,
@@ -192,16 +168,16 @@ impl<F: Fs> Store<F> {
         // it: the names may have been created by a process that never synced them.
         s.sync_dir(MSGS_DIR, SyncSite::OpenMsgsDir)?;
         s.sync_dir("", SyncSite::OpenRootDir)?;
-        s.msgs_dir_dirty = false;
+        s.dur.msgs_dir_dirty = false;
         // The newest block (like every block known from index.db) is read on first use: the
         // first append or read that needs it, not here, so that open does not depend on how
         // full it is.
         // What the limits remove at open is a structural change like a compact: durable before
         // open returns, in every policy, so no reader of this instance sees a message gone
         // that a crash brings back.
-        let writes = s.writes;
+        let writes = s.dur.writes;
         s.enforce_limits_all()?;
-        if s.writes != writes {
+        if s.dur.writes != writes {
             s.sync_inner(S_OPEN_LIMITS)?;
         }
         s.maybe_sync()?;
@@ -223,7 +199,7 @@ impl<F: Fs> Store<F> {
         if self.closed {
             return Err(Error::Closed);
         }
-        if self.poisoned {
+        if self.dur.poisoned {
             return Err(Error::Poisoned);
         }
         Ok(())
@@ -239,7 +215,7 @@ impl<F: Fs> Store<F> {
     /// the sequences it handed out after the failed one were never assigned, and must not be
     /// assigned to other messages by this instance.
     pub fn poison(&mut self) {
-        self.poisoned = true;
+        self.dur.poisoned = true;
     }
 
     /// The stream's counters.
@@ -296,6 +272,6 @@ impl<F: Fs> Store<F> {
 
     /// Whether an earlier I/O failure poisoned the store.
     pub fn is_poisoned(&self) -> bool {
-        self.poisoned
+        self.dur.poisoned
     }
 }

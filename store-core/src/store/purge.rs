@@ -172,13 +172,13 @@ impl<F: Fs> Store<F> {
         let mut buf = record::block_header(index).to_vec();
         let crc = encode(&mut buf, Kind::Floor, 0, l, ts, b"", b"", b"");
         let r = file.write_all_at(&buf, 0);
-        poisoning(&mut self.poisoned, r, "write", &new_path)?;
+        self.dur.latch(r, "write", &new_path)?;
         // 2. fsync the tombstone: without it a crash after the swap finds an empty block and
         //    the stream comes back as 0,0 (the NATS bug).
         let tombstone_synced = !self.skip(SyncSite::PurgeTombstone);
         if tombstone_synced {
             let r = file.sync_data();
-            poisoning(&mut self.poisoned, r, "sync_data", &new_path)?;
+            self.dur.latch(r, "sync_data", &new_path)?;
         }
         // 3. make the block's name in purge.new durable: from now on, wherever purge.new is
         //    found (as purge.new, or already renamed to msgs), it holds the floor record.
@@ -189,7 +189,7 @@ impl<F: Fs> Store<F> {
         //    rolls it back (ARCHITECTURE.md lists every case).
         for (from, to) in [(MSGS_DIR, PURGE_OLD), (PURGE_NEW, MSGS_DIR)] {
             let r = self.fs.rename(from, to);
-            poisoning(&mut self.poisoned, r, "rename", from)?;
+            self.dur.latch(r, "rename", from)?;
         }
         self.sync_dir("", SyncSite::PurgeSwapDir)?;
         // 5. memory: one block, nothing live, floor L
@@ -224,7 +224,7 @@ impl<F: Fs> Store<F> {
         self.first_seq = l + 1;
         self.first_ts = 0;
         self.subjects.clear_counts();
-        self.msgs_dir_dirty = false;
+        self.dur.msgs_dir_dirty = false;
     }
 
     /// Releases what a purge left for later: the old blocks' memory and `purge.old/` on disk

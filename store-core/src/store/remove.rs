@@ -35,9 +35,9 @@ impl<F: Fs> Store<F> {
             self.sync_inner(S_DROP)?;
             let path = self.blocks[0].path.clone();
             let r = self.fs.remove_file(&path);
-            poisoning(&mut self.poisoned, r, "remove_file", &path)?;
+            self.dur.latch(r, "remove_file", &path)?;
             self.blocks.remove(0);
-            self.msgs_dir_dirty = true;
+            self.dur.msgs_dir_dirty = true;
         }
         Ok(())
     }
@@ -141,7 +141,7 @@ impl<F: Fs> Store<F> {
             }
         }
         let r = b.file.write_all_at(&erased, e.off as u64);
-        poisoning(&mut self.poisoned, r, "write", &b.path)?;
+        self.dur.latch(r, "write", &b.path)?;
         if e.off as u64 + e.len as u64 == b.len {
             b.last_crc = crc;
         }

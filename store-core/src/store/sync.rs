@@ -3,6 +3,64 @@
 use super::*;
 pub use crate::site::{SyncSite, SYNC_SITES};
 
+/// What the store knows of its own durability. A failed write, rename, removal, truncation or
+/// fsync latches `poisoned` here, in one place ([`Durability::latch`]): the file or directory
+/// is then in a state the store does not know, so it refuses every write (`Error::Poisoned`)
+/// until reopened — and after a failed fsync a retry could report success without writing
+/// anything (fsyncgate).
+pub(super) struct Durability<H> {
+    pub(super) poisoned: bool,
+    /// `msgs/` has entries (new blocks, removals) that are not yet durable.
+    pub(super) msgs_dir_dirty: bool,
+    /// Records written since open: the group commit's durability watermark (sequences can go
+    /// down with `truncate`; this never does).
+    pub(super) writes: u64,
+    /// The files a group-commit leader is fsyncing right now, without the lock (between
+    /// `begin_group_sync` and `end_group_sync`): their `dirty` flags are already clear, so a
+    /// `sync` in that window fsyncs them too rather than return before they are durable.
+    pub(super) group_inflight: Vec<(Arc<H>, String)>,
+    /// When the last sync ended (`SyncPolicy::Interval` only).
+    pub(super) last_sync_ns: i64,
+}
+
+impl<H> Durability<H> {
+    pub(super) fn new(now: i64) -> Self {
+        Durability {
+            poisoned: false,
+            msgs_dir_dirty: false,
+            writes: 0,
+            group_inflight: Vec::new(),
+            last_sync_ns: now,
+        }
+    }
+
+    /// `r`, its error latched: a failure poisons the store. The one place that does.
+    #[track_caller]
+    pub(super) fn latch<T>(&mut self, r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
+        r.map_err(|e| {
+            self.poisoned = true;
+            Error::io(op, path, e)
+        })
+    }
+}
+
+impl<H: FsFile> Durability<H> {
+    /// Fsyncs the files a group leader may be fsyncing right now (see `group_inflight`).
+    pub(super) fn sync_inflight(&mut self) -> Result<()> {
+        let mut failed = None;
+        for (f, path) in &self.group_inflight {
+            if let Err(e) = f.sync_data() {
+                failed = Some((e, path.clone()));
+                break;
+            }
+        }
+        match failed {
+            Some((e, path)) => self.latch(Err(e), "sync_data", &path),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A pair of named fsync sites: the data half (block files) and the directory half (`msgs/`)
 /// of one operation's sync.
 #[derive(Clone, Copy, Debug)]
@@ -111,7 +169,7 @@ impl<F: Fs> Store<F> {
         }
         let b = &mut self.blocks[pos];
         let r = b.file.sync_data();
-        poisoning(&mut self.poisoned, r, "sync_data", &b.path)?;
+        self.dur.latch(r, "sync_data", &b.path)?;
         b.dirty = false;
         Ok(())
     }
@@ -123,7 +181,7 @@ impl<F: Fs> Store<F> {
             return Ok(());
         }
         let r = self.fs.sync_dir(path);
-        poisoning(&mut self.poisoned, r, "sync_dir", path)
+        self.dur.latch(r, "sync_dir", path)
     }
 
     /// The common case of [`Self::sync_inner`] under `SyncPolicy::Always`: the buffer holds
@@ -134,7 +192,7 @@ impl<F: Fs> Store<F> {
     #[track_caller]
     #[inline]
     pub(super) fn write_and_sync_newest(&mut self, site: Site) -> Result<bool> {
-        if self.wbuf.is_empty() || !self.group_inflight.is_empty() || self.skip(site.data) {
+        if self.wbuf.is_empty() || !self.dur.group_inflight.is_empty() || self.skip(site.data) {
             return Ok(false);
         }
         let Some((newest, older)) = self.blocks.split_last_mut() else {
@@ -154,14 +212,12 @@ impl<F: Fs> Store<F> {
                 Ok(true)
             }
             // as `flush`: the file's tail is now unknown
-            Err(WriteSyncError::Write(e)) => {
-                poisoning(&mut self.poisoned, Err(e), "write", &newest.path)
-            }
+            Err(WriteSyncError::Write(e)) => self.dur.latch(Err(e), "write", &newest.path),
             Err(WriteSyncError::Sync(e)) => {
                 // as `flush` then `sync_file`: written, and the sync failed (fsyncgate)
                 newest.len += self.wbuf.len() as u64;
                 self.wbuf.clear();
-                poisoning(&mut self.poisoned, Err(e), "sync_data", &newest.path)
+                self.dur.latch(Err(e), "sync_data", &newest.path)
             }
         }
     }
@@ -177,15 +233,13 @@ impl<F: Fs> Store<F> {
                 }
             }
         }
-        if !self.group_inflight.is_empty() && !self.skip(site.data) {
+        if !self.dur.group_inflight.is_empty() && !self.skip(site.data) {
             // a leader's fsync of these may still be running: do not rely on it
-            for (f, path) in &self.group_inflight {
-                poisoning(&mut self.poisoned, f.sync_data(), "sync_data", path)?;
-            }
+            self.dur.sync_inflight()?;
         }
-        if self.msgs_dir_dirty {
+        if self.dur.msgs_dir_dirty {
             self.sync_dir(MSGS_DIR, site.dir)?;
-            self.msgs_dir_dirty = false;
+            self.dur.msgs_dir_dirty = false;
         }
         self.note_synced();
         Ok(())
@@ -197,7 +251,7 @@ impl<F: Fs> Store<F> {
     #[inline]
     pub(super) fn note_synced(&mut self) {
         if matches!(self.cfg.sync, SyncPolicy::Interval(_)) {
-            self.last_sync_ns = self.now();
+            self.dur.last_sync_ns = self.now();
         }
     }
 
@@ -206,19 +260,19 @@ impl<F: Fs> Store<F> {
     /// they cover. The fsyncs themselves run without the lock (`SyncTicket::run`).
     /// Records written since open (the group commit's durability watermark).
     pub(crate) fn writes(&self) -> u64 {
-        self.writes
+        self.dur.writes
     }
 
     pub(crate) fn begin_group_sync(&mut self) -> Result<SyncTicket<F::File>> {
         self.check_writable()?;
         self.flush()?;
-        if self.msgs_dir_dirty {
+        if self.dur.msgs_dir_dirty {
             self.sync_dir(MSGS_DIR, S_APPEND.dir)?;
-            self.msgs_dir_dirty = false;
+            self.dur.msgs_dir_dirty = false;
         }
         let skip = self.skip(S_APPEND.data);
         // one leader at a time (SharedStore): the previous ticket has ended
-        debug_assert!(self.group_inflight.is_empty());
+        debug_assert!(self.dur.group_inflight.is_empty());
         let mut files = Vec::new();
         for b in &mut self.blocks {
             if b.dirty {
@@ -227,19 +281,19 @@ impl<F: Fs> Store<F> {
                 files.push((Arc::clone(&b.file), b.path.clone()));
             }
         }
-        self.group_inflight.clone_from(&files);
+        self.dur.group_inflight.clone_from(&files);
         Ok(SyncTicket {
             files,
-            upto: self.writes,
+            upto: self.dur.writes,
             skip,
         })
     }
 
     /// Second half of a group commit (under the lock again): a failed fsync poisons the store.
     pub(crate) fn end_group_sync(&mut self, result: &Result<()>) {
-        self.group_inflight.clear();
+        self.dur.group_inflight.clear();
         if result.is_err() {
-            self.poisoned = true;
+            self.dur.poisoned = true;
         } else {
             self.note_synced();
         }
@@ -252,7 +306,7 @@ impl<F: Fs> Store<F> {
         match self.cfg.sync {
             SyncPolicy::Always => self.sync_inner(S_POLICY),
             SyncPolicy::Interval(d) => {
-                let due = self.now().saturating_sub(self.last_sync_ns) as u128 >= d.as_nanos();
+                let due = self.now().saturating_sub(self.dur.last_sync_ns) as u128 >= d.as_nanos();
                 if due {
                     self.sync_inner(S_POLICY)
                 } else {

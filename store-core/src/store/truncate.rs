@@ -153,13 +153,13 @@ impl<F: Fs> Store<F> {
         for pos in (cut_pos + 1..first_new).rev() {
             let path = self.blocks[pos].path.clone();
             let r = self.fs.remove_file(&path);
-            poisoning(&mut self.poisoned, r, "remove_file", &path)?;
+            self.dur.latch(r, "remove_file", &path)?;
             self.blocks.remove(pos);
         }
         let b = &mut self.blocks[cut_pos];
         b.cache = None;
         let r = b.file.set_len(off);
-        poisoning(&mut self.poisoned, r, "set_len", &b.path)?;
+        self.dur.latch(r, "set_len", &b.path)?;
         b.len = off;
         let entries = b.entries.as_mut().expect("loaded");
         entries.retain(|e| e.seq <= seq);
@@ -172,7 +172,7 @@ impl<F: Fs> Store<F> {
             hi = hi.max(b.msg_last);
             b.hi = hi;
         }
-        self.msgs_dir_dirty = true;
+        self.dur.msgs_dir_dirty = true;
         // the cut block's last crc is no longer known without a read: re-read it
         let b = &mut self.blocks[cut_pos];
         if b.len > BLOCK_HEADER_LEN {
