@@ -23,6 +23,7 @@
 pub mod ablation;
 pub mod clock;
 pub mod config;
+pub mod consumer;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod error;
@@ -48,6 +49,7 @@ pub mod verify;
 #[cfg(feature = "ablation")]
 pub use ablation::Ablation;
 pub use clock::{Clock, ManualClock};
+pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
 pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use error::{Error, Result};
 pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};

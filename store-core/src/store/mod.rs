@@ -57,8 +57,8 @@ pub use types::{Cut, FilteredState, RecoveryReport, SeqRange, StoredMsg, StreamS
 
 /// A message-stream store on a filesystem `F`.
 pub struct Store<F: Fs> {
-    fs: F,
-    cfg: Config,
+    pub(crate) fs: F,
+    pub(crate) cfg: Config,
     clock: Box<dyn Clock>,
     blocks: Vec<Block<F::File>>,
     /// Pending bytes of the newest block, to be written at `blocks.last().len`.
@@ -76,14 +76,14 @@ pub struct Store<F: Fs> {
     subj_ids: SubjMap,
     subj: Vec<SubjInfo>,
     num_subjects: u64,
-    poisoned: bool,
+    pub(crate) poisoned: bool,
     closed: bool,
     last_sync_ns: i64,
     /// `msgs/` has entries (new blocks, removals) that are not yet durable.
     msgs_dir_dirty: bool,
     /// Records written since open: the group commit's durability watermark (sequences can go
     /// down with `truncate`; this never does).
-    writes: u64,
+    pub(crate) writes: u64,
     report: RecoveryReport,
     /// The blocks a purge replaced (their memory) and whether `purge.old/` is still on disk:
     /// released by `cleanup` (tick, close, the next purge), not inside `purge`.
@@ -92,7 +92,7 @@ pub struct Store<F: Fs> {
     /// The files a group-commit leader is fsyncing right now, without the lock (between
     /// `begin_group_sync` and `end_group_sync`): their `dirty` flags are already clear, so a
     /// `sync` in that window fsyncs them too rather than return before they are durable.
-    group_inflight: Vec<(Arc<F::File>, String)>,
+    pub(crate) group_inflight: Vec<(Arc<F::File>, String)>,
     /// Reads since the block heats were last halved.
     reads_since_decay: u64,
     /// Uses of loaded entries so far (`Block::used` stamps; see `entry_cache.rs`).
@@ -103,6 +103,8 @@ pub struct Store<F: Fs> {
     trim_at: u64,
     /// The messages with a time to live, by sequence and by deadline (`ttl.rs`).
     ttl: ttl::TtlIndex,
+    /// The consumers and their journal (`crate::consumer`).
+    pub(crate) consumers: crate::consumer::journal::Consumers<F::File>,
 }
 
 /// A clock for [`Store::open`]: store-core reads no clock, so without one each call returns
@@ -115,7 +117,7 @@ impl Clock for LogicalClock {
     }
 }
 
-fn ioe<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
+pub(crate) fn ioe<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
     r.map_err(|e| Error::io(op, path, e))
 }
 
@@ -124,7 +126,7 @@ fn ioe<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
 /// (`Error::Poisoned`) until reopened — and after a failed fsync a retry could report success
 /// without writing anything (fsyncgate). Takes the flag, not the store, so that a caller
 /// holding a block borrowed can still latch it.
-fn poisoning<T>(poisoned: &mut bool, r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
+pub(crate) fn poisoning<T>(poisoned: &mut bool, r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
     r.map_err(|e| {
         *poisoned = true;
         Error::io(op, path, e)
@@ -189,6 +191,7 @@ impl<F: Fs> Store<F> {
             untrimmed: 0,
             trim_at: Self::trim_threshold(entry_cache),
             ttl: ttl::TtlIndex::default(),
+            consumers: Default::default(),
         };
         s.recover_purge()?;
         s.load()?;
@@ -208,6 +211,8 @@ impl<F: Fs> Store<F> {
         if s.writes != writes {
             s.sync_inner(S_OPEN_LIMITS)?;
         }
+        // the consumers last: they are clamped to the stream recovered above
+        s.open_consumers()?;
         s.maybe_sync()?;
         s.trim_entries();
         Ok(s)
@@ -223,7 +228,7 @@ impl<F: Fs> Store<F> {
         &self.cfg
     }
 
-    fn check_writable(&self) -> Result<()> {
+    pub(crate) fn check_writable(&self) -> Result<()> {
         if self.closed {
             return Err(Error::Closed);
         }
@@ -296,6 +301,11 @@ impl<F: Fs> Store<F> {
         let r = self.checkpoint();
         self.closed = true;
         r
+    }
+
+    /// Notes names recovery found and left alone (the consumer files' part).
+    pub(crate) fn report_ignored(&mut self, names: Vec<String>) {
+        self.report.ignored.extend(names);
     }
 
     /// Whether an earlier I/O failure poisoned the store.

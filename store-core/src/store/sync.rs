@@ -95,6 +95,12 @@ pub const SYNC_SITES: &[&str] = &[
     "truncate.commit-dir",
     "skip.data",
     "skip.dir",
+    "consumer.create-root-dir",
+    "consumer.create-dir",
+    "consumer.journal-data",
+    "consumer.sync-data",
+    "consumer.checkpoint-data",
+    "consumer.checkpoint-dir",
 ];
 
 /// The fsyncs a group-commit leader runs without holding the store: every block with writes
@@ -124,13 +130,13 @@ impl<F: Fs> Store<F> {
     /// Whether the fsync at `site` is ablated (only ever true with the `ablation` feature and
     /// a config that asks for it).
     #[cfg(feature = "ablation")]
-    pub(super) fn skip(&self, site: &'static str, is_dir: bool) -> bool {
+    pub(crate) fn skip(&self, site: &'static str, is_dir: bool) -> bool {
         debug_assert!(SYNC_SITES.contains(&site), "unnamed fsync site {site}");
         self.cfg.ablation.skips(site, is_dir)
     }
 
     #[cfg(not(feature = "ablation"))]
-    pub(super) fn skip(&self, _site: &'static str, _is_dir: bool) -> bool {
+    pub(crate) fn skip(&self, _site: &'static str, _is_dir: bool) -> bool {
         false
     }
 
@@ -150,7 +156,7 @@ impl<F: Fs> Store<F> {
 
     /// Fsyncs a directory so its entries (creations, renames, removals) are durable.
     #[track_caller]
-    pub(super) fn sync_dir(&mut self, path: &str, site: &'static str) -> Result<()> {
+    pub(crate) fn sync_dir(&mut self, path: &str, site: &'static str) -> Result<()> {
         if self.skip(site, true) {
             return Ok(());
         }
@@ -219,6 +225,14 @@ impl<F: Fs> Store<F> {
             self.sync_dir(MSGS_DIR, site.dir)?;
             self.msgs_dir_dirty = false;
         }
+        // the consumer journal after the stream: an ack made durable here is of a message
+        // that is durable already (the policy's and `sync`'s only; the structural operations
+        // promise nothing of consumers: their effect on them is derived from the stream)
+        match site.data {
+            "policy.data" => self.sync_consumer_journal("consumer.journal-data")?,
+            "sync.data" => self.sync_consumer_journal("consumer.sync-data")?,
+            _ => {}
+        }
         self.note_synced();
         Ok(())
     }
@@ -259,6 +273,16 @@ impl<F: Fs> Store<F> {
                 files.push((Arc::clone(&b.file), b.path.clone()));
             }
         }
+        // the consumer journal too: acks from many consumers share this fsync
+        if self.consumers.dirty {
+            self.consumers.dirty = false;
+            if let Some(j) = &self.consumers.journal {
+                if !self.skip("consumer.journal-data", false) {
+                    let path = crate::consumer::journal::journal_path(self.consumers.gen);
+                    files.push((Arc::clone(j), path));
+                }
+            }
+        }
         self.group_inflight.clone_from(&files);
         Ok(SyncTicket {
             files,
@@ -280,7 +304,7 @@ impl<F: Fs> Store<F> {
     /// Syncs if the policy asks for it now.
     #[track_caller]
     #[inline]
-    pub(super) fn maybe_sync(&mut self) -> Result<()> {
+    pub(crate) fn maybe_sync(&mut self) -> Result<()> {
         match self.cfg.sync {
             SyncPolicy::Always => self.sync_inner(S_POLICY),
             SyncPolicy::Interval(d) => {

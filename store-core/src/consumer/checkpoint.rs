@@ -1,0 +1,93 @@
+//! The consumer checkpoint: compaction of the journal into `consumers/state`, and what open
+//! does with the consumer files.
+
+use super::codec;
+use super::journal::{journal_path, Consumers, STATE_FILE, STATE_TMP};
+use super::CONSUMERS_DIR;
+use crate::error::Result;
+use crate::fs::{Fs, FsFile, OpenOptions};
+use crate::store::{poisoning, Store};
+
+impl<F: Fs> Store<F> {
+    /// Writes every consumer's state (in line with the stream) to a new checkpoint of the
+    /// next generation and starts that generation's empty journal:
+    /// 1. `state.tmp` written and fsynced (**consumer.checkpoint-data**);
+    /// 2. `journal.<gen+1>` created with its header;
+    /// 3. `state.tmp` renamed over `state`, `consumers/` fsynced (**consumer.checkpoint-dir**):
+    ///    the commit point — before it recovery reads the old checkpoint and its journal,
+    ///    after it the new one (its journal, if its name was lost, is created again);
+    /// 4. the old journal removed (no fsync: recovery removes a journal of another
+    ///    generation).
+    pub(crate) fn compact_consumers(&mut self) -> Result<()> {
+        self.check_writable()?;
+        if self.consumers.journal.is_none() {
+            return Ok(());
+        }
+        let (first, last) = self.stream_bounds();
+        for (_, st) in self.consumers.all.values_mut() {
+            st.clamp_to_stream(first, last);
+        }
+        let gen = self.consumers.gen + 1;
+        let bytes = codec::encode_state(gen, &self.consumers.all);
+        let opts = OpenOptions::new().write(true).create(true).truncate(true);
+        let r = self.fs.open(STATE_TMP, opts);
+        let f = poisoning(&mut self.poisoned, r, "create", STATE_TMP)?;
+        let r = f.write_all_at(&bytes, 0);
+        poisoning(&mut self.poisoned, r, "write", STATE_TMP)?;
+        if !self.skip("consumer.checkpoint-data", false) {
+            let r = f.sync_data();
+            poisoning(&mut self.poisoned, r, "sync_data", STATE_TMP)?;
+        }
+        drop(f);
+        let old = journal_path(self.consumers.gen);
+        self.consumers.gen = gen;
+        self.new_journal()?;
+        let r = self.fs.rename(STATE_TMP, STATE_FILE);
+        poisoning(&mut self.poisoned, r, "rename", STATE_TMP)?;
+        self.sync_dir(CONSUMERS_DIR, "consumer.checkpoint-dir")?;
+        let r = self.fs.remove_file(&old);
+        poisoning(&mut self.poisoned, r, "remove_file", &old)
+    }
+
+    /// `checkpoint`'s part: compacts the journal if it holds any record.
+    pub(crate) fn checkpoint_consumers(&mut self) -> Result<()> {
+        if self.consumers.len > codec::JOURNAL_HEADER_LEN as u64 {
+            self.compact_consumers()?;
+        }
+        Ok(())
+    }
+
+    /// After a truncate: a consumer that had delivered past the cut is brought back to it,
+    /// durably (a checkpoint). Without it, a crash after new appends reached the old
+    /// delivered sequence would replay the consumer past messages it never saw.
+    pub(crate) fn truncate_consumers(&mut self) -> Result<()> {
+        let (_, last) = self.stream_bounds();
+        let ahead = self
+            .consumers
+            .all
+            .values()
+            .any(|(_, st)| st.delivered.stream > last);
+        if ahead {
+            self.compact_consumers()?;
+        }
+        Ok(())
+    }
+
+    /// Open's part, after the stream is recovered: load the checkpoint and replay the
+    /// journal; make a journal recovery had to create durable by name
+    /// (**consumer.create-dir**); and if a consumer is ahead of the recovered stream (its
+    /// deliveries' records survived, the messages' did not, under `Never`/`Interval`), bring
+    /// it back durably, as a truncate does.
+    pub(crate) fn open_consumers(&mut self) -> Result<()> {
+        let (c, done): (Consumers<F::File>, _) = Consumers::load(&self.fs)?;
+        self.consumers = c;
+        self.report_ignored(done.ignored);
+        if self.consumers.journal.is_none() {
+            return Ok(());
+        }
+        if done.created_journal {
+            self.sync_dir(CONSUMERS_DIR, "consumer.create-dir")?;
+        }
+        self.truncate_consumers()
+    }
+}
