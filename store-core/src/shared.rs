@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::Thread;
 
+mod consumers;
 mod export;
 
 /// What a queued writer is told when it is unparked (`Slot::state`).
