@@ -565,6 +565,18 @@ pub fn workloads() -> Vec<Workload> {
             ]),
             block_size: 1024,
         },
+        // found by the random explorer (campaign seed 1, workload 48): a restarted process's
+        // sync() must cover the consumer journal the previous one never synced
+        Workload {
+            name: "consumer-reopen-sync",
+            steps: vec![
+                Step::Open,
+                Step::ConsumerAdd("c2", "all"),
+                Step::Reopen,
+                Step::Sync,
+            ],
+            block_size: 1290,
+        },
         // checkpoints (a crash in the middle of one), a close through index.db, a delete and
         // a reset
         Workload {

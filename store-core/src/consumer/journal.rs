@@ -154,6 +154,9 @@ impl<H: FsFile> Consumers<H> {
         let f = ioe(fs.open(&jpath, OpenOptions::read_write_create()), "open", &jpath)?;
         done.created_journal = !exists;
         c.replay(&f, &jpath, &mut done)?;
+        // the process that wrote it may never have synced it: the next sync must (found by
+        // the random explorer: `Open, ConsumerAdd, Reopen, Sync` under `Never`)
+        c.dirty = true;
         c.journal = Some(Arc::new(f));
         Ok((c, done))
     }
