@@ -117,10 +117,8 @@ impl<F: Fs> Store<F> {
     }
 
     fn check_open_consumers(&self) -> Result<()> {
-        self.check_writable().or_else(|e| match e {
-            Error::Poisoned => Ok(()),
-            e => Err(e),
-        })
+        // poisoned: memory may hold an operation whose record never reached the disk
+        self.check_writable()
     }
 
     /// The stream's first and last sequence as the consumers see it (`first` is 1 for a
@@ -130,10 +128,12 @@ impl<F: Fs> Store<F> {
         (st.first_seq.max(1), st.last_seq)
     }
 
-    /// The write path of every consumer call: check the name, apply the operation to a copy
-    /// of the table (so that a refused call or a failed write changes nothing), append its
-    /// record, then (with `sync`) the policy's sync. Returns the write number (`writes`)
-    /// the record was given, for group commit.
+    /// The write path of every consumer call: check the name, apply the operation to the
+    /// table (every refusal comes before any change: a refused call changes nothing), append
+    /// its record, then (with `sync`) the policy's sync. A failed write poisons the store,
+    /// and the consumer reads then refuse too (`Poisoned`): memory holds an operation the
+    /// disk may not. Returns the write number (`writes`) the record was given, for group
+    /// commit.
     pub(crate) fn consumer_write(&mut self, name: &str, op: Op, sync: bool) -> Result<u64> {
         self.check_writable()?;
         check_name(name)?;
@@ -151,14 +151,12 @@ impl<F: Fs> Store<F> {
             last,
             op,
         };
-        let mut all = self.consumers.all.clone();
-        if !matches!(rec.op, Op::Add { .. }) && !all.contains_key(name) {
+        if !matches!(rec.op, Op::Add { .. }) && !self.consumers.all.contains_key(name) {
             return Err(Error::ConsumerNotFound { name: name.into() });
         }
-        journal::apply(&mut all, &rec)?;
+        journal::apply(&mut self.consumers.all, &rec)?;
         self.ensure_consumer_files()?;
         self.append_consumer_record(&rec)?;
-        self.consumers.all = all;
         self.writes += 1;
         let write = self.writes;
         if sync {
