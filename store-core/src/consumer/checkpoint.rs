@@ -91,3 +91,38 @@ impl<F: Fs> Store<F> {
         self.truncate_consumers()
     }
 }
+
+impl<F: Fs> Store<F> {
+    /// A restore commits its consumers' state inside `msgs/` (as `consumers.state`, so that
+    /// the one rename of the staging directory commits the stream and its consumers
+    /// together); open moves it to `consumers/state` before anything else reads either. The
+    /// names become durable with open's fsyncs of `msgs/` and the root (**open.msgs-dir**,
+    /// **open.root-dir**) and of `consumers/` when its journal is created
+    /// (**consumer.create-dir**). If `consumers/state` exists already the move happened (a
+    /// rename is atomic, but its two directory entries become durable apart): the leftover
+    /// goes.
+    pub(crate) fn finish_restored_consumers(&mut self) -> Result<()> {
+        let staged = format!("{}/{}", crate::store::MSGS_DIR, crate::store::RESTORED_CONSUMERS);
+        let io = |e: std::io::Error, op, p: &str| crate::Error::io(op, p, e);
+        let in_msgs = match self.fs.read_dir(crate::store::MSGS_DIR) {
+            Ok(v) => v.iter().any(|e| e.name == crate::store::RESTORED_CONSUMERS),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(io(e, "read_dir", crate::store::MSGS_DIR)),
+        };
+        if !in_msgs {
+            return Ok(());
+        }
+        let root = self.fs.read_dir("").map_err(|e| io(e, "read_dir", ""))?;
+        if !root.iter().any(|e| e.name == CONSUMERS_DIR) {
+            let r = self.fs.create_dir(CONSUMERS_DIR);
+            poisoning(&mut self.poisoned, r, "create_dir", CONSUMERS_DIR)?;
+        }
+        let names = self.fs.read_dir(CONSUMERS_DIR).map_err(|e| io(e, "read_dir", CONSUMERS_DIR))?;
+        let r = if names.iter().any(|e| e.name == "state") {
+            self.fs.remove_file(&staged)
+        } else {
+            self.fs.rename(&staged, STATE_FILE)
+        };
+        poisoning(&mut self.poisoned, r, "rename", &staged)
+    }
+}

@@ -46,7 +46,7 @@ mod types;
 
 pub(crate) use export::write_export;
 pub use export::{SnapshotInfo, SNAPSHOT_VERSION};
-pub use import::{restore, RESTORE_STAGE};
+pub use import::{restore, RESTORED_CONSUMERS, RESTORE_STAGE};
 pub(crate) use layout::{block_path, parse_block_name};
 pub use layout::{INDEX_FILE, INDEX_TMP, MSGS_DIR, PURGE_NEW, PURGE_OLD};
 pub(crate) use replay::{Replay, Verdict};
@@ -194,6 +194,7 @@ impl<F: Fs> Store<F> {
             consumers: Default::default(),
         };
         s.recover_purge()?;
+        s.finish_restored_consumers()?;
         s.load()?;
         // Make the structure we found durable before anything new is acknowledged on top of
         // it: the names may have been created by a process that never synced them.
