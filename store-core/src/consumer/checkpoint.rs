@@ -96,9 +96,9 @@ impl<F: Fs> Store<F> {
     /// A restore commits its consumers' state inside `msgs/` (as `consumers.state`, so that
     /// the one rename of the staging directory commits the stream and its consumers
     /// together); open moves it to `consumers/state` before anything else reads either. The
-    /// names become durable with open's fsyncs of `msgs/` and the root (**open.msgs-dir**,
-    /// **open.root-dir**) and of `consumers/` when its journal is created
-    /// (**consumer.create-dir**). If `consumers/state` exists already the move happened (a
+    /// `consumers/` it creates is made durable by name first (**consumer.create-root-dir**);
+    /// the moved file's new name next (**consumer.create-dir**), then its removal from `msgs/`
+    /// with open's fsync of it (**open.msgs-dir**). If `consumers/state` exists already the move happened (a
     /// rename is atomic, but its two directory entries become durable apart): the leftover
     /// goes.
     pub(crate) fn finish_restored_consumers(&mut self) -> Result<()> {
@@ -116,6 +116,10 @@ impl<F: Fs> Store<F> {
         if !root.iter().any(|e| e.name == CONSUMERS_DIR) {
             let r = self.fs.create_dir(CONSUMERS_DIR);
             poisoning(&mut self.poisoned, r, "create_dir", CONSUMERS_DIR)?;
+            // the directory's name first: a rename into a directory whose own name is then
+            // lost loses the file, and the move's removal from msgs/ may be durable (found by
+            // the restore crash test)
+            self.sync_dir("", "consumer.create-root-dir")?;
         }
         let names = self.fs.read_dir(CONSUMERS_DIR).map_err(|e| io(e, "read_dir", CONSUMERS_DIR))?;
         let r = if names.iter().any(|e| e.name == "state") {
@@ -123,6 +127,8 @@ impl<F: Fs> Store<F> {
         } else {
             self.fs.rename(&staged, STATE_FILE)
         };
-        poisoning(&mut self.poisoned, r, "rename", &staged)
+        poisoning(&mut self.poisoned, r, "rename", &staged)?;
+        // its new name before open's fsync of msgs/ makes the old one's removal durable
+        self.sync_dir(CONSUMERS_DIR, "consumer.create-dir")
     }
 }
