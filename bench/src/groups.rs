@@ -281,9 +281,13 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
         always_cell(ctx, c, opts.always_secs, opts.always_max_syncs)
     })?;
     let mut acks = crate::acks::new_table();
-    rounds(&mut ctx, opts, &mut acks, crate::acks::ACK_CELLS, |ctx, c| {
-        crate::acks::ack_cell(ctx, c, opts.always_secs, opts.always_max_syncs)
-    })?;
+    rounds(
+        &mut ctx,
+        opts,
+        &mut acks,
+        crate::acks::ACK_CELLS,
+        |ctx, c| crate::acks::ack_cell(ctx, c, opts.always_secs, opts.always_max_syncs),
+    )?;
     if opts.runs(NATS) {
         crate::nats::run_table(&mut ctx, opts, &mut nats, &mut notes)?;
     }
@@ -320,8 +324,7 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
     }
 
     let tables = vec![
-        nosync, every, always, nats, rebuild, index, purge, get, memory, index_cpu, purge_cpu,
-        acks,
+        nosync, every, always, nats, rebuild, index, purge, get, memory, index_cpu, purge_cpu, acks,
     ];
     let goals = goals(&tables);
     Ok(BenchReport {

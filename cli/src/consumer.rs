@@ -183,7 +183,12 @@ fn next(dir: &Path, name: &str, count: u64, json: bool) -> Result<ExitCode> {
         if json {
             println!("{}", msg_json(&m));
         } else {
-            println!("{}\t{}\t{}", m.seq, m.subject, String::from_utf8_lossy(&m.payload));
+            println!(
+                "{}\t{}\t{}",
+                m.seq,
+                m.subject,
+                String::from_utf8_lossy(&m.payload)
+            );
         }
         delivered += 1;
     }

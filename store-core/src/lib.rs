@@ -23,9 +23,9 @@
 pub mod ablation;
 pub mod clock;
 pub mod config;
-pub mod consumer;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod consumer;
 pub mod error;
 pub mod fs;
 #[allow(missing_docs)]
@@ -49,8 +49,8 @@ pub mod verify;
 #[cfg(feature = "ablation")]
 pub use ablation::Ablation;
 pub use clock::{Clock, ManualClock};
-pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
 pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
+pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
 pub use error::{Error, Result};
 pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 pub use shared::SharedStore;

@@ -66,7 +66,8 @@ fn random_consumer_op(s: &mut Store<MemFs>, rng: &mut impl FnMut() -> u64) {
         2 if !st.pending.is_empty() => {
             let (&q, _) = st.pending.iter().next().unwrap();
             let dc = st.redelivered.get(&q).copied().unwrap_or(0) + 2;
-            s.update_delivered(n, st.delivered.consumer + 1, q, dc, 5).unwrap();
+            s.update_delivered(n, st.delivered.consumer + 1, q, dc, 5)
+                .unwrap();
         }
         _ => {}
     }
@@ -161,7 +162,11 @@ fn random_workload_snapshot_mid_way_restores_exactly() {
         drop(r);
         let (fs2, _) = (restored_fs.clone(), ());
         let mut r = Store::open(fs2, small()).unwrap();
-        assert_eq!(contents(&mut r).3, model.3, "seed {seed} round {round}: reopen");
+        assert_eq!(
+            contents(&mut r).3,
+            model.3,
+            "seed {seed} round {round}: reopen"
+        );
         // the restored store is writable and continues the sequence
         let next = r.append("new", b"", b"x").unwrap();
         assert_eq!(next, model.0.last_seq + 1, "seed {seed} round {round}");

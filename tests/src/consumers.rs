@@ -125,15 +125,25 @@ impl Runner<'_> {
                 self.consumer_names.push((n, add.ack_policy));
                 Some(ConsumerCall::Add(&add))
             }
-            (&Step::Deliver(_), Some(s)) if s.delivered.stream < last => Some(
-                ConsumerCall::Delivered(name, s.delivered.consumer + 1, s.delivered.stream + 1, 1, ts),
-            ),
+            (&Step::Deliver(_), Some(s)) if s.delivered.stream < last => {
+                Some(ConsumerCall::Delivered(
+                    name,
+                    s.delivered.consumer + 1,
+                    s.delivered.stream + 1,
+                    1,
+                    ts,
+                ))
+            }
             (&Step::Redeliver(_), Some(s)) => s.pending.keys().next().map(|&q| {
                 let dc = s.redelivered.get(&q).copied().unwrap_or(0) + 2;
                 ConsumerCall::Delivered(name, s.delivered.consumer + 1, q, dc, ts)
             }),
             (&Step::Ack(_, k), Some(s)) if !s.pending.is_empty() => {
-                let (&q, p) = s.pending.iter().nth(k as usize % s.pending.len()).expect("k < n");
+                let (&q, p) = s
+                    .pending
+                    .iter()
+                    .nth(k as usize % s.pending.len())
+                    .expect("k < n");
                 Some(ConsumerCall::Ack(name, p.sequence, q))
             }
             (&Step::ConsumerReset(_, start), Some(_)) => Some(ConsumerCall::Reset(name, start)),
@@ -188,7 +198,11 @@ impl Runner<'_> {
 
     /// After a truncate that brought a consumer back: it wrote a consumer checkpoint, which
     /// made every consumer's state durable.
-    pub(crate) fn after_truncate(&mut self, fs: &FaultFs, j: &mut Journal<Event>) -> Result<(), String> {
+    pub(crate) fn after_truncate(
+        &mut self,
+        fs: &FaultFs,
+        j: &mut Journal<Event>,
+    ) -> Result<(), String> {
         for (name, _) in self.consumer_names.clone() {
             let state = match self.store()?.consumer(ConsumerCall::State(name)) {
                 Ok(st) => st,

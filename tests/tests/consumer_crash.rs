@@ -46,7 +46,10 @@ fn consumer_workloads_are_clean_native_and_shared() {
 fn every_consumer_fsync_is_necessary() {
     let seed = seed();
     let mut missing = Vec::new();
-    for &site in store_core::SYNC_SITES.iter().filter(|s| s.starts_with("consumer.")) {
+    for &site in store_core::SYNC_SITES
+        .iter()
+        .filter(|s| s.starts_with("consumer."))
+    {
         let mut violations = 0;
         let mut example = String::new();
         for mut spec in consumer_cells(seed) {
@@ -68,5 +71,8 @@ fn every_consumer_fsync_is_necessary() {
             missing.push(site);
         }
     }
-    assert!(missing.is_empty(), "consumer fsyncs with no effect: {missing:?} (seed {seed})");
+    assert!(
+        missing.is_empty(),
+        "consumer fsyncs with no effect: {missing:?} (seed {seed})"
+    );
 }

@@ -164,7 +164,11 @@ fn the_explorer_finds_lost_acks_when_the_consumer_journal_fsync_is_removed() {
             r.workloads
         )
     });
-    println!("found after {} workloads:\n{}", r.workloads, f.describe(seed));
+    println!(
+        "found after {} workloads:\n{}",
+        r.workloads,
+        f.describe(seed)
+    );
     assert!(f.shrunk_result.report.violation_count > 0);
     assert!(f.shrunk.steps.iter().any(|s| s.is_consumer()));
 }

@@ -44,7 +44,9 @@ fn contents<F: Fs>(s: &mut Store<F>) -> Result<Contents, String> {
     }
     let mut consumers = Vec::new();
     for n in s.consumer_names() {
-        let st = s.consumer_state(&n).map_err(|e| format!("consumer {n}: {e}"))?;
+        let st = s
+            .consumer_state(&n)
+            .map_err(|e| format!("consumer {n}: {e}"))?;
         consumers.push((n, st));
     }
     Ok((st, msgs, consumers))
@@ -74,8 +76,10 @@ fn source(seed: u64) -> (Vec<u8>, Contents) {
     };
     s.consumer_add(&all).expect("add");
     for q in 3..=12u64 {
-        s.update_delivered("work", q, q, 1, q as i64).expect("deliver");
-        s.update_delivered("audit", q, q, 1, q as i64).expect("deliver");
+        s.update_delivered("work", q, q, 1, q as i64)
+            .expect("deliver");
+        s.update_delivered("audit", q, q, 1, q as i64)
+            .expect("deliver");
     }
     s.update_acks("work", 7, 7).expect("ack");
     s.update_acks("work", 3, 3).expect("ack");

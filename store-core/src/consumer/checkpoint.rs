@@ -102,7 +102,11 @@ impl<F: Fs> Store<F> {
     /// rename is atomic, but its two directory entries become durable apart): the leftover
     /// goes.
     pub(crate) fn finish_restored_consumers(&mut self) -> Result<()> {
-        let staged = format!("{}/{}", crate::store::MSGS_DIR, crate::store::RESTORED_CONSUMERS);
+        let staged = format!(
+            "{}/{}",
+            crate::store::MSGS_DIR,
+            crate::store::RESTORED_CONSUMERS
+        );
         let io = |e: std::io::Error, op, p: &str| crate::Error::io(op, p, e);
         let in_msgs = match self.fs.read_dir(crate::store::MSGS_DIR) {
             Ok(v) => v.iter().any(|e| e.name == crate::store::RESTORED_CONSUMERS),
@@ -121,7 +125,10 @@ impl<F: Fs> Store<F> {
             // the restore crash test)
             self.sync_dir("", "consumer.create-root-dir")?;
         }
-        let names = self.fs.read_dir(CONSUMERS_DIR).map_err(|e| io(e, "read_dir", CONSUMERS_DIR))?;
+        let names = self
+            .fs
+            .read_dir(CONSUMERS_DIR)
+            .map_err(|e| io(e, "read_dir", CONSUMERS_DIR))?;
         let r = if names.iter().any(|e| e.name == "state") {
             self.fs.remove_file(&staged)
         } else {

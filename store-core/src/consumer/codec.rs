@@ -28,11 +28,26 @@ pub(crate) const MAX_BODY: u32 = 256;
 /// What one journal record does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
-    Add { ack: AckPolicy, max_deliver: u64 },
-    Config { max_deliver: u64 },
-    Delivered { dseq: u64, sseq: u64, dc: u64, ts: i64 },
-    Ack { dseq: u64, sseq: u64 },
-    Reset { start: u64 },
+    Add {
+        ack: AckPolicy,
+        max_deliver: u64,
+    },
+    Config {
+        max_deliver: u64,
+    },
+    Delivered {
+        dseq: u64,
+        sseq: u64,
+        dc: u64,
+        ts: i64,
+    },
+    Ack {
+        dseq: u64,
+        sseq: u64,
+    },
+    Reset {
+        start: u64,
+    },
     Delete,
 }
 

@@ -129,7 +129,11 @@ impl<H: FsFile> Consumers<H> {
         }
         let names = ioe(fs.read_dir(CONSUMERS_DIR), "read_dir", CONSUMERS_DIR)?;
         if names.iter().any(|e| e.name == "state") {
-            let f = ioe(fs.open(STATE_FILE, OpenOptions::read_only()), "open", STATE_FILE)?;
+            let f = ioe(
+                fs.open(STATE_FILE, OpenOptions::read_only()),
+                "open",
+                STATE_FILE,
+            )?;
             let bytes = read_all(&f, STATE_FILE)?;
             // written whole before its rename: damage here is not a torn write
             let (gen, all) =
@@ -151,7 +155,11 @@ impl<H: FsFile> Consumers<H> {
             }
         }
         let exists = names.iter().any(|e| path_is(&jpath, &e.name));
-        let f = ioe(fs.open(&jpath, OpenOptions::read_write_create()), "open", &jpath)?;
+        let f = ioe(
+            fs.open(&jpath, OpenOptions::read_write_create()),
+            "open",
+            &jpath,
+        )?;
         done.created_journal = !exists;
         c.replay(&f, &jpath, &mut done)?;
         // the process that wrote it may never have synced it: the next sync must (found by

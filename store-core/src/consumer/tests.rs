@@ -48,7 +48,13 @@ fn explicit_acks_move_the_floor_and_survive_reopen() {
     assert_eq!(st.pending[&3].sequence, 3);
     assert_eq!(st.pending[&3].timestamp, 999);
     assert_eq!(st.redelivered[&3], 1);
-    assert_eq!(st.delivered, SequencePair { consumer: 5, stream: 4 });
+    assert_eq!(
+        st.delivered,
+        SequencePair {
+            consumer: 5,
+            stream: 4
+        }
+    );
     drop(s);
     let s = open(&fs);
     assert_eq!(s.consumer_state("work").unwrap(), st);
@@ -151,7 +157,10 @@ fn purge_moves_the_floor_up_and_truncate_moves_delivered_down() {
     s.truncate(6).unwrap();
     let st = s.consumer_state("p").unwrap();
     assert_eq!(st.delivered.stream, 6);
-    assert_eq!(st.pending.keys().copied().collect::<Vec<_>>(), (2..=6).collect::<Vec<_>>());
+    assert_eq!(
+        st.pending.keys().copied().collect::<Vec<_>>(),
+        (2..=6).collect::<Vec<_>>()
+    );
     // new messages take 7.. again: after a reopen the consumer must not skip them
     fill(&mut s, 4);
     drop(s);
@@ -231,7 +240,10 @@ fn random_consumer_workloads_keep_acks_across_reopens() {
             random_step(&mut s, &fs, &mut next, &names, &mut acked, &ctx);
             for (i, n) in names.iter().enumerate() {
                 let st = s.consumer_state(n).unwrap();
-                assert!(st.ack_floor.stream >= acked[i].floor, "{ctx}: {n} floor back");
+                assert!(
+                    st.ack_floor.stream >= acked[i].floor,
+                    "{ctx}: {n} floor back"
+                );
                 acked[i].floor = st.ack_floor.stream;
                 let first = s.state().first_seq;
                 for &q in acked[i].seqs.iter().filter(|&&q| q >= first) {

@@ -297,7 +297,11 @@ pub(crate) fn write_export<H: FsFile, W: Write>(
     if let Some(c) = &plan.consumers {
         tar.append_data(&mut file_header(c.len() as u64), CONSUMERS_ENTRY, &c[..])
             .map_err(out_err)?;
-        files.push((CONSUMERS_ENTRY.to_string(), c.len() as u64, record::crc32(c)));
+        files.push((
+            CONSUMERS_ENTRY.to_string(),
+            c.len() as u64,
+            record::crc32(c),
+        ));
     }
     let info = SnapshotInfo {
         version: SNAPSHOT_VERSION,

@@ -161,7 +161,12 @@ fn unpack<F: Fs>(fs: &F, input: impl Read) -> Result<SnapshotInfo> {
             if written.iter().any(|f| f.0 == CONSUMERS_ENTRY) || size > MAX_BLOCK_FILE {
                 return Err(bad("a second consumers entry, or one too large"));
             }
-            let crc = write_file(fs, &format!("{RESTORE_STAGE}/{RESTORED_CONSUMERS}"), &mut e, size)?;
+            let crc = write_file(
+                fs,
+                &format!("{RESTORE_STAGE}/{RESTORED_CONSUMERS}"),
+                &mut e,
+                size,
+            )?;
             written.push((path, size, crc));
             last_index = u64::MAX;
         } else {

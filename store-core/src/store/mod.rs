@@ -126,7 +126,12 @@ pub(crate) fn ioe<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T
 /// (`Error::Poisoned`) until reopened — and after a failed fsync a retry could report success
 /// without writing anything (fsyncgate). Takes the flag, not the store, so that a caller
 /// holding a block borrowed can still latch it.
-pub(crate) fn poisoning<T>(poisoned: &mut bool, r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
+pub(crate) fn poisoning<T>(
+    poisoned: &mut bool,
+    r: io::Result<T>,
+    op: &'static str,
+    path: &str,
+) -> Result<T> {
     r.map_err(|e| {
         *poisoned = true;
         Error::io(op, path, e)
