@@ -89,8 +89,6 @@ impl Runner<'_> {
         step: &Step,
         j: &mut Journal<Event>,
     ) -> Result<(), String> {
-        let always = self.cfg.sync == SyncPolicy::Always;
-        let ts = store_core::Clock::now_ns(&self.clock);
         let e = |e: Error| format!("{step:?}: {e}");
         let name = match *step {
             Step::ConsumerAdd(n, _)
@@ -101,12 +99,8 @@ impl Runner<'_> {
             | Step::ConsumerDelete(n) => n,
             _ => return Err(format!("{step:?} is not a consumer step")),
         };
-        let st = match self.store()?.consumer(ConsumerCall::State(name)) {
-            Ok(st) => st,
-            Err(Error::ConsumerNotFound { .. }) => None,
-            Err(err) => return Err(e(err)),
-        };
-        let last = self.store()?.state().map_err(e)?.last_seq;
+        let st = self.consumer_now(name).map_err(e)?;
+        let stream = self.store()?.state().map_err(e)?;
         let add = match *step {
             Step::ConsumerAdd(n, p) => ConsumerConfig {
                 ack_policy: policy(p),
@@ -114,22 +108,68 @@ impl Runner<'_> {
             },
             _ => ConsumerConfig::new(name),
         };
-        let call = match (step, &st) {
-            (&Step::ConsumerAdd(n, _), st) => {
-                // adding one that exists changes nothing (the workload adds each name with one
-                // policy; a random one may add it again with another, and is not told no)
-                if st.is_some() {
-                    return Ok(());
-                }
+        let ts = store_core::Clock::now_ns(&self.clock);
+        let Some(call) = self.choose_call(step, name, &st, stream.last_seq, &add, ts) else {
+            // nothing to act on: nothing runs, nothing is promised
+            return Ok(());
+        };
+        // from here a crash image may hold the call's effect: note what it will be
+        let (first, last) = (stream.first_seq.max(1), stream.last_seq);
+        let predicted = predict(st, &call, self.policy_of(name), first, last).map_err(e)?;
+        let ev = |state, durable| Event::Consumer {
+            name,
+            state,
+            durable,
+        };
+        j.note(fs, ev(predicted.clone(), false));
+        self.store()?.consumer(call).map_err(e)?;
+        let state = self.consumer_now(name).map_err(e)?;
+        if state != predicted {
+            return Err(format!(
+                "{step:?}: the store holds {state:?}, the state machine says {predicted:?}"
+            ));
+        }
+        j.note(fs, ev(state, self.cfg.sync == SyncPolicy::Always));
+        Ok(())
+    }
+
+    /// The consumer's state now (`None`: it does not exist).
+    fn consumer_now(&mut self, name: &'static str) -> Result<Option<ConsumerState>, Error> {
+        let s = self
+            .store()
+            .map_err(|m| Error::InvalidArgument(m.clone()))?;
+        match s.consumer(ConsumerCall::State(name)) {
+            Ok(st) => Ok(st),
+            Err(Error::ConsumerNotFound { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// The call a consumer step makes on the consumer's state `st` (`None`: nothing to act
+    /// on — no new message to deliver, nothing pending, no such consumer, or an add of one
+    /// that exists, which changes nothing: a random workload may add a name again with
+    /// another policy, and is not told no).
+    fn choose_call<'a>(
+        &mut self,
+        step: &Step,
+        name: &'a str,
+        st: &Option<ConsumerState>,
+        last: u64,
+        add: &'a ConsumerConfig,
+        ts: i64,
+    ) -> Option<ConsumerCall<'a>> {
+        match (step, st) {
+            (&Step::ConsumerAdd(n, _), None) => {
                 self.consumer_names.retain(|(x, _)| *x != n);
                 self.consumer_names.push((n, add.ack_policy));
-                Some(ConsumerCall::Add(&add))
+                Some(ConsumerCall::Add(add))
             }
             (&Step::Deliver(_), Some(s)) if s.delivered.stream < last => {
+                let d = s.delivered;
                 Some(ConsumerCall::Delivered(
                     name,
-                    s.delivered.consumer + 1,
-                    s.delivered.stream + 1,
+                    d.consumer + 1,
+                    d.stream + 1,
                     1,
                     ts,
                 ))
@@ -139,45 +179,14 @@ impl Runner<'_> {
                 ConsumerCall::Delivered(name, s.delivered.consumer + 1, q, dc, ts)
             }),
             (&Step::Ack(_, k), Some(s)) if !s.pending.is_empty() => {
-                let (&q, p) = s
-                    .pending
-                    .iter()
-                    .nth(k as usize % s.pending.len())
-                    .expect("k < n");
+                let k = k as usize % s.pending.len();
+                let (&q, p) = s.pending.iter().nth(k).expect("k < n");
                 Some(ConsumerCall::Ack(name, p.sequence, q))
             }
             (&Step::ConsumerReset(_, start), Some(_)) => Some(ConsumerCall::Reset(name, start)),
             (&Step::ConsumerDelete(_), Some(_)) => Some(ConsumerCall::Delete(name)),
-            // nothing to act on: nothing runs, nothing is promised
-            _ => return Ok(()),
-        };
-        // from here a crash image may hold the call's effect: note what it will be
-        let (first, _) = (self.store()?.state().map_err(e)?.first_seq.max(1), ());
-        let predicted = match &call {
-            None => st.clone(),
-            Some(c) => predict(st.clone(), c, self.policy_of(name), first, last).map_err(e)?,
-        };
-        let ev = |state, durable| Event::Consumer {
-            name,
-            state,
-            durable,
-        };
-        j.note(fs, ev(predicted.clone(), false));
-        if let Some(call) = call {
-            self.store()?.consumer(call).map_err(e)?;
+            _ => None,
         }
-        let state = match self.store()?.consumer(ConsumerCall::State(name)) {
-            Ok(st) => st,
-            Err(Error::ConsumerNotFound { .. }) => None,
-            Err(err) => return Err(e(err)),
-        };
-        if state != predicted {
-            return Err(format!(
-                "{step:?}: the store holds {state:?}, the state machine says {predicted:?}"
-            ));
-        }
-        j.note(fs, ev(state, always));
-        Ok(())
     }
 
     /// Whether a consumer has delivered past `seq` (a truncate to `seq` then brings it
