@@ -170,8 +170,8 @@ pub trait Backend: Sync {
     fn has_write15(&self) -> bool {
         true
     }
-    /// Whether its stores have the consumer calls (the wasm guest's WIT interface does not
-    /// yet).
+    /// Whether its stores have the consumer calls (every backend now; the wasm guest through
+    /// its WIT interface's consumer block).
     fn has_consumers(&self) -> bool {
         true
     }
@@ -345,6 +345,20 @@ impl StreamOps for wasm_host::GuestStore {
     fn checkpoint(&mut self) -> Result<(), Error> {
         wasm_host::GuestStore::checkpoint(self).map_err(guest_err)
     }
+    fn consumer(&mut self, call: ConsumerCall<'_>) -> Result<Option<ConsumerState>, Error> {
+        use wasm_host::GuestStore as G;
+        let r = match call {
+            ConsumerCall::Add(c) => G::consumer_add(self, c),
+            ConsumerCall::Delivered(n, d, q, dc, ts) => G::update_delivered(self, n, d, q, dc, ts),
+            ConsumerCall::Ack(n, d, q) => G::update_acks(self, n, d, q),
+            ConsumerCall::Reset(n, start) => G::consumer_reset(self, n, start),
+            ConsumerCall::Delete(n) => G::consumer_delete(self, n),
+            ConsumerCall::State(n) => {
+                return G::consumer_state(self, n).map(Some).map_err(guest_err)
+            }
+        };
+        r.map(|()| None).map_err(guest_err)
+    }
 }
 
 #[cfg(feature = "guest")]
@@ -353,9 +367,6 @@ impl Backend for Guest {
         "guest"
     }
     fn has_write15(&self) -> bool {
-        false
-    }
-    fn has_consumers(&self) -> bool {
         false
     }
     fn open(

@@ -76,3 +76,23 @@ fn every_consumer_fsync_is_necessary() {
         "consumer fsyncs with no effect: {missing:?} (seed {seed})"
     );
 }
+
+#[cfg(feature = "guest")]
+#[test]
+fn consumer_workloads_are_clean_in_the_wasm_guest() {
+    // the consumer calls through the guest's WIT interface, fault-fs served by the host
+    let seed = seed();
+    let mut failures = Vec::new();
+    for spec in consumer_cells(seed) {
+        let r = run_cell(&Guest, &spec, None);
+        println!("{r}");
+        if !r.report.is_clean() {
+            failures.push(format!("{r}\n{}", r.report));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "violations in the guest (replay with SEQSTORE_SEED={seed}):\n{}",
+        failures.join("\n")
+    );
+}
