@@ -80,7 +80,7 @@ fn open_guest(path: &Path, sync: SyncPolicy, wasi: bool) -> Result<wasm_host::Gu
     g.with_context(|| format!("open guest store {}", path.display()))
 }
 
-fn open_store(path: &Path, sync: SyncPolicy) -> Result<Store<HostFs>> {
+pub(crate) fn open_store(path: &Path, sync: SyncPolicy) -> Result<Store<HostFs>> {
     let fs = HostFs::create(path).with_context(|| format!("store root {}", path.display()))?;
     let cfg = Config {
         sync,
@@ -117,6 +117,9 @@ fn total_steps(o: &BenchOpts) -> usize {
     }
     if o.runs(NATS) {
         n += 1 + o.nats_reps * NATS_CELLS.len(); // start the servers, the rounds
+    }
+    if o.runs(crate::acks::ACKS) {
+        n += o.reps * crate::acks::ACK_CELLS.len();
     }
     if o.runs(MEMORY) {
         n += 2; // the two children
@@ -277,6 +280,14 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
     rounds(&mut ctx, opts, &mut always, ALWAYS_CELLS, |ctx, c| {
         always_cell(ctx, c, opts.always_secs, opts.always_max_syncs)
     })?;
+    let mut acks = crate::acks::new_table();
+    rounds(
+        &mut ctx,
+        opts,
+        &mut acks,
+        crate::acks::ACK_CELLS,
+        |ctx, c| crate::acks::ack_cell(ctx, c, opts.always_secs, opts.always_max_syncs),
+    )?;
     if opts.runs(NATS) {
         crate::nats::run_table(&mut ctx, opts, &mut nats, &mut notes)?;
     }
@@ -313,7 +324,7 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
     }
 
     let tables = vec![
-        nosync, every, always, nats, rebuild, index, purge, get, memory, index_cpu, purge_cpu,
+        nosync, every, always, nats, rebuild, index, purge, get, memory, index_cpu, purge_cpu, acks,
     ];
     let goals = goals(&tables);
     Ok(BenchReport {
@@ -493,6 +504,15 @@ fn goals(tables: &[Table]) -> Vec<Goal> {
             value: ratio(ALWAYS, "seqstore_64", "seqstore_1"),
             op: ">=",
             paired: paired(ALWAYS, "seqstore_64", "seqstore_1"),
+            target: 10.0,
+        },
+        Goal {
+            // issue #16: 64 consumers acking at once share the group commit's fsyncs
+            name: "acks64_vs_1",
+            what: "consumer acks, sync always: acks_64 / acks_1",
+            value: ratio(crate::acks::ACKS, "acks_64", "acks_1"),
+            op: ">=",
+            paired: paired(crate::acks::ACKS, "acks_64", "acks_1"),
             target: 10.0,
         },
         Goal {

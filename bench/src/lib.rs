@@ -33,6 +33,10 @@
 //!   `seqstore_1`: `Config::default()` (`SyncPolicy::Always`), one thread; `seqstore_16/64`:
 //!   `SharedStore` (group commit) with 16/64 threads; `baseline_1`: record + flush +
 //!   `sync_data`; `fdatasync_probe_per_s`: a raw loop of write 128 B + `fdatasync` on one file.
+//! - `consumer_acks_always_per_s` (issue #16): durable consumer acks through `SharedStore`
+//!   under `Always` for `always_secs` (or `always_max_syncs` acks per consumer): `acks_1`, one
+//!   consumer acking alone; `acks_64`, 64 consumers acking at once (one thread each), whose
+//!   journal records share the group commit's fsyncs. Goal `acks64_vs_1` >= 10.
 //! - `recover_rebuild_s_per_gib`: a `big_msgs` stream dropped without `close` (no index.db),
 //!   then `Store::open` timed with a warm page cache (one untimed open first), seconds per GiB
 //!   of block files.
@@ -71,6 +75,7 @@
 
 #![warn(missing_docs)]
 
+mod acks;
 mod groups;
 mod mem;
 mod nats;
@@ -272,6 +277,12 @@ impl BenchOpts {
         }
         if self.runs(groups::ALWAYS) {
             b += reps * 5 * self.always_max_syncs * SYNC_BYTES;
+        }
+        if self.runs(acks::ACKS) {
+            // an fsync per ack alone, fewer than that again for the groups of 64; the untimed
+            // fill: the messages, and a ~96-byte journal record per delivery
+            b += reps * 2 * self.always_max_syncs * SYNC_BYTES;
+            b += reps * self.always_max_syncs * (rec + 65 * 96);
         }
         if self.runs(nats::NATS) {
             // every `always` publish fsynced (at most), the default ones written once

@@ -100,6 +100,7 @@ fn tiny_run_produces_every_key() {
             "nats_publish_msgs_per_s",
             &["always_1", "always_64", "default_64"],
         ),
+        ("consumer_acks_always_per_s", &["acks_1", "acks_64"]),
         (
             "memory_peak_rss_mib",
             &[
@@ -131,7 +132,7 @@ fn tiny_run_produces_every_key() {
         have_nats
     );
     let ratios = j["ratios"].as_object().expect("ratios");
-    assert_eq!(ratios.len(), 14);
+    assert_eq!(ratios.len(), 15);
     for (name, r) in ratios {
         if (name.starts_with("guest_") && !cfg!(feature = "guest"))
             || (name.contains("nats") && !have_nats)

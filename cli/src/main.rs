@@ -2,6 +2,7 @@
 //! directory.
 
 mod archive;
+mod consumer;
 mod random;
 
 use anyhow::{bail, Context, Result};
@@ -285,6 +286,11 @@ enum Cmd {
         #[arg(long)]
         from: Option<PathBuf>,
     },
+    /// Durable consumers: add, next (deliver), ack, info, list, rm.
+    Consumer {
+        #[command(subcommand)]
+        cmd: consumer::ConsumerCmd,
+    },
     /// Re-read every record and checksum without changing anything; non-zero exit on damage.
     Verify {
         #[command(flatten)]
@@ -363,6 +369,7 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
             }
         },
         Cmd::Verify { dir, json } => verify(&dir.dir, json),
+        Cmd::Consumer { cmd } => consumer::run(cmd),
         Cmd::Bench {
             quick,
             json,
@@ -894,6 +901,7 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
         | Cmd::Bench { .. }
         | Cmd::Snapshot { .. }
         | Cmd::Restore { .. }
+        | Cmd::Consumer { .. }
         | Cmd::Trace(_) => {
             unreachable!("handled by run")
         }

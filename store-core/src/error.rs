@@ -88,6 +88,48 @@ pub enum Error {
         /// The stream's last sequence.
         last_seq: u64,
     },
+    /// No consumer of that name.
+    ConsumerNotFound {
+        /// The name asked for.
+        name: String,
+    },
+    /// A consumer of that name exists with another configuration.
+    ConsumerExists {
+        /// The name.
+        name: String,
+    },
+    /// A consumer name that is not a safe file name / NATS durable name.
+    InvalidConsumerName {
+        /// The name (cut to 64 characters).
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// An ack (or a redelivery) of a stream sequence the consumer has not delivered or has
+    /// already acknowledged (NATS `ErrStoreMsgNotFound` from `UpdateAcks`).
+    NotPending {
+        /// The consumer.
+        name: String,
+        /// The stream sequence.
+        seq: u64,
+    },
+    /// A delivery whose consumer or stream sequence does not move forward.
+    DeliveredBackwards {
+        /// The consumer.
+        name: String,
+        /// The consumer sequence given.
+        dseq: u64,
+        /// The stream sequence given.
+        sseq: u64,
+        /// The last delivery (consumer, stream).
+        delivered: (u64, u64),
+    },
+    /// An ack or a redelivery for a consumer whose ack policy is `None` (NATS
+    /// `ErrNoAckPolicy`).
+    NoAckPolicy {
+        /// The consumer.
+        name: String,
+    },
 }
 
 impl Error {
@@ -148,6 +190,29 @@ impl fmt::Display for Error {
                 "sequence {seq} is not the next one: the last sequence is {last_seq}, the next {}",
                 last_seq.saturating_add(1)
             ),
+            Error::ConsumerNotFound { name } => write!(f, "no consumer {name:?}"),
+            Error::ConsumerExists { name } => {
+                write!(f, "consumer {name:?} exists with another configuration")
+            }
+            Error::InvalidConsumerName { name, reason } => {
+                write!(f, "invalid consumer name {name:?}: {reason}")
+            }
+            Error::NotPending { name, seq } => write!(
+                f,
+                "consumer {name:?}: stream sequence {seq} is not pending (never delivered or already acknowledged)"
+            ),
+            Error::DeliveredBackwards {
+                name,
+                dseq,
+                sseq,
+                delivered,
+            } => write!(
+                f,
+                "consumer {name:?}: delivery ({dseq}, {sseq}) does not move past the last one {delivered:?}"
+            ),
+            Error::NoAckPolicy { name } => {
+                write!(f, "consumer {name:?} has ack policy none: nothing to ack or redeliver")
+            }
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod clock;
 pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod consumer;
 pub mod error;
 pub mod fs;
 // The byte layouts of index.db and of records, public for the wasm host (which encodes
@@ -58,6 +59,7 @@ pub use ablation::Ablation;
 pub use admit::Admission;
 pub use clock::{Clock, ManualClock};
 pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
+pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
 pub use error::{Error, Result};
 pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 pub use shared::SharedStore;

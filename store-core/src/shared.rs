@@ -37,6 +37,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::Thread;
 
 mod combine;
+mod consumers;
 mod export;
 
 /// What a queued writer is told when it is unparked (`Slot::state`).

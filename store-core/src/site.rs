@@ -92,6 +92,18 @@ sync_sites! {
     SkipData = "skip.data", false;
     /// `msgs/` under a skip.
     SkipDir = "skip.dir", true;
+    /// The root after creating `consumers/`.
+    ConsumerCreateRootDir = "consumer.create-root-dir", true;
+    /// `consumers/` after creating a consumer's journal.
+    ConsumerCreateDir = "consumer.create-dir", true;
+    /// The consumer journal under the sync policy and in a group commit.
+    ConsumerJournalData = "consumer.journal-data", false;
+    /// The consumer journal under `Store::sync`.
+    ConsumerSyncData = "consumer.sync-data", false;
+    /// A consumer checkpoint's temporary file before its rename.
+    ConsumerCheckpointData = "consumer.checkpoint-data", false;
+    /// `consumers/` after a checkpoint's rename.
+    ConsumerCheckpointDir = "consumer.checkpoint-dir", true;
 }
 
 impl SyncSite {

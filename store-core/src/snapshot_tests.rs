@@ -16,8 +16,14 @@ fn small() -> Config {
     }
 }
 
-/// Everything a reader can see of a store: state, subjects, every stored message.
-type Contents = (StreamState, BTreeMap<String, u64>, Vec<StoredMsg>);
+/// Everything a reader can see of a store: state, subjects, every stored message, every
+/// consumer's configuration and state.
+type Contents = (
+    StreamState,
+    BTreeMap<String, u64>,
+    Vec<StoredMsg>,
+    Vec<(ConsumerConfig, ConsumerState)>,
+);
 
 fn contents(s: &mut Store<MemFs>) -> Contents {
     let st = s.state();
@@ -32,7 +38,39 @@ fn contents(s: &mut Store<MemFs>) -> Contents {
         }
     }
     assert_eq!(msgs.len() as u64, st.msgs);
-    (st, s.subjects_state(">").unwrap(), msgs)
+    let consumers = s
+        .consumer_names()
+        .iter()
+        .map(|n| (s.consumer_config(n).unwrap(), s.consumer_state(n).unwrap()))
+        .collect();
+    (st, s.subjects_state(">").unwrap(), msgs, consumers)
+}
+
+/// A consumer operation for the random workload: deliver the next message, ack a pending one,
+/// or redeliver the oldest pending one, to consumer c1 (explicit acks) or c2 (ack all).
+fn random_consumer_op(s: &mut Store<MemFs>, rng: &mut impl FnMut() -> u64) {
+    let n = ["c1", "c2"][(rng() % 2) as usize];
+    let st = s.consumer_state(n).unwrap();
+    let last = s.state().last_seq;
+    match rng() % 3 {
+        0 if st.delivered.stream < last => {
+            let d = st.delivered;
+            s.update_delivered(n, d.consumer + 1, d.stream + 1, 1, rng() as i64 >> 2)
+                .unwrap();
+        }
+        1 if !st.pending.is_empty() => {
+            let k = (rng() % st.pending.len() as u64) as usize;
+            let (&q, p) = st.pending.iter().nth(k).unwrap();
+            s.update_acks(n, p.sequence, q).unwrap();
+        }
+        2 if !st.pending.is_empty() => {
+            let (&q, _) = st.pending.iter().next().unwrap();
+            let dc = st.redelivered.get(&q).copied().unwrap_or(0) + 2;
+            s.update_delivered(n, st.delivered.consumer + 1, q, dc, 5)
+                .unwrap();
+        }
+        _ => {}
+    }
 }
 
 /// One random operation of the workload: mostly appends on a few subjects, and the removals
@@ -86,11 +124,21 @@ fn random_workload_snapshot_mid_way_restores_exactly() {
     for round in 0..6 {
         let fs = MemFs::new();
         let mut s = Store::open(fs.clone(), small()).unwrap();
+        s.consumer_add(&ConsumerConfig::new("c1")).unwrap();
+        let all = ConsumerConfig {
+            ack_policy: AckPolicy::All,
+            ..ConsumerConfig::new("c2")
+        };
+        s.consumer_add(&all).unwrap();
         let ops = 150 + rng() % 400;
         let mut snap = Vec::new();
         let mut model = None;
         for i in 0..ops {
-            random_op(&mut s, &mut rng);
+            if rng().is_multiple_of(3) {
+                random_consumer_op(&mut s, &mut rng);
+            } else {
+                random_op(&mut s, &mut rng);
+            }
             if i == ops / 2 {
                 let info = s.snapshot_to(&mut snap).unwrap();
                 let at = contents(&mut s);
@@ -104,11 +152,21 @@ fn random_workload_snapshot_mid_way_restores_exactly() {
         }
         // the source goes on after the snapshot and is still sound
         s.append("after", b"", b"more").unwrap();
-        let (_, r) = restore_into(&snap);
+        let (restored_fs, r) = restore_into(&snap);
         let (mut r, info) = r.unwrap_or_else(|e| panic!("seed {seed} round {round}: {e}"));
         let model = model.unwrap();
         assert_eq!(info.state, model.0, "seed {seed} round {round}");
+        assert_eq!(model.3.len(), 2, "seed {seed} round {round}");
         assert_eq!(contents(&mut r), model, "seed {seed} round {round}");
+        // and again after a reopen of the restored store (its journal replayed)
+        drop(r);
+        let (fs2, _) = (restored_fs.clone(), ());
+        let mut r = Store::open(fs2, small()).unwrap();
+        assert_eq!(
+            contents(&mut r).3,
+            model.3,
+            "seed {seed} round {round}: reopen"
+        );
         // the restored store is writable and continues the sequence
         let next = r.append("new", b"", b"x").unwrap();
         assert_eq!(next, model.0.last_seq + 1, "seed {seed} round {round}");

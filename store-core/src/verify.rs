@@ -103,7 +103,7 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
     };
     for e in &root {
         match e.name.as_str() {
-            MSGS_DIR | INDEX_FILE | INDEX_TMP => {}
+            MSGS_DIR | INDEX_FILE | INDEX_TMP | crate::consumer::CONSUMERS_DIR => {}
             PURGE_NEW | PURGE_OLD => {
                 r.interrupted_purge = Some(format!("{}/ present", e.name));
             }

@@ -53,6 +53,43 @@ pub trait StreamOps {
     fn skip_many(&mut self, _first: u64, _count: u64) -> Result<u64, Error> {
         Err(unsupported("skip_many"))
     }
+    /// The consumer calls (`Store::consumer_add`, ...), one entry point.
+    fn consumer(&mut self, _call: ConsumerCall<'_>) -> Result<Option<ConsumerState>, Error> {
+        Err(unsupported("consumers"))
+    }
+}
+
+/// One consumer call through [`StreamOps::consumer`]; each returns `None` but `State`.
+#[derive(Clone, Debug)]
+pub enum ConsumerCall<'a> {
+    /// `consumer_add`.
+    Add(&'a ConsumerConfig),
+    /// `update_delivered(name, dseq, sseq, dc, ts)`.
+    Delivered(&'a str, u64, u64, u64, i64),
+    /// `update_acks(name, dseq, sseq)`.
+    Ack(&'a str, u64, u64),
+    /// `consumer_reset(name, start)`.
+    Reset(&'a str, u64),
+    /// `consumer_delete(name)`.
+    Delete(&'a str),
+    /// `consumer_state(name)`.
+    State(&'a str),
+}
+
+/// Runs a consumer call on a native store.
+pub fn consumer_call<F: store_core::Fs>(
+    s: &mut Store<F>,
+    call: ConsumerCall<'_>,
+) -> Result<Option<ConsumerState>, Error> {
+    match call {
+        ConsumerCall::Add(c) => s.consumer_add(c)?,
+        ConsumerCall::Delivered(n, d, q, dc, ts) => s.update_delivered(n, d, q, dc, ts)?,
+        ConsumerCall::Ack(n, d, q) => s.update_acks(n, d, q)?,
+        ConsumerCall::Reset(n, start) => s.consumer_reset(n, start)?,
+        ConsumerCall::Delete(n) => s.consumer_delete(n)?,
+        ConsumerCall::State(n) => return s.consumer_state(n).map(Some),
+    }
+    Ok(None)
 }
 
 /// What a backend without one of the newer operations returns (the wasm guest: not yet in
@@ -118,6 +155,9 @@ impl<F: store_core::Fs> StreamOps for Store<F> {
     fn skip_many(&mut self, first: u64, count: u64) -> Result<u64, Error> {
         Store::skip_many(self, first, count)
     }
+    fn consumer(&mut self, call: ConsumerCall<'_>) -> Result<Option<ConsumerState>, Error> {
+        consumer_call(self, call)
+    }
 }
 
 /// Opens a store of some backend on a fault-fs filesystem.
@@ -128,6 +168,11 @@ pub trait Backend: Sync {
     /// guest's WIT interface does not yet: a workload's steps of those kinds are skipped on it,
     /// `Runner::step`).
     fn has_write15(&self) -> bool {
+        true
+    }
+    /// Whether its stores have the consumer calls (every backend now; the wasm guest through
+    /// its WIT interface's consumer block).
+    fn has_consumers(&self) -> bool {
         true
     }
     /// Opens (recovers) a store on `fs`.
@@ -217,6 +262,15 @@ impl<F: store_core::Fs> StreamOps for store_core::SharedStore<F> {
     fn skip_many(&mut self, first: u64, count: u64) -> Result<u64, Error> {
         self.with(|s| s.skip_many(first, count))
     }
+    fn consumer(&mut self, call: ConsumerCall<'_>) -> Result<Option<ConsumerState>, Error> {
+        // acks go through the group-commit path (`SharedStore::update_acks`)
+        match call {
+            ConsumerCall::Ack(n, d, q) => {
+                store_core::SharedStore::update_acks(self, n, d, q).map(|_| None)
+            }
+            other => self.with(|s| consumer_call(s, other)),
+        }
+    }
 }
 
 impl Backend for Shared {
@@ -290,6 +344,20 @@ impl StreamOps for wasm_host::GuestStore {
     }
     fn checkpoint(&mut self) -> Result<(), Error> {
         wasm_host::GuestStore::checkpoint(self).map_err(guest_err)
+    }
+    fn consumer(&mut self, call: ConsumerCall<'_>) -> Result<Option<ConsumerState>, Error> {
+        use wasm_host::GuestStore as G;
+        let r = match call {
+            ConsumerCall::Add(c) => G::consumer_add(self, c),
+            ConsumerCall::Delivered(n, d, q, dc, ts) => G::update_delivered(self, n, d, q, dc, ts),
+            ConsumerCall::Ack(n, d, q) => G::update_acks(self, n, d, q),
+            ConsumerCall::Reset(n, start) => G::consumer_reset(self, n, start),
+            ConsumerCall::Delete(n) => G::consumer_delete(self, n),
+            ConsumerCall::State(n) => {
+                return G::consumer_state(self, n).map(Some).map_err(guest_err)
+            }
+        };
+        r.map(|()| None).map_err(guest_err)
     }
 }
 

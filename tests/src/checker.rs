@@ -24,6 +24,8 @@ pub(crate) struct Expect {
     /// `next_ttl` holds it).
     pub(crate) deadlines: BTreeMap<u64, i64>,
     next_ttl: Option<i64>,
+    /// Per consumer, the states a crash image may hold (`consumers.rs`).
+    pub(crate) consumers: Candidates,
 }
 
 /// The clock of a store recovered from a crash image ([`open_image`]).
@@ -33,6 +35,7 @@ impl Expect {
     pub(crate) fn from_events(events: &[Event]) -> Expect {
         let mut x = Expect::default();
         for ev in events {
+            note_consumer_event(&mut x.consumers, ev);
             match ev {
                 Event::Appending { seq, id } => {
                     x.may.entry(*seq).or_default().push(*id);
@@ -115,6 +118,7 @@ impl Expect {
                     x.pending_deletes.retain(|s| s <= seq);
                     x.durable_last = *seq;
                 }
+                Event::Consumer { .. } => {}
             }
         }
         x.expire(RECOVERY_NS);
@@ -249,6 +253,8 @@ pub(crate) fn check_opened(s: &mut dyn StreamOps, events: &[Event]) -> Result<()
             )));
         }
     }
+    // 6. consumers: what was acknowledged durably stays acknowledged
+    check_consumers(s, &x.consumers, &st).map_err(fail)?;
     // 5. the next append continues the sequence
     let seq = s
         .append("check.next", b"after recovery")

@@ -24,11 +24,15 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
-use store_core::{Ablation, Config, Error, ManualClock, Store, StoredMsg, StreamState, SyncPolicy};
+use store_core::{
+    Ablation, Config, ConsumerConfig, ConsumerState, Error, ManualClock, Store, StoredMsg,
+    StreamState, SyncPolicy,
+};
 
 mod backend;
 mod cells;
 mod checker;
+mod consumers;
 mod runner;
 mod workload;
 
@@ -39,5 +43,6 @@ pub mod robust;
 pub use backend::*;
 pub use cells::*;
 pub use checker::*;
+use consumers::*;
 pub use runner::*;
 pub use workload::*;

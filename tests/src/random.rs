@@ -67,6 +67,9 @@ pub fn workload_seed(seed: u64, i: u64) -> u64 {
 /// puts a record across a sector boundary; 1 MiB never rolls.
 pub const BLOCK_SIZES: &[u64] = &[1024, 1290, 4096, 1 << 20];
 
+/// The consumer names of random workloads.
+const CONSUMERS: &[&str] = &["c1", "c2"];
+
 /// Payload sizes: small, one larger than a 512-byte sector (torn writes), one near a block.
 const PAYLOAD_SIZES: &[u16] = &[8, 40, 120, 600, 900];
 
@@ -104,7 +107,7 @@ fn next_step(r: &mut Rng, m: &RefModel) -> Option<Step> {
             _ => Some(live[0]),
         }
     };
-    Some(match r.below(100) {
+    Some(match r.below(120) {
         0..=33 => Step::Append(r.pick(SUBJECTS), r.pick(PAYLOAD_SIZES)),
         // ttls that run out only after the workload (2 s: before the crash image is opened
         // at 4 s, so every image's open expires it) or never (1 h); the tick-driven expiry is
@@ -134,7 +137,16 @@ fn next_step(r: &mut Rng, m: &RefModel) -> Option<Step> {
         85..=88 => Step::Reopen,
         89..=92 => Step::Close,
         93..=95 => Step::Checkpoint,
-        _ => Step::TrimOnOpen(r.within(1, 4)),
+        96..=99 => Step::TrimOnOpen(r.within(1, 4)),
+        // issue #16's consumers: two names, each added with a random ack policy (a second
+        // add of a live name changes nothing); a call on one that does not exist, or with
+        // nothing to deliver or ack, is skipped by the runner
+        100..=101 => Step::ConsumerAdd(r.pick(CONSUMERS), r.pick(&["explicit", "all", "none"])),
+        102..=108 => Step::Deliver(r.pick(CONSUMERS)),
+        109..=114 => Step::Ack(r.pick(CONSUMERS), r.below(4) as u8),
+        115..=116 => Step::Redeliver(r.pick(CONSUMERS)),
+        117 => Step::ConsumerReset(r.pick(CONSUMERS), r.within(1, last + 1)),
+        _ => Step::ConsumerDelete(r.pick(CONSUMERS)),
     })
 }
 

@@ -4,13 +4,15 @@ use crate::*;
 
 /// Runs workload steps on a live filesystem, noting what it learns. Holds the open store.
 pub struct Runner<'b> {
-    backend: &'b dyn Backend,
-    cfg: Config,
-    clock: ManualClock,
+    pub(crate) backend: &'b dyn Backend,
+    pub(crate) cfg: Config,
+    pub(crate) clock: ManualClock,
     store: Option<Box<dyn StreamOps>>,
     next_id: u64,
     /// The subject each sequence was appended under (for what `purge_ex` promises).
     subjects: BTreeMap<u64, &'static str>,
+    /// The consumers the workload added (for what a truncate promises of them).
+    pub(crate) consumer_names: Vec<(&'static str, store_core::AckPolicy)>,
 }
 
 impl<'b> Runner<'b> {
@@ -23,6 +25,7 @@ impl<'b> Runner<'b> {
             store: None,
             next_id: 0,
             subjects: BTreeMap::new(),
+            consumer_names: Vec::new(),
         }
     }
 
@@ -43,7 +46,7 @@ impl<'b> Runner<'b> {
             .collect())
     }
 
-    fn store(&mut self) -> Result<&mut Box<dyn StreamOps>, String> {
+    pub(crate) fn store(&mut self) -> Result<&mut Box<dyn StreamOps>, String> {
         self.store
             .as_mut()
             .ok_or_else(|| "no store open (the workload must start with Open)".to_string())
@@ -57,6 +60,12 @@ impl<'b> Runner<'b> {
         j: &mut Journal<Event>,
     ) -> Result<(), String> {
         self.clock.advance(STEP_NS);
+        if step.is_consumer() {
+            if !self.backend.has_consumers() {
+                return Ok(());
+            }
+            return self.consumer_step(fs, step, j);
+        }
         if step.is_write15() && !self.backend.has_write15() {
             // not in this backend's interface yet (the wasm guest): nothing to run, nothing
             // promised
@@ -69,6 +78,7 @@ impl<'b> Runner<'b> {
                 if *step == Step::Open {
                     self.next_id = 0;
                     self.subjects.clear();
+                    self.consumer_names.clear();
                 }
                 self.reopen(fs, self.cfg.clone()).map_err(e)?;
             }
@@ -177,13 +187,23 @@ impl<'b> Runner<'b> {
                 }));
                 j.note(fs, Event::Removed { seqs });
             }
+            Step::ConsumerAdd(..)
+            | Step::Deliver(_)
+            | Step::Redeliver(_)
+            | Step::Ack(..)
+            | Step::ConsumerReset(..)
+            | Step::ConsumerDelete(_) => return Err("consumer steps run in consumer_step".into()),
             Step::Truncate(seq) => {
                 let last = self.store()?.state().map_err(e)?.last_seq;
+                let ahead = self.consumers_ahead(seq)?;
                 j.note(fs, Event::TruncateStart { seq });
                 self.store()?.truncate(seq).map_err(e)?;
                 // at or above the last sequence nothing is cut: last stays where it was
                 j.note(fs, Event::TruncateDone { seq: seq.min(last) });
                 self.subjects.retain(|&q, _| q <= seq);
+                if ahead {
+                    self.after_truncate(fs, j)?;
+                }
             }
         }
         Ok(())

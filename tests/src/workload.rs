@@ -42,9 +42,37 @@ pub enum Step {
     AppendRaw(&'static str, u16),
     /// `skip_many(last_seq + 1, count)`.
     Skip(u64),
+    /// `consumer_add` of consumer `name` with ack policy `policy` (`explicit`, `all`,
+    /// `none`).
+    ConsumerAdd(&'static str, &'static str),
+    /// `update_delivered` of the next stream sequence after the consumer's last delivery
+    /// (nothing if it delivered the last one, or does not exist).
+    Deliver(&'static str),
+    /// `update_delivered` again of the consumer's oldest pending message.
+    Redeliver(&'static str),
+    /// `update_acks` of the consumer's `k mod n`-th pending message (n pending).
+    Ack(&'static str, u8),
+    /// `consumer_reset(name, start)`.
+    ConsumerReset(&'static str, u64),
+    /// `consumer_delete(name)`.
+    ConsumerDelete(&'static str),
 }
 
 impl Step {
+    /// Whether the step is a consumer call (backends without consumers, the wasm guest,
+    /// skip them).
+    pub fn is_consumer(&self) -> bool {
+        matches!(
+            self,
+            Step::ConsumerAdd(..)
+                | Step::Deliver(_)
+                | Step::Redeliver(_)
+                | Step::Ack(..)
+                | Step::ConsumerReset(..)
+                | Step::ConsumerDelete(_)
+        )
+    }
+
     /// Whether the step is one of the replica's writes or a ttl (backends without them, the
     /// wasm guest, skip workloads that use them).
     pub fn is_write15(&self) -> bool {
@@ -126,6 +154,16 @@ pub enum Event {
     Skipped {
         /// The last sequence it skipped.
         last: u64,
+    },
+    /// A consumer call returned: the consumer's state now (`None`: deleted); `durable` when
+    /// the call promised it (`Always`, or a truncate's durable clamp).
+    Consumer {
+        /// The consumer.
+        name: &'static str,
+        /// Its state as `consumer_state` reports it.
+        state: Option<store_core::ConsumerState>,
+        /// Acknowledged durable.
+        durable: bool,
     },
 }
 
@@ -453,6 +491,121 @@ pub fn workloads() -> Vec<Workload> {
                 Step::Append("s", 40),
             ],
             block_size: 1024,
+        },
+        // issue #16's consumers: deliver, ack out of order, redeliver, ack; the journal's
+        // records cross sector boundaries (torn record writes)
+        Workload {
+            name: "consumer-deliver-ack",
+            steps: cat(vec![
+                vec![Step::Open],
+                appends(&["c.a"], 6, 40),
+                vec![
+                    Step::ConsumerAdd("work", "explicit"),
+                    Step::Deliver("work"),
+                    Step::Deliver("work"),
+                    Step::Deliver("work"),
+                    Step::Ack("work", 1),
+                    Step::Redeliver("work"),
+                    Step::Ack("work", 0),
+                    Step::Sync,
+                    Step::Deliver("work"),
+                    Step::Ack("work", 0),
+                    Step::Deliver("work"),
+                ],
+            ]),
+            block_size: 1 << 20,
+        },
+        // an ack-all and an ack-none consumer across a purge and a reopen: the ack floor
+        // moves up to the purge, durably, without a consumer write
+        Workload {
+            name: "consumer-purge-reopen",
+            steps: cat(vec![
+                vec![
+                    Step::Open,
+                    Step::ConsumerAdd("all", "all"),
+                    Step::ConsumerAdd("none", "none"),
+                ],
+                appends(&["p.a"], 5, 40),
+                vec![
+                    Step::Deliver("all"),
+                    Step::Deliver("all"),
+                    Step::Deliver("all"),
+                    Step::Deliver("none"),
+                    Step::Ack("all", 1),
+                    Step::Purge,
+                    Step::Append("p.a", 40),
+                    Step::Deliver("all"),
+                    Step::Reopen,
+                    Step::Deliver("none"),
+                    Step::Ack("all", 0),
+                    Step::Sync,
+                ],
+            ]),
+            block_size: 1024,
+        },
+        // a truncate below the consumer's deliveries, then new messages at the same
+        // sequences: the consumer must come back at the cut, not past the new messages
+        Workload {
+            name: "consumer-truncate",
+            steps: cat(vec![
+                vec![Step::Open, Step::ConsumerAdd("t", "explicit")],
+                appends(&["t.a"], 8, 40),
+                vec![
+                    Step::Deliver("t"),
+                    Step::Deliver("t"),
+                    Step::Deliver("t"),
+                    Step::Deliver("t"),
+                    Step::Deliver("t"),
+                    Step::Ack("t", 0),
+                    Step::Sync,
+                    Step::Truncate(3),
+                ],
+                appends(&["t.a"], 3, 40),
+                vec![Step::Deliver("t"), Step::Ack("t", 0)],
+            ]),
+            block_size: 1024,
+        },
+        // found by the random explorer (campaign seed 1, workload 48): a restarted process's
+        // sync() must cover the consumer journal the previous one never synced
+        Workload {
+            name: "consumer-reopen-sync",
+            steps: vec![
+                Step::Open,
+                Step::ConsumerAdd("c2", "all"),
+                Step::Reopen,
+                Step::Sync,
+            ],
+            block_size: 1290,
+        },
+        // checkpoints (a crash in the middle of one), a close through index.db, a delete and
+        // a reset
+        Workload {
+            name: "consumer-checkpoint",
+            steps: cat(vec![
+                vec![
+                    Step::Open,
+                    Step::ConsumerAdd("k1", "explicit"),
+                    Step::ConsumerAdd("k2", "all"),
+                ],
+                appends(&["k.a"], 4, 40),
+                vec![
+                    Step::Deliver("k1"),
+                    Step::Deliver("k2"),
+                    Step::Ack("k1", 0),
+                    Step::Checkpoint,
+                    Step::Deliver("k1"),
+                    Step::Deliver("k2"),
+                    Step::Ack("k2", 0),
+                    Step::Close,
+                    Step::Ack("k1", 0),
+                    Step::ConsumerDelete("k2"),
+                    Step::ConsumerReset("k1", 3),
+                    Step::Deliver("k1"),
+                    Step::Checkpoint,
+                    Step::Ack("k1", 0),
+                ],
+            ]),
+            block_size: 1 << 20,
         },
         // found by the random explorer (campaign seed 99, workload 40): a torn erase of the
         // record before a ttl record; the scan's resync must know the ttl field's 8 bytes, or

@@ -87,6 +87,12 @@ fn the_generator_replays_from_its_seed_and_varies() {
         "Checkpoint",
         "Close",
         "TrimOnOpen",
+        "ConsumerAdd",
+        "Deliver",
+        "Ack",
+        "Redeliver",
+        "ConsumerReset",
+        "ConsumerDelete",
     ];
     for k in all {
         assert!(kinds.contains(k), "no {k} step in 300 workloads: {kinds:?}");
@@ -143,4 +149,31 @@ fn the_explorer_finds_the_compact_bug_when_the_fix_is_reverted() {
         .steps
         .iter()
         .any(|s| matches!(s, crash_matrix::Step::Compact(_))));
+}
+
+#[test]
+fn the_explorer_finds_lost_acks_when_the_consumer_journal_fsync_is_removed() {
+    // The consumer negative control: without the journal's fsync under the policy, an ack
+    // acknowledged under `Always` is lost in a crash. Random workloads must find it.
+    let seed = seed(1);
+    let c = campaign(
+        &Native,
+        seed,
+        200,
+        Ablation::Skip(store_core::SyncSite::ConsumerJournalData),
+    );
+    let r = run_campaign(&c, |_, _| {});
+    let f = r.first.as_ref().unwrap_or_else(|| {
+        panic!(
+            "{} random workloads (seed {seed}) did not find the missing consumer fsync",
+            r.workloads
+        )
+    });
+    println!(
+        "found after {} workloads:\n{}",
+        r.workloads,
+        f.describe(seed)
+    );
+    assert!(f.shrunk_result.report.violation_count > 0);
+    assert!(f.shrunk.steps.iter().any(|s| s.is_consumer()));
 }

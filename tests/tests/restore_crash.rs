@@ -7,7 +7,10 @@
 //! `SEQSTORE_SEED=N` replays (it seeds the source workload and the explorations).
 
 use fault_fs::{explore, ExploreConfig, FaultFs, FaultKind, Model};
-use store_core::{restore, Config, Error, Fs, Store, StoredMsg, StreamState};
+use store_core::{
+    restore, AckPolicy, Config, ConsumerConfig, ConsumerState, Error, Fs, Store, StoredMsg,
+    StreamState,
+};
 
 fn seed() -> u64 {
     std::env::var("SEQSTORE_SEED")
@@ -24,7 +27,8 @@ fn cfg() -> Config {
     }
 }
 
-type Contents = (StreamState, Vec<StoredMsg>);
+/// The stream, every message, every consumer's state.
+type Contents = (StreamState, Vec<StoredMsg>, Vec<(String, ConsumerState)>);
 
 fn contents<F: Fs>(s: &mut Store<F>) -> Result<Contents, String> {
     let st = s.state();
@@ -38,7 +42,14 @@ fn contents<F: Fs>(s: &mut Store<F>) -> Result<Contents, String> {
             }
         }
     }
-    Ok((st, msgs))
+    let mut consumers = Vec::new();
+    for n in s.consumer_names() {
+        let st = s
+            .consumer_state(&n)
+            .map_err(|e| format!("consumer {n}: {e}"))?;
+        consumers.push((n, st));
+    }
+    Ok((st, msgs, consumers))
 }
 
 /// A source store with several blocks, deletes and a compact, and its snapshot.
@@ -57,6 +68,23 @@ fn source(seed: u64) -> (Vec<u8>, Contents) {
     s.delete(5).expect("delete");
     s.delete(33).expect("delete");
     s.compact(3).expect("compact");
+    // two consumers with deliveries, acks and a redelivery: restored with the stream or not
+    s.consumer_add(&ConsumerConfig::new("work")).expect("add");
+    let all = ConsumerConfig {
+        ack_policy: AckPolicy::All,
+        ..ConsumerConfig::new("audit")
+    };
+    s.consumer_add(&all).expect("add");
+    for q in 3..=12u64 {
+        s.update_delivered("work", q, q, 1, q as i64)
+            .expect("deliver");
+        s.update_delivered("audit", q, q, 1, q as i64)
+            .expect("deliver");
+    }
+    s.update_acks("work", 7, 7).expect("ack");
+    s.update_acks("work", 3, 3).expect("ack");
+    s.update_delivered("work", 13, 4, 2, 99).expect("redeliver");
+    s.update_acks("audit", 8, 8).expect("ack all");
     let mut snap = Vec::new();
     let info = s.snapshot_to(&mut snap).expect("snapshot");
     assert!(info.files.len() >= 3, "several blocks: {info:?}");

@@ -6,7 +6,10 @@
 //!    snapshot of another format version before it writes anything;
 //! 2. `msgs/N.blk` for every block of the store, in index order, each exactly the bytes
 //!    `[0, len)` the store holds for it at the snapshot point;
-//! 3. `manifest`: the format version, the stream's state and a digest of its subjects at the
+//! 3. `consumers/state` (issue #16, when the store has consumers): every consumer's
+//!    configuration and state at the snapshot point, in line with the stream, in the consumer
+//!    checkpoint's layout (generation 1; `consumer/codec.rs`);
+//! 4. `manifest`: the format version, the stream's state and a digest of its subjects at the
 //!    snapshot point, every file's length and crc32, and a crc32 of the manifest itself. It is
 //!    last because its checksums are computed while the blocks stream (one read of each).
 //!
@@ -213,7 +216,12 @@ pub(crate) struct ExportPlan<H> {
     state: StreamState,
     subjects: (u64, u32),
     blocks: Vec<(String, Arc<H>, u64)>,
+    /// The consumers' checkpoint bytes, when the store has consumers.
+    consumers: Option<Vec<u8>>,
 }
+
+/// The archive entry of the consumers' state.
+pub(crate) const CONSUMERS_ENTRY: &str = "consumers/state";
 
 impl<F: Fs> Store<F> {
     /// Writes a consistent snapshot of the store to `out` as a tar stream (layout above):
@@ -243,7 +251,20 @@ impl<F: Fs> Store<F> {
             state,
             subjects,
             blocks,
+            consumers: self.consumers_snapshot(),
         })
+    }
+
+    /// Every consumer in line with the stream now, as a generation-1 checkpoint (`None`
+    /// without consumers). What a restore must find again.
+    pub(crate) fn consumers_snapshot(&self) -> Option<Vec<u8>> {
+        self.consumers.journal.as_ref()?;
+        let (first, last) = self.stream_bounds();
+        let mut all = self.consumers.all.clone();
+        for (_, st) in all.values_mut() {
+            st.clamp_to_stream(first, last);
+        }
+        Some(crate::consumer::codec::encode_state(1, &all))
     }
 }
 
@@ -272,6 +293,15 @@ pub(crate) fn write_export<H: FsFile, W: Write>(
         tar.append_data(&mut file_header(*len), name, &mut r)
             .map_err(|e| Error::io("snapshot.copy", name, e))?;
         files.push((name.clone(), *len, r.crc.finalize()));
+    }
+    if let Some(c) = &plan.consumers {
+        tar.append_data(&mut file_header(c.len() as u64), CONSUMERS_ENTRY, &c[..])
+            .map_err(out_err)?;
+        files.push((
+            CONSUMERS_ENTRY.to_string(),
+            c.len() as u64,
+            record::crc32(c),
+        ));
     }
     let info = SnapshotInfo {
         version: SNAPSHOT_VERSION,

@@ -8,12 +8,17 @@
 //! and lists it as ignored; a new `restore` removes it); after it, the whole store. An error
 //! removes what restore wrote, so no half-restored store is ever left behind.
 
-use super::export::{parse_version, subjects_digest, SnapshotInfo, HEADER_ENTRY, MANIFEST_ENTRY};
+use super::export::{
+    parse_version, subjects_digest, SnapshotInfo, CONSUMERS_ENTRY, HEADER_ENTRY, MANIFEST_ENTRY,
+};
 use super::*;
 use std::io::Read;
 
 /// The staging directory of a restore in progress (or interrupted by a crash).
 pub const RESTORE_STAGE: &str = "restore.partial";
+/// Where a restore leaves the consumers' state inside the staging directory (so `msgs/` after
+/// the commit): the store's open moves it to `consumers/state`.
+pub const RESTORED_CONSUMERS: &str = "consumers.state";
 /// Bounds on what an archive may ask restore to write, so that a hostile one cannot make it
 /// allocate or write without end: one block file, the header and manifest, the file count.
 const MAX_BLOCK_FILE: u64 = 1 << 32;
@@ -53,6 +58,18 @@ pub fn restore<F: Fs>(fs: F, cfg: Config, input: impl Read) -> Result<(Store<F>,
     };
     let mut store = Store::open(fs, cfg)?;
     let got = (store.state(), subjects_digest(&store.subjects_state(">")?));
+    let consumers = store.consumers_snapshot();
+    let want_consumers = info.files.iter().find(|f| f.0 == CONSUMERS_ENTRY);
+    let consumers_ok = match (&consumers, want_consumers) {
+        (None, None) => true,
+        (Some(c), Some(w)) => (c.len() as u64, record::crc32(c)) == (w.1, w.2),
+        _ => false,
+    };
+    if !consumers_ok {
+        store.closed = true;
+        discard(&store.fs);
+        return Err(bad("restored consumers differ from the snapshot's"));
+    }
     if got != (info.state, info.subjects) {
         // the files matched the manifest but the store they make does not (a config whose
         // limits removed messages at open, or a forged manifest): take it away again
@@ -91,6 +108,7 @@ fn check_empty<F: Fs>(fs: &F) -> Result<()> {
 fn discard<F: Fs>(fs: &F) {
     let _ = fs.remove_dir_all(RESTORE_STAGE);
     let _ = fs.remove_dir_all(MSGS_DIR);
+    let _ = fs.remove_dir_all(crate::consumer::CONSUMERS_DIR);
     let _ = fs.sync_dir("");
 }
 
@@ -137,6 +155,20 @@ fn unpack<F: Fs>(fs: &F, input: impl Read) -> Result<SnapshotInfo> {
         } else if path == MANIFEST_ENTRY {
             let text = read_small(&mut e, size, MAX_MANIFEST)?;
             manifest = Some(SnapshotInfo::from_manifest(&text).map_err(bad)?);
+        } else if path == CONSUMERS_ENTRY {
+            // after every block, once; staged beside them, and moved to `consumers/state`
+            // by the store's open (`finish_restored_consumers`)
+            if written.iter().any(|f| f.0 == CONSUMERS_ENTRY) || size > MAX_BLOCK_FILE {
+                return Err(bad("a second consumers entry, or one too large"));
+            }
+            let crc = write_file(
+                fs,
+                &format!("{RESTORE_STAGE}/{RESTORED_CONSUMERS}"),
+                &mut e,
+                size,
+            )?;
+            written.push((path, size, crc));
+            last_index = u64::MAX;
         } else {
             let index = path
                 .strip_prefix("msgs/")

@@ -48,7 +48,14 @@ impl<F: Fs> Store<F> {
             }
         }
         for (name, _) in self.root_names()? {
-            if ![MSGS_DIR, INDEX_FILE, INDEX_TMP].contains(&name.as_str()) {
+            if ![
+                MSGS_DIR,
+                INDEX_FILE,
+                INDEX_TMP,
+                crate::consumer::CONSUMERS_DIR,
+            ]
+            .contains(&name.as_str())
+            {
                 self.report.ignored.push(name);
             }
         }

@@ -48,7 +48,7 @@ mod types;
 
 pub(crate) use export::write_export;
 pub use export::{SnapshotInfo, SNAPSHOT_VERSION};
-pub use import::{restore, RESTORE_STAGE};
+pub use import::{restore, RESTORED_CONSUMERS, RESTORE_STAGE};
 pub(crate) use layout::{block_path, parse_block_name};
 pub use layout::{INDEX_FILE, INDEX_TMP, MSGS_DIR, PURGE_NEW, PURGE_OLD};
 pub(crate) use replay::{Replay, Verdict};
@@ -62,8 +62,8 @@ pub use types::{
 
 /// A message-stream store on a filesystem `F`.
 pub struct Store<F: Fs> {
-    fs: F,
-    cfg: Config,
+    pub(crate) fs: F,
+    pub(crate) cfg: Config,
     clock: Box<dyn Clock>,
     blocks: Vec<Block<F::File>>,
     /// Pending bytes of the newest block, to be written at `blocks.last().len`.
@@ -79,7 +79,7 @@ pub struct Store<F: Fs> {
     closed: bool,
     /// Poisoning, the directory entries not yet durable, the group commit's watermark and
     /// files in flight, the last sync's time (`sync.rs`).
-    dur: Durability<F::File>,
+    pub(crate) dur: Durability<F::File>,
     report: RecoveryReport,
     /// The blocks a purge replaced (their memory) and whether `purge.old/` is still on disk:
     /// released by `cleanup` (tick, close, the next purge), not inside `purge`.
@@ -95,6 +95,8 @@ pub struct Store<F: Fs> {
     trim_at: u64,
     /// The messages with a time to live, by sequence and by deadline (`ttl.rs`).
     ttl: ttl::TtlIndex,
+    /// The consumers and their journal (`crate::consumer`).
+    pub(crate) consumers: crate::consumer::journal::Consumers<F::File>,
 }
 
 /// A clock for [`Store::open`]: store-core reads no clock, so without one each call returns
@@ -107,7 +109,7 @@ impl Clock for LogicalClock {
     }
 }
 
-fn ioe<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
+pub(crate) fn ioe<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
     r.map_err(|e| Error::io(op, path, e))
 }
 
@@ -161,8 +163,10 @@ impl<F: Fs> Store<F> {
             untrimmed: 0,
             trim_at: Self::trim_threshold(entry_cache),
             ttl: ttl::TtlIndex::default(),
+            consumers: Default::default(),
         };
         s.recover_purge()?;
+        s.finish_restored_consumers()?;
         s.load()?;
         // Make the structure we found durable before anything new is acknowledged on top of
         // it: the names may have been created by a process that never synced them.
@@ -180,6 +184,8 @@ impl<F: Fs> Store<F> {
         if s.dur.writes != writes {
             s.sync_inner(S_OPEN_LIMITS)?;
         }
+        // the consumers last: they are clamped to the stream recovered above
+        s.open_consumers()?;
         s.maybe_sync()?;
         s.trim_entries();
         Ok(s)
@@ -195,7 +201,7 @@ impl<F: Fs> Store<F> {
         &self.cfg
     }
 
-    fn check_writable(&self) -> Result<()> {
+    pub(crate) fn check_writable(&self) -> Result<()> {
         if self.closed {
             return Err(Error::Closed);
         }
@@ -268,6 +274,11 @@ impl<F: Fs> Store<F> {
         let r = self.checkpoint();
         self.closed = true;
         r
+    }
+
+    /// Notes names recovery found and left alone (the consumer files' part).
+    pub(crate) fn report_ignored(&mut self, names: Vec<String>) {
+        self.report.ignored.extend(names);
     }
 
     /// Whether an earlier I/O failure poisoned the store.

@@ -207,6 +207,7 @@ impl<F: Fs> Store<F> {
         self.trim_entries();
         self.cleanup();
         self.sync_inner(S_SYNC)?;
+        self.checkpoint_consumers()?;
         if !self.ttl.is_empty() {
             // index.db does not hold ttls: with any pending, the next open must rebuild from
             // the blocks to know them (an index.db left from before no longer matches them)

@@ -8,17 +8,17 @@ pub use crate::site::{SyncSite, SYNC_SITES};
 /// is then in a state the store does not know, so it refuses every write (`Error::Poisoned`)
 /// until reopened — and after a failed fsync a retry could report success without writing
 /// anything (fsyncgate).
-pub(super) struct Durability<H> {
-    pub(super) poisoned: bool,
+pub(crate) struct Durability<H> {
+    pub(crate) poisoned: bool,
     /// `msgs/` has entries (new blocks, removals) that are not yet durable.
     pub(super) msgs_dir_dirty: bool,
     /// Records written since open: the group commit's durability watermark (sequences can go
     /// down with `truncate`; this never does).
-    pub(super) writes: u64,
+    pub(crate) writes: u64,
     /// The files a group-commit leader is fsyncing right now, without the lock (between
     /// `begin_group_sync` and `end_group_sync`): their `dirty` flags are already clear, so a
     /// `sync` in that window fsyncs them too rather than return before they are durable.
-    pub(super) group_inflight: Vec<(Arc<H>, String)>,
+    pub(crate) group_inflight: Vec<(Arc<H>, String)>,
     /// When the last sync ended (`SyncPolicy::Interval` only).
     pub(super) last_sync_ns: i64,
 }
@@ -36,7 +36,7 @@ impl<H> Durability<H> {
 
     /// `r`, its error latched: a failure poisons the store. The one place that does.
     #[track_caller]
-    pub(super) fn latch<T>(&mut self, r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
+    pub(crate) fn latch<T>(&mut self, r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
         r.map_err(|e| {
             self.poisoned = true;
             Error::io(op, path, e)
@@ -151,12 +151,12 @@ impl<F: Fs> Store<F> {
     /// Whether the fsync at `site` is ablated (only ever true with the `ablation` feature and
     /// a config that asks for it).
     #[cfg(feature = "ablation")]
-    pub(super) fn skip(&self, site: SyncSite) -> bool {
+    pub(crate) fn skip(&self, site: SyncSite) -> bool {
         self.cfg.ablation.skips(site)
     }
 
     #[cfg(not(feature = "ablation"))]
-    pub(super) fn skip(&self, _site: SyncSite) -> bool {
+    pub(crate) fn skip(&self, _site: SyncSite) -> bool {
         false
     }
 
@@ -176,7 +176,7 @@ impl<F: Fs> Store<F> {
 
     /// Fsyncs a directory so its entries (creations, renames, removals) are durable.
     #[track_caller]
-    pub(super) fn sync_dir(&mut self, path: &str, site: SyncSite) -> Result<()> {
+    pub(crate) fn sync_dir(&mut self, path: &str, site: SyncSite) -> Result<()> {
         if self.skip(site) {
             return Ok(());
         }
@@ -241,6 +241,14 @@ impl<F: Fs> Store<F> {
             self.sync_dir(MSGS_DIR, site.dir)?;
             self.dur.msgs_dir_dirty = false;
         }
+        // the consumer journal after the stream: an ack made durable here is of a message
+        // that is durable already (the policy's and `sync`'s only; the structural operations
+        // promise nothing of consumers: their effect on them is derived from the stream)
+        match site.data {
+            SyncSite::PolicyData => self.sync_consumer_journal(SyncSite::ConsumerJournalData)?,
+            SyncSite::SyncData => self.sync_consumer_journal(SyncSite::ConsumerSyncData)?,
+            _ => {}
+        }
         self.note_synced();
         Ok(())
     }
@@ -281,6 +289,16 @@ impl<F: Fs> Store<F> {
                 files.push((Arc::clone(&b.file), b.path.clone()));
             }
         }
+        // the consumer journal too: acks from many consumers share this fsync
+        if self.consumers.dirty {
+            self.consumers.dirty = false;
+            if let Some(j) = &self.consumers.journal {
+                if !self.skip(SyncSite::ConsumerJournalData) {
+                    let path = crate::consumer::journal::journal_path(self.consumers.gen);
+                    files.push((Arc::clone(j), path));
+                }
+            }
+        }
         self.dur.group_inflight.clone_from(&files);
         Ok(SyncTicket {
             files,
@@ -302,7 +320,7 @@ impl<F: Fs> Store<F> {
     /// Syncs if the policy asks for it now.
     #[track_caller]
     #[inline]
-    pub(super) fn maybe_sync(&mut self) -> Result<()> {
+    pub(crate) fn maybe_sync(&mut self) -> Result<()> {
         match self.cfg.sync {
             SyncPolicy::Always => self.sync_inner(S_POLICY),
             SyncPolicy::Interval(d) => {

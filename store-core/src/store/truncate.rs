@@ -34,6 +34,13 @@ impl<F: Fs> Store<F> {
     /// truncate record is fsynced first (the commit point); only then are the later blocks
     /// removed and the cut block shortened. Recovery finishes an interrupted cleanup.
     pub fn truncate(&mut self, seq: u64) -> Result<u64> {
+        let n = self.truncate_stream(seq)?;
+        // consumers that delivered past the cut come back to it, durably
+        self.truncate_consumers()?;
+        Ok(n)
+    }
+
+    fn truncate_stream(&mut self, seq: u64) -> Result<u64> {
         self.check_writable()?;
         self.trim_entries();
         if seq >= self.last_seq {

@@ -221,6 +221,13 @@ impl RefModel {
             }
             Step::Skip(count) => self.last += count,
             Step::Sync | Step::Reopen | Step::Tick(_) | Step::Checkpoint | Step::Close => {}
+            // the consumers change no message
+            Step::ConsumerAdd(..)
+            | Step::Deliver(_)
+            | Step::Redeliver(_)
+            | Step::Ack(..)
+            | Step::ConsumerReset(..)
+            | Step::ConsumerDelete(_) => {}
         }
     }
 

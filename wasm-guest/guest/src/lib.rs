@@ -40,6 +40,7 @@ mod bindings {
 use bindings::exports::seqstore::store::stream as wit;
 use bindings::seqstore::store::{checksum as wit_checksum, clock as wit_clock, fs as wit_fs};
 
+mod consumers;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
@@ -759,6 +760,42 @@ impl wit::GuestStore for GuestStoreRes {
     fn close(store: wit::Store) -> R<()> {
         let res: GuestStoreRes = store.into_inner();
         wr(res.0.into_inner().close())
+    }
+
+    // ---- issue #16: durable consumers (consumers.rs) ----
+    fn consumer_add(&self, c: wit::ConsumerConfig) -> Result<(), wit::ConsumerError> {
+        GuestStoreRes::consumer_add(self, c)
+    }
+    fn consumer_update(&self, c: wit::ConsumerConfig) -> Result<(), wit::ConsumerError> {
+        GuestStoreRes::consumer_update(self, c)
+    }
+    fn update_delivered(
+        &self,
+        name: String,
+        dseq: u64,
+        sseq: u64,
+        dc: u64,
+        ts: i64,
+    ) -> Result<(), wit::ConsumerError> {
+        GuestStoreRes::update_delivered(self, name, dseq, sseq, dc, ts)
+    }
+    fn update_acks(&self, name: String, dseq: u64, sseq: u64) -> Result<(), wit::ConsumerError> {
+        GuestStoreRes::update_acks(self, name, dseq, sseq)
+    }
+    fn consumer_state(&self, name: String) -> Result<wit::ConsumerState, wit::ConsumerError> {
+        GuestStoreRes::consumer_state(self, name)
+    }
+    fn consumer_config(&self, name: String) -> Result<wit::ConsumerConfig, wit::ConsumerError> {
+        GuestStoreRes::consumer_config(self, name)
+    }
+    fn consumer_reset(&self, name: String, start: u64) -> Result<(), wit::ConsumerError> {
+        GuestStoreRes::consumer_reset(self, name, start)
+    }
+    fn consumer_delete(&self, name: String) -> Result<(), wit::ConsumerError> {
+        GuestStoreRes::consumer_delete(self, name)
+    }
+    fn consumer_names(&self) -> Vec<String> {
+        GuestStoreRes::consumer_names(self)
     }
 }
 

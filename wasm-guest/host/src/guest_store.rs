@@ -337,7 +337,7 @@ impl GuestStore {
 
     /// Runs one guest call that may change the store, after sending the queued appends: the
     /// host no longer knows the store's state afterwards.
-    fn raw<W>(
+    pub(crate) fn raw<W>(
         &mut self,
         f: impl FnOnce(
             &wit::GuestStore<'_>,
@@ -352,7 +352,7 @@ impl GuestStore {
 
     /// [`Self::raw`] for a call that changes nothing in the store (neither its last sequence
     /// and timestamp nor whether it is poisoned): what the host knows stays true.
-    fn raw_read<W>(
+    pub(crate) fn raw_read<W>(
         &mut self,
         f: impl FnOnce(
             &wit::GuestStore<'_>,

@@ -48,6 +48,7 @@
 #![warn(missing_docs)]
 
 mod cli;
+mod consumers;
 mod convert;
 mod engine;
 mod error;

@@ -1,0 +1,276 @@
+//! The consumer state machine: NATS's `consumerFileStore` rules for deliveries and acks, with
+//! no I/O. The journal replays these very calls, so what a recovered store holds is what the
+//! live one computed.
+
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+
+/// How a consumer's messages are acknowledged (NATS `AckPolicy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum AckPolicy {
+    /// Every message is acknowledged on its own (NATS `AckExplicit`, the default).
+    #[default]
+    Explicit,
+    /// An ack acknowledges every message delivered before it too (NATS `AckAll`).
+    All,
+    /// Nothing is acknowledged: a delivery is its own ack (NATS `AckNone`).
+    None,
+}
+
+impl AckPolicy {
+    /// The policy's byte in the journal and the checkpoint.
+    pub fn code(self) -> u8 {
+        match self {
+            AckPolicy::Explicit => 0,
+            AckPolicy::All => 1,
+            AckPolicy::None => 2,
+        }
+    }
+    /// The policy of a byte, if it names one.
+    pub fn from_code(b: u8) -> Option<AckPolicy> {
+        match b {
+            0 => Some(AckPolicy::Explicit),
+            1 => Some(AckPolicy::All),
+            2 => Some(AckPolicy::None),
+            _ => None,
+        }
+    }
+    /// The name the CLI and JSON use (`explicit`, `all`, `none`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AckPolicy::Explicit => "explicit",
+            AckPolicy::All => "all",
+            AckPolicy::None => "none",
+        }
+    }
+}
+
+/// A consumer's configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConsumerConfig {
+    /// The durable name (see [`super::check_name`]).
+    pub name: String,
+    /// The ack policy (fixed at creation, as in NATS).
+    pub ack_policy: AckPolicy,
+    /// Deliveries after which a message is no longer pending (0: unlimited; NATS `MaxDeliver`).
+    pub max_deliver: u64,
+}
+
+impl ConsumerConfig {
+    /// An explicit-ack consumer without a delivery limit.
+    pub fn new(name: impl Into<String>) -> Self {
+        ConsumerConfig {
+            name: name.into(),
+            ack_policy: AckPolicy::Explicit,
+            max_deliver: 0,
+        }
+    }
+}
+
+/// A consumer sequence and the stream sequence it delivered (NATS `SequencePair`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SequencePair {
+    /// The consumer's own delivery counter.
+    pub consumer: u64,
+    /// The stream sequence.
+    pub stream: u64,
+}
+
+/// A message delivered and not yet acknowledged (NATS `Pending`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pending {
+    /// The consumer sequence of its first delivery.
+    pub sequence: u64,
+    /// When it was last delivered (ns, the caller's clock).
+    pub timestamp: i64,
+}
+
+/// A consumer's durable state (NATS `ConsumerState`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ConsumerState {
+    /// The last delivery.
+    pub delivered: SequencePair,
+    /// Everything at or below this is acknowledged.
+    pub ack_floor: SequencePair,
+    /// Stream sequence -> the delivery awaiting its ack.
+    pub pending: BTreeMap<u64, Pending>,
+    /// Stream sequence -> times it was delivered again (deliveries - 1).
+    pub redelivered: BTreeMap<u64, u64>,
+}
+
+impl ConsumerState {
+    /// The state of a consumer that starts at stream sequence `start` (nothing delivered).
+    pub fn starting_at(start: u64) -> Self {
+        let at = SequencePair {
+            consumer: 0,
+            stream: start.saturating_sub(1),
+        };
+        ConsumerState {
+            delivered: at,
+            ack_floor: at,
+            ..ConsumerState::default()
+        }
+    }
+
+    /// Records a delivery of stream sequence `sseq` as consumer sequence `dseq`, its `dc`-th
+    /// (1: first delivery), at `ts`. A first delivery must move both sequences forward; a
+    /// redelivery must be of a pending message, with a new consumer sequence.
+    pub fn update_delivered(
+        &mut self,
+        cfg: &ConsumerConfig,
+        dseq: u64,
+        sseq: u64,
+        dc: u64,
+        ts: i64,
+    ) -> Result<()> {
+        let back = || Error::DeliveredBackwards {
+            name: cfg.name.clone(),
+            dseq,
+            sseq,
+            delivered: (self.delivered.consumer, self.delivered.stream),
+        };
+        if dc == 0 || dseq <= self.delivered.consumer {
+            return Err(back());
+        }
+        if dc == 1 {
+            if sseq <= self.delivered.stream {
+                return Err(back());
+            }
+            self.delivered = SequencePair {
+                consumer: dseq,
+                stream: sseq,
+            };
+            if cfg.ack_policy == AckPolicy::None {
+                self.ack_floor = self.delivered;
+            } else {
+                let p = Pending {
+                    sequence: dseq,
+                    timestamp: ts,
+                };
+                self.pending.insert(sseq, p);
+            }
+            return Ok(());
+        }
+        if cfg.ack_policy == AckPolicy::None {
+            return Err(Error::NoAckPolicy {
+                name: cfg.name.clone(),
+            });
+        }
+        let Some(p) = self.pending.get_mut(&sseq) else {
+            return Err(Error::NotPending {
+                name: cfg.name.clone(),
+                seq: sseq,
+            });
+        };
+        // the original consumer sequence stays: it is what the ack floor counts by
+        p.timestamp = ts;
+        self.delivered.consumer = dseq;
+        let r = self.redelivered.entry(sseq).or_insert(0);
+        *r = (*r).max(dc - 1);
+        if cfg.max_deliver > 0 && dc > cfg.max_deliver {
+            // delivered for the last time: NATS stops tracking it (it will not come again)
+            self.pending.remove(&sseq);
+            self.redelivered.remove(&sseq);
+            self.settle_floor();
+        }
+        Ok(())
+    }
+
+    /// Acknowledges stream sequence `sseq`, delivered as consumer sequence `dseq` (its first
+    /// delivery's or a redelivery's). Under `All` every pending message at or below it is
+    /// acknowledged with it.
+    pub fn update_acks(&mut self, cfg: &ConsumerConfig, dseq: u64, sseq: u64) -> Result<()> {
+        if cfg.ack_policy == AckPolicy::None {
+            return Err(Error::NoAckPolicy {
+                name: cfg.name.clone(),
+            });
+        }
+        let Some(p) = self.pending.get(&sseq).copied() else {
+            return Err(Error::NotPending {
+                name: cfg.name.clone(),
+                seq: sseq,
+            });
+        };
+        if dseq < p.sequence || dseq > self.delivered.consumer {
+            return Err(Error::NotPending {
+                name: cfg.name.clone(),
+                seq: sseq,
+            });
+        }
+        if cfg.ack_policy == AckPolicy::All {
+            let rest = self.pending.split_off(&(sseq + 1));
+            for s in std::mem::replace(&mut self.pending, rest).into_keys() {
+                self.redelivered.remove(&s);
+            }
+            self.ack_floor = SequencePair {
+                consumer: p.sequence,
+                stream: sseq,
+            };
+        } else {
+            self.pending.remove(&sseq);
+            self.redelivered.remove(&sseq);
+        }
+        self.settle_floor();
+        Ok(())
+    }
+
+    /// Moves the ack floor up to just below the oldest pending message (or to the last
+    /// delivery when nothing is pending): everything below it is acknowledged.
+    fn settle_floor(&mut self) {
+        match self.pending.iter().next() {
+            None => self.ack_floor = self.delivered,
+            Some((&s, p)) => {
+                let f = SequencePair {
+                    consumer: p.sequence - 1,
+                    stream: s - 1,
+                };
+                if f.stream > self.ack_floor.stream {
+                    self.ack_floor = f;
+                }
+            }
+        }
+    }
+
+    /// Brings the state in line with a stream whose messages are `first..=last` now. Below
+    /// `first` nothing is left to deliver or ack: pending messages there are dropped and the
+    /// ack floor and the delivered sequence move up to `first - 1` (NATS's consumer `purge`).
+    /// Above `last` (after a truncate) nothing was delivered: pending messages there are
+    /// dropped and the delivered sequence and the ack floor move down to `last`. Idempotent,
+    /// and applied to the same state with the same stream always gives the same result.
+    pub fn clamp_to_stream(&mut self, first: u64, last: u64) {
+        let floor = first.saturating_sub(1).min(last);
+        if self.ack_floor.stream < floor {
+            let keep = self.pending.split_off(&(floor + 1));
+            for (s, p) in std::mem::replace(&mut self.pending, keep) {
+                self.redelivered.remove(&s);
+                self.ack_floor.consumer = self.ack_floor.consumer.max(p.sequence);
+            }
+            self.ack_floor.stream = floor;
+            self.delivered.consumer = self.delivered.consumer.max(self.ack_floor.consumer);
+            self.delivered.stream = self.delivered.stream.max(floor);
+        }
+        if self.delivered.stream > last {
+            for s in self.pending.split_off(&(last + 1)).into_keys() {
+                self.redelivered.remove(&s);
+            }
+            self.delivered.stream = last;
+            self.ack_floor.stream = self.ack_floor.stream.min(last);
+        }
+        if self.pending.is_empty() {
+            self.ack_floor = self.delivered;
+        }
+    }
+
+    /// Whether stream sequence `sseq` would be delivered again as a new message: it is above
+    /// the last delivery. (A pending message is redelivered as itself, not as new.)
+    pub fn is_new(&self, sseq: u64) -> bool {
+        sseq > self.delivered.stream
+    }
+
+    /// Whether `sseq` is acknowledged: at or below the ack floor, or delivered and no longer
+    /// pending.
+    pub fn is_acked(&self, sseq: u64) -> bool {
+        sseq <= self.ack_floor.stream
+            || (sseq <= self.delivered.stream && !self.pending.contains_key(&sseq))
+    }
+}

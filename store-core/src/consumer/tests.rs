@@ -1,0 +1,310 @@
+//! Consumer state: the API's rules, recovery of the journal and the checkpoint, and a seeded
+//! random workload checked against an independent record of what was acknowledged.
+
+use crate::memfs::MemFs;
+use crate::*;
+use std::collections::BTreeSet;
+
+fn open(fs: &MemFs) -> Store<MemFs> {
+    let cfg = Config {
+        block_size: 1024,
+        ..Config::default()
+    };
+    Store::open(fs.clone(), cfg).expect("open")
+}
+
+fn cfg(name: &str, ack: AckPolicy) -> ConsumerConfig {
+    ConsumerConfig {
+        ack_policy: ack,
+        ..ConsumerConfig::new(name)
+    }
+}
+
+fn fill(s: &mut Store<MemFs>, n: u64) {
+    for _ in 0..n {
+        s.append("c.x", b"", b"payload").unwrap();
+    }
+}
+
+#[test]
+fn explicit_acks_move_the_floor_and_survive_reopen() {
+    let fs = MemFs::new();
+    let mut s = open(&fs);
+    fill(&mut s, 5);
+    s.consumer_add(&cfg("work", AckPolicy::Explicit)).unwrap();
+    for q in 1..=4 {
+        s.update_delivered("work", q, q, 1, 100 + q as i64).unwrap();
+    }
+    s.update_acks("work", 2, 2).unwrap();
+    let st = s.consumer_state("work").unwrap();
+    assert_eq!(st.ack_floor, SequencePair::default(), "1 is still pending");
+    s.update_acks("work", 1, 1).unwrap();
+    let st = s.consumer_state("work").unwrap();
+    assert_eq!((st.ack_floor.consumer, st.ack_floor.stream), (2, 2));
+    assert_eq!(st.pending.keys().copied().collect::<Vec<_>>(), vec![3, 4]);
+    // a redelivery keeps the first consumer sequence, counts, and restamps
+    s.update_delivered("work", 5, 3, 2, 999).unwrap();
+    let st = s.consumer_state("work").unwrap();
+    assert_eq!(st.pending[&3].sequence, 3);
+    assert_eq!(st.pending[&3].timestamp, 999);
+    assert_eq!(st.redelivered[&3], 1);
+    assert_eq!(
+        st.delivered,
+        SequencePair {
+            consumer: 5,
+            stream: 4
+        }
+    );
+    drop(s);
+    let s = open(&fs);
+    assert_eq!(s.consumer_state("work").unwrap(), st);
+    assert_eq!(s.consumer_names(), vec!["work".to_string()]);
+}
+
+#[test]
+fn ack_all_and_ack_none() {
+    let fs = MemFs::new();
+    let mut s = open(&fs);
+    fill(&mut s, 6);
+    s.consumer_add(&cfg("all", AckPolicy::All)).unwrap();
+    s.consumer_add(&cfg("none", AckPolicy::None)).unwrap();
+    for q in 1..=5 {
+        s.update_delivered("all", q, q, 1, 0).unwrap();
+    }
+    s.update_acks("all", 3, 3).unwrap();
+    let st = s.consumer_state("all").unwrap();
+    assert_eq!(st.ack_floor.stream, 3);
+    assert_eq!(st.pending.keys().copied().collect::<Vec<_>>(), vec![4, 5]);
+    s.update_delivered("none", 1, 2, 1, 0).unwrap();
+    let st = s.consumer_state("none").unwrap();
+    assert_eq!(st.ack_floor, st.delivered);
+    assert!(matches!(
+        s.update_acks("none", 1, 2),
+        Err(Error::NoAckPolicy { .. })
+    ));
+}
+
+#[test]
+fn invalid_input_is_a_typed_error_and_changes_nothing() {
+    let fs = MemFs::new();
+    let mut s = open(&fs);
+    fill(&mut s, 3);
+    for bad in ["", "a.b", "../x", "a b", "*", &"x".repeat(65)] {
+        assert!(
+            matches!(
+                s.consumer_add(&ConsumerConfig::new(bad)),
+                Err(Error::InvalidConsumerName { .. })
+            ),
+            "{bad:?}"
+        );
+    }
+    assert!(matches!(
+        s.update_acks("ghost", 1, 1),
+        Err(Error::ConsumerNotFound { .. })
+    ));
+    s.consumer_add(&ConsumerConfig::new("c")).unwrap();
+    s.consumer_add(&ConsumerConfig::new("c")).unwrap(); // identical: nothing
+    assert!(matches!(
+        s.consumer_add(&cfg("c", AckPolicy::All)),
+        Err(Error::ConsumerExists { .. })
+    ));
+    assert!(matches!(
+        s.update_acks("c", 1, 1),
+        Err(Error::NotPending { .. })
+    ));
+    s.update_delivered("c", 1, 2, 1, 0).unwrap();
+    let before = s.consumer_state("c").unwrap();
+    assert!(matches!(
+        s.update_delivered("c", 2, 1, 1, 0),
+        Err(Error::DeliveredBackwards { .. })
+    ));
+    assert!(matches!(
+        s.update_delivered("c", 1, 3, 1, 0),
+        Err(Error::DeliveredBackwards { .. })
+    ));
+    assert!(matches!(
+        s.update_delivered("c", 2, 9, 1, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.update_acks("c", 1, 3),
+        Err(Error::NotPending { .. })
+    ));
+    assert!(matches!(
+        s.consumer_update(&cfg("c", AckPolicy::None)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(s.consumer_state("c").unwrap(), before);
+    s.consumer_delete("c").unwrap();
+    assert!(matches!(
+        s.consumer_state("c"),
+        Err(Error::ConsumerNotFound { .. })
+    ));
+    drop(s);
+    assert!(open(&fs).consumer_names().is_empty());
+}
+
+#[test]
+fn purge_moves_the_floor_up_and_truncate_moves_delivered_down() {
+    let fs = MemFs::new();
+    let mut s = open(&fs);
+    fill(&mut s, 10);
+    s.consumer_add(&ConsumerConfig::new("p")).unwrap();
+    for q in 1..=8 {
+        s.update_delivered("p", q, q, 1, 0).unwrap();
+    }
+    s.update_acks("p", 1, 1).unwrap();
+    s.truncate(6).unwrap();
+    let st = s.consumer_state("p").unwrap();
+    assert_eq!(st.delivered.stream, 6);
+    assert_eq!(
+        st.pending.keys().copied().collect::<Vec<_>>(),
+        (2..=6).collect::<Vec<_>>()
+    );
+    // new messages take 7.. again: after a reopen the consumer must not skip them
+    fill(&mut s, 4);
+    drop(s);
+    let mut s = open(&fs);
+    assert_eq!(s.consumer_state("p").unwrap(), st);
+    s.compact(5).unwrap();
+    let st = s.consumer_state("p").unwrap();
+    assert_eq!(st.ack_floor.stream, 4);
+    assert_eq!(st.pending.keys().copied().collect::<Vec<_>>(), vec![5, 6]);
+    s.purge().unwrap();
+    let st = s.consumer_state("p").unwrap();
+    assert_eq!(st.ack_floor.stream, 10);
+    assert_eq!(st.delivered.stream, 10);
+    assert!(st.pending.is_empty());
+    drop(s);
+    assert_eq!(open(&fs).consumer_state("p").unwrap(), st);
+}
+
+#[test]
+fn checkpoint_compacts_and_a_torn_tail_is_cut() {
+    let fs = MemFs::new();
+    let mut s = open(&fs);
+    fill(&mut s, 4);
+    s.consumer_add(&ConsumerConfig::new("k")).unwrap();
+    s.update_delivered("k", 1, 1, 1, 0).unwrap();
+    s.checkpoint().unwrap();
+    assert!(fs.paths().iter().any(|p| p == "consumers/state"));
+    assert!(fs.paths().iter().any(|p| p == "consumers/journal.1"));
+    assert!(!fs.paths().iter().any(|p| p == "consumers/journal.0"));
+    s.update_delivered("k", 2, 2, 1, 0).unwrap();
+    let want = s.consumer_state("k").unwrap();
+    s.update_acks("k", 1, 1).unwrap();
+    drop(s);
+    // tear the last record
+    let mut j = fs.bytes("consumers/journal.1");
+    j.truncate(j.len() - 3);
+    fs.set_bytes("consumers/journal.1", j);
+    let mut s = open(&fs);
+    assert_eq!(s.consumer_state("k").unwrap(), want);
+    s.update_acks("k", 2, 2).unwrap();
+    drop(s);
+    let st = open(&fs).consumer_state("k").unwrap();
+    assert_eq!(st.pending.keys().copied().collect::<Vec<_>>(), vec![1]);
+    // a damaged checkpoint is Corrupt, never a silent reset
+    let mut c = fs.bytes("consumers/state");
+    c[20] ^= 1;
+    fs.set_bytes("consumers/state", c);
+    assert!(matches!(
+        Store::open(fs.clone(), Config::default()),
+        Err(Error::Corrupt { .. })
+    ));
+}
+
+/// What the random test tracks on its own, per consumer: every stream sequence acked, and
+/// the highest ack floor seen since the last reset or truncate.
+#[derive(Default, Clone)]
+struct Acked {
+    seqs: BTreeSet<u64>,
+    floor: u64,
+}
+
+#[test]
+fn random_consumer_workloads_keep_acks_across_reopens() {
+    let (seed, mut next) = crate::seeded_rng(0xc0de);
+    println!("seed {seed} (replay: SEQSTORE_SEED={seed})");
+    for round in 0..40 {
+        let fs = MemFs::new();
+        let mut s = open(&fs);
+        let names = ["a", "b", "c"];
+        let pols = [AckPolicy::Explicit, AckPolicy::All, AckPolicy::None];
+        let mut acked = vec![Acked::default(); 3];
+        for (n, p) in names.iter().zip(pols) {
+            s.consumer_add(&cfg(n, p)).unwrap();
+        }
+        for step in 0..120 {
+            let ctx = format!("seed {seed} round {round} step {step}");
+            random_step(&mut s, &fs, &mut next, &names, &mut acked, &ctx);
+            for (i, n) in names.iter().enumerate() {
+                let st = s.consumer_state(n).unwrap();
+                assert!(
+                    st.ack_floor.stream >= acked[i].floor,
+                    "{ctx}: {n} floor back"
+                );
+                acked[i].floor = st.ack_floor.stream;
+                let first = s.state().first_seq;
+                for &q in acked[i].seqs.iter().filter(|&&q| q >= first) {
+                    assert!(st.is_acked(q) && !st.is_new(q), "{ctx}: {n} lost ack {q}");
+                }
+            }
+        }
+    }
+}
+
+fn random_step(
+    s: &mut Store<MemFs>,
+    fs: &MemFs,
+    next: &mut impl FnMut() -> u64,
+    names: &[&str],
+    acked: &mut [Acked],
+    ctx: &str,
+) {
+    let i = (next() % names.len() as u64) as usize;
+    let n = names[i];
+    let st = s.consumer_state(n).unwrap();
+    let last = s.state().last_seq;
+    match next() % 12 {
+        0..=2 => fill(s, 1 + next() % 3),
+        3..=4 if st.delivered.stream < last => {
+            let d = st.delivered;
+            s.update_delivered(n, d.consumer + 1, d.stream + 1, 1, 0)
+                .unwrap_or_else(|e| panic!("{ctx}: deliver: {e}"));
+        }
+        5..=6 if !st.pending.is_empty() => {
+            let k = (next() % st.pending.len() as u64) as usize;
+            let (&q, p) = st.pending.iter().nth(k).expect("k < len");
+            s.update_acks(n, p.sequence, q)
+                .unwrap_or_else(|e| panic!("{ctx}: ack {q}: {e}"));
+            let floor = s.consumer_state(n).unwrap().ack_floor.stream;
+            acked[i].seqs.insert(q);
+            acked[i].seqs.extend(st.ack_floor.stream + 1..=floor.min(q));
+        }
+        7 if !st.pending.is_empty() => {
+            let (&q, _) = st.pending.iter().next().expect("non-empty");
+            let dc = st.redelivered.get(&q).copied().unwrap_or(0) + 2;
+            s.update_delivered(n, st.delivered.consumer + 1, q, dc, 7)
+                .unwrap_or_else(|e| panic!("{ctx}: redeliver {q}: {e}"));
+        }
+        8 => {
+            let keep = s.consumer_state(n).unwrap();
+            drop(std::mem::replace(s, open(fs)));
+            assert_eq!(s.consumer_state(n).unwrap(), keep, "{ctx}: reopen");
+        }
+        9 => s.checkpoint().unwrap(),
+        10 if last > 2 => {
+            let to = (last - 1 - next() % 2).max(s.state().first_seq.saturating_sub(1));
+            s.truncate(to).unwrap();
+            for a in acked.iter_mut() {
+                a.seqs.retain(|&q| q <= to);
+                a.floor = a.floor.min(to);
+            }
+        }
+        11 => {
+            s.compact(s.state().first_seq.max(1) + next() % 3).unwrap();
+        }
+        _ => {}
+    }
+}
