@@ -250,6 +250,12 @@ impl GuestStore {
         clock: Box<dyn Clock>,
         opts: &GuestOptions,
     ) -> Result<Self> {
+        // An ablated store runs in the test-hooks component, the only one that has the switches.
+        #[cfg(feature = "ablation")]
+        let kind = match cfg.ablation {
+            store_core::Ablation::Full => kind,
+            _ => Kind::TestHooks,
+        };
         let pre = engine::store_pre(kind).map_err(Error::Setup)?;
         let stderr = MemoryOutputPipe::new(STDERR_CAP);
         let mut wasi = WasiCtxBuilder::new();
@@ -302,9 +308,21 @@ impl GuestStore {
             .map_err(|e| trap(e, &store))?;
         let guest = crate::bindings::Store::new(&mut store, &instance)
             .map_err(|e| Error::Setup(format!("component exports: {e:?}")))?;
+        #[cfg(feature = "ablation")]
+        if kind == Kind::TestHooks {
+            let set = hook_func::<(String,), (Result<(), String>,)>(
+                &instance,
+                &mut store,
+                "set-ablation",
+            );
+            set.call(&mut store, (cfg.ablation.name(),))
+                .map_err(|e| trap(e, &store))?
+                .0
+                .map_err(|e| Error::Store(store_core::Error::InvalidConfig(e)))?;
+        }
         let iface = guest.seqstore_store_stream().store();
         let handle = iface
-            .call_open(&mut store, &storage, &to_wit_config(&cfg))
+            .call_open(&mut store, &storage, to_wit_config(&cfg))
             .map_err(|e| trap(e, &store))?
             .map_err(|e| Error::Store(from_wit_error(e)))?;
         store.set_epoch_deadline(deadline);
@@ -831,17 +849,7 @@ impl GuestStore {
         P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + Send + Sync,
         R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + Send + Sync,
     {
-        let iface = self
-            .instance
-            .get_export_index(&mut self.store, None, "seqstore:store/test-hooks@0.1.0")
-            .expect("test-hooks export (a test-hooks component)");
-        let func = self
-            .instance
-            .get_export_index(&mut self.store, Some(&iface), name)
-            .expect("test hook");
-        self.instance
-            .get_typed_func(&mut self.store, func)
-            .expect("test hook type")
+        hook_func(&self.instance, &mut self.store, name)
     }
 
     /// Test hooks: calls `f` like any other guest call (deadline, trap classification).
@@ -852,6 +860,29 @@ impl GuestStore {
     ) -> Result<R> {
         self.raw(|_, s, _| f(s))
     }
+}
+
+/// The test-hooks component's export `name`, typed. Only a test-hooks instance has them; the
+/// callers (the sandbox tests, an ablated open) run one.
+#[cfg(any(test, feature = "ablation"))]
+fn hook_func<P, R>(
+    instance: &Instance,
+    store: &mut wasmtime::Store<HostState>,
+    name: &str,
+) -> wasmtime::component::TypedFunc<P, R>
+where
+    P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + Send + Sync,
+    R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + Send + Sync,
+{
+    let iface = instance
+        .get_export_index(&mut *store, None, "seqstore:store/test-hooks@0.1.0")
+        .expect("test-hooks export (a test-hooks component)");
+    let func = instance
+        .get_export_index(&mut *store, Some(&iface), name)
+        .expect("test hook");
+    instance
+        .get_typed_func(&mut *store, func)
+        .expect("test hook type")
 }
 
 impl Drop for GuestStore {
