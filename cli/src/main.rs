@@ -431,7 +431,8 @@ fn open_store(dir: &Path, cfg: Config, create: bool, guest: bool) -> Result<AnyS
             .with_context(|| format!("recovering the store in {} (guest)", dir.display()))?;
         AnyStore::Guest(g)
     } else {
-        let fs = HostFs::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+        // host-fs names the root in its error (`open root "DIR": …`); no context repeats it.
+        let fs = HostFs::open(dir)?;
         let s = Store::open_with_clock(fs, cfg, Box::new(SystemClock))
             .with_context(|| format!("recovering the store in {}", dir.display()))?;
         AnyStore::Native(s)
@@ -679,7 +680,7 @@ fn read_op(cmd: Cmd, cfg: Config) -> Result<()> {
 }
 
 fn verify(dir: &Path, as_json: bool) -> Result<ExitCode> {
-    let fs = HostFs::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    let fs = HostFs::open(dir)?;
     let r = store_core::verify(&fs).with_context(|| format!("verifying {}", dir.display()))?;
     if as_json {
         let problems: Vec<Value> = r
