@@ -171,7 +171,6 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::error::Error as _;
 
     /// What a chain printer (anyhow's `{:#}`) prints: each message, then its sources'.
     fn chain(e: &dyn std::error::Error) -> String {
