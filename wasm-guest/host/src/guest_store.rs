@@ -250,12 +250,8 @@ impl GuestStore {
         clock: Box<dyn Clock>,
         opts: &GuestOptions,
     ) -> Result<Self> {
-        // An ablated store runs in the test-hooks component, the only one that has the switches.
         #[cfg(feature = "ablation")]
-        let kind = match cfg.ablation {
-            store_core::Ablation::Full => kind,
-            _ => Kind::TestHooks,
-        };
+        let kind = ablated_kind(kind, &cfg);
         let pre = engine::store_pre(kind).map_err(Error::Setup)?;
         let stderr = MemoryOutputPipe::new(STDERR_CAP);
         let mut wasi = WasiCtxBuilder::new();
@@ -310,14 +306,8 @@ impl GuestStore {
             .map_err(|e| Error::Setup(format!("component exports: {e:?}")))?;
         #[cfg(feature = "ablation")]
         if kind == Kind::TestHooks {
-            let set = hook_func::<(String,), (Result<(), String>,)>(
-                &instance,
-                &mut store,
-                "set-ablation",
-            );
-            set.call(&mut store, (cfg.ablation.name(),))
+            set_ablation(&instance, &mut store, &cfg)
                 .map_err(|e| trap(e, &store))?
-                .0
                 .map_err(|e| Error::Store(store_core::Error::InvalidConfig(e)))?;
         }
         let iface = guest.seqstore_store_stream().store();
@@ -860,6 +850,29 @@ impl GuestStore {
     ) -> Result<R> {
         self.raw(|_, s, _| f(s))
     }
+}
+
+/// The component a store with `cfg` runs in: an ablated one in the test-hooks component, the
+/// only one that has the switches.
+#[cfg(feature = "ablation")]
+fn ablated_kind(kind: Kind, cfg: &Config) -> Kind {
+    match cfg.ablation {
+        store_core::Ablation::Full => kind,
+        _ => Kind::TestHooks,
+    }
+}
+
+/// Sets `cfg`'s ablation switch in a test-hooks instance, for the store it opens next; the
+/// guest's refusal of the name is the inner error.
+#[cfg(feature = "ablation")]
+fn set_ablation(
+    instance: &Instance,
+    store: &mut wasmtime::Store<HostState>,
+    cfg: &Config,
+) -> wasmtime::Result<std::result::Result<(), String>> {
+    let set =
+        hook_func::<(String,), (std::result::Result<(), String>,)>(instance, store, "set-ablation");
+    Ok(set.call(&mut *store, (cfg.ablation.name(),))?.0)
 }
 
 /// The test-hooks component's export `name`, typed. Only a test-hooks instance has them; the
