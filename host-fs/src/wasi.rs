@@ -87,7 +87,8 @@ impl HostFs {
                 io::ErrorKind::PermissionDenied,
                 format!("refused: {link:?} is a symlink leading outside the store directory"),
             ),
-            None if escape => io::Error::new(
+            // EPERM without such a symlink may be a plain permission error: left as it is
+            None if e.raw_os_error() == Some(ENOTCAPABLE) => io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 format!("refused: the path leads outside the preopened directory ({e})"),
             ),
