@@ -13,7 +13,7 @@ pub(crate) fn snapshot(dir: &Path, out: Option<&Path>, cfg: Config) -> Result<()
     if !dir.join(store_core::MSGS_DIR).is_dir() {
         bail!("no store at {} (no msgs/)", dir.display());
     }
-    let fs = HostFs::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    let fs = HostFs::open(dir)?;
     let mut s = Store::open_with_clock(fs, cfg, Box::new(SystemClock))
         .with_context(|| format!("recovering the store in {}", dir.display()))?;
     let info = match out {
@@ -66,7 +66,7 @@ fn to_file<F: store_core::Fs>(s: &mut Store<F>, path: &Path) -> Result<SnapshotI
 /// be empty.
 pub(crate) fn restore(dir: &Path, from: Option<&PathBuf>, cfg: Config) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let fs = HostFs::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    let fs = HostFs::open(dir)?;
     let input: Box<dyn Read> = match from {
         Some(p) => Box::new(File::open(p).with_context(|| format!("opening {}", p.display()))?),
         None => Box::new(std::io::stdin().lock()),

@@ -2,7 +2,7 @@
 //! (crash_matrix::random), with a progress bar, a table or one JSON object, and the first
 //! violation shrunk to a workload literal and the command that replays it.
 
-use crate::bar;
+use crate::lab::bar;
 use anyhow::Result;
 use crash_matrix::random::{literal, run_campaign, Campaign, CampaignReport};
 use crash_matrix::Backend;

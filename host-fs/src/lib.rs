@@ -75,8 +75,9 @@ mod wasi;
 #[cfg(target_os = "wasi")]
 pub use wasi::{HostFile, HostFs};
 
-/// An error of an operation on a path: the operation and path for the message, the original
-/// error as the source. Its `io::Error` has the original's kind.
+/// An error of opening or creating the root: the operation and path, then the original
+/// error's message. Its `io::Error` has the original's kind. (The errors of `Fs` methods carry
+/// only their reason: the store's `Error::Io` names the operation and path.)
 #[derive(Debug)]
 struct PathError {
     op: &'static str,
@@ -90,9 +91,11 @@ impl fmt::Display for PathError {
     }
 }
 
+// The message already says the original's: its source is what the original's message does
+// not say, as `io::Error`'s own `source` (a chain printer then says each part once).
 impl std::error::Error for PathError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
+        self.source.source()
     }
 }
 
@@ -110,18 +113,17 @@ fn with_path(op: &'static str, path: &str, e: io::Error) -> io::Error {
 }
 
 /// An error of `kind` about `path`, without an underlying error.
+#[cfg(target_os = "wasi")]
 fn path_error(kind: io::ErrorKind, op: &'static str, path: &str, msg: &str) -> io::Error {
     with_path(op, path, io::Error::new(kind, msg.to_owned()))
 }
 
 /// Converts an entry name to `String`, refusing (rather than mangling) a non-UTF-8 one.
-fn entry_name(name: std::ffi::OsString, dir: &str) -> io::Result<String> {
+fn entry_name(name: std::ffi::OsString) -> io::Result<String> {
     name.into_string().map_err(|name| {
-        path_error(
+        io::Error::new(
             io::ErrorKind::InvalidData,
-            "read_dir",
-            dir,
-            &format!("entry name is not UTF-8: {name:?}"),
+            format!("entry name is not UTF-8: {name:?}"),
         )
     })
 }

@@ -1,6 +1,6 @@
 //! The native backend: a cap-std `Dir` on the store root.
 
-use crate::{entry_name, path_error, with_path};
+use crate::{entry_name, with_path};
 use cap_std::fs::Dir;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -15,8 +15,8 @@ pub struct HostFs {
 }
 
 /// A validated path relative to the root: `None` is the root itself.
-fn relative(op: &'static str, path: &str) -> io::Result<Option<String>> {
-    let parts = split_path(path).map_err(|e| with_path(op, path, e))?;
+fn relative(path: &str) -> io::Result<Option<String>> {
+    let parts = split_path(path)?;
     Ok(if parts.is_empty() {
         None
     } else {
@@ -51,16 +51,67 @@ impl HostFs {
     }
 }
 
+/// cap-std's refusal of a path that leads out of the root: `PermissionDenied` with this text,
+/// which says neither which path nor why.
+const CAP_STD_ESCAPE: &str = "a path led outside of the filesystem";
+
+impl HostFs {
+    /// `e` as the error of an operation on `paths`. A confinement refusal says what was
+    /// refused: cap-std's escape error, and an `AlreadyExists` caused by a symlink leading out
+    /// (`create_dir` of a name that is such a symlink: the store saw no directory there),
+    /// become `PermissionDenied` naming the symlink. Every other error is returned as is. The
+    /// operation and the path are not repeated here: the store's `Error::Io` names them.
+    fn refusal(&self, paths: &[&str], e: io::Error) -> io::Error {
+        let escape = e.kind() == io::ErrorKind::PermissionDenied && e.to_string() == CAP_STD_ESCAPE;
+        if !escape && e.kind() != io::ErrorKind::AlreadyExists {
+            return e;
+        }
+        match paths.iter().find_map(|p| self.outside_link(p)) {
+            Some(link) => io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("refused: {link:?} is a symlink leading outside the store directory"),
+            ),
+            None if escape => io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "refused: the path leads outside the store directory",
+            ),
+            None => e,
+        }
+    }
+
+    /// The first prefix of `path` (`msgs`, then `msgs/1.blk`) that is a symlink whose target
+    /// lies outside the root, if any. Symlinks that stay inside are followed, as cap-std does.
+    fn outside_link(&self, path: &str) -> Option<String> {
+        let parts = split_path(path).ok()?;
+        for i in 1..=parts.len() {
+            let prefix = parts[..i].join("/");
+            let is_link = self
+                .dir
+                .symlink_metadata(&prefix)
+                .ok()?
+                .file_type()
+                .is_symlink();
+            if !is_link {
+                continue;
+            }
+            match self.dir.metadata(&prefix) {
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => return Some(prefix),
+                Err(_) => return None,
+                Ok(_) => {}
+            }
+        }
+        None
+    }
+}
+
 impl Fs for HostFs {
     type File = HostFile;
 
     fn open(&self, path: &str, opts: OpenOptions) -> io::Result<HostFile> {
-        opts.validate().map_err(|e| with_path("open", path, e))?;
-        let Some(rel) = relative("open", path)? else {
-            return Err(path_error(
+        opts.validate()?;
+        let Some(rel) = relative(path)? else {
+            return Err(io::Error::new(
                 io::ErrorKind::IsADirectory,
-                "open",
-                path,
                 "the root is a directory",
             ));
         };
@@ -73,18 +124,16 @@ impl Fs for HostFs {
         let file = self
             .dir
             .open_with(&rel, &o)
-            .map_err(|e| with_path("open", path, e))?
+            .map_err(|e| self.refusal(&[path], e))?
             .into_std();
         // Linux lets a directory be opened read-only; the store wants a file or an error.
         if file
             .metadata()
-            .map_err(|e| with_path("open", path, e))?
+            .map_err(|e| self.refusal(&[path], e))?
             .is_dir()
         {
-            return Err(path_error(
+            return Err(io::Error::new(
                 io::ErrorKind::IsADirectory,
-                "open",
-                path,
                 "is a directory",
             ));
         }
@@ -92,23 +141,21 @@ impl Fs for HostFs {
     }
 
     fn create_dir(&self, path: &str) -> io::Result<()> {
-        match relative("create_dir", path)? {
-            None => Err(path_error(
+        match relative(path)? {
+            None => Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
-                "create_dir",
-                path,
                 "the root exists",
             )),
             Some(rel) => self
                 .dir
                 .create_dir(&rel)
-                .map_err(|e| with_path("create_dir", path, e)),
+                .map_err(|e| self.refusal(&[path], e)),
         }
     }
 
     fn read_dir(&self, path: &str) -> io::Result<Vec<DirEntry>> {
-        let err = |e| with_path("read_dir", path, e);
-        let iter = match relative("read_dir", path)? {
+        let err = |e| self.refusal(&[path], e);
+        let iter = match relative(path)? {
             None => self.dir.entries(),
             Some(rel) => self.dir.read_dir(&rel),
         }
@@ -119,7 +166,7 @@ impl Fs for HostFs {
             // `file_type` does not follow symlinks: a symlink is reported as not a directory.
             let is_dir = entry.file_type().map_err(err)?.is_dir();
             out.push(DirEntry {
-                name: entry_name(entry.file_name(), path)?,
+                name: entry_name(entry.file_name())?,
                 is_dir,
             });
         }
@@ -128,57 +175,51 @@ impl Fs for HostFs {
     }
 
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {
-        let (Some(f), Some(t)) = (relative("rename", from)?, relative("rename", to)?) else {
-            return Err(path_error(
+        let (Some(f), Some(t)) = (relative(from)?, relative(to)?) else {
+            return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "rename",
-                &format!("{from} -> {to}"),
                 "the root cannot be renamed or replaced",
             ));
         };
         self.dir
             .rename(&f, &self.dir, &t)
-            .map_err(|e| with_path("rename", &format!("{from} -> {to}"), e))
+            .map_err(|e| self.refusal(&[from, to], e))
     }
 
     fn remove_file(&self, path: &str) -> io::Result<()> {
-        match relative("remove_file", path)? {
-            None => Err(path_error(
+        match relative(path)? {
+            None => Err(io::Error::new(
                 io::ErrorKind::IsADirectory,
-                "remove_file",
-                path,
                 "the root is a directory",
             )),
             Some(rel) => self
                 .dir
                 .remove_file(&rel)
-                .map_err(|e| with_path("remove_file", path, e)),
+                .map_err(|e| self.refusal(&[path], e)),
         }
     }
 
     fn remove_dir_all(&self, path: &str) -> io::Result<()> {
-        match relative("remove_dir_all", path)? {
-            None => Err(path_error(
+        match relative(path)? {
+            None => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "remove_dir_all",
-                path,
                 "the root cannot be removed",
             )),
             Some(rel) => self
                 .dir
                 .remove_dir_all(&rel)
-                .map_err(|e| with_path("remove_dir_all", path, e)),
+                .map_err(|e| self.refusal(&[path], e)),
         }
     }
 
     fn sync_dir(&self, path: &str) -> io::Result<()> {
-        let err = |e| with_path("sync_dir", path, e);
+        let err = |e| self.refusal(&[path], e);
         // cap-std opens directories with `O_PATH` on Linux (`open_ambient_dir`, `open_dir`), and
         // `fsync` on an `O_PATH` descriptor fails with `EBADF`. So: `open_dir` checks that
         // `path` is a directory beneath the root (`O_DIRECTORY`, never a FIFO or device), then
         // `"."` relative to it is opened `O_RDONLY`, a real descriptor of that same directory.
         let read = cap_std::fs::OpenOptions::new().read(true).clone();
-        let file = match relative("sync_dir", path)? {
+        let file = match relative(path)? {
             None => self.dir.open_with(".", &read),
             Some(rel) => self
                 .dir

@@ -16,12 +16,25 @@ use store_core::{DirEntry, Fs, FsFile, OpenOptions};
 /// by the runtime. Reported as `PermissionDenied`, like the native backend's escapes.
 const ENOTCAPABLE: i32 = 76;
 
-fn map_err(op: &'static str, path: &str, e: io::Error) -> io::Error {
+/// `EPERM` of wasi-libc: what wasmtime answers for a symlink that leads out of the preopen.
+const EPERM: i32 = 63;
+
+/// Whether `e` is the runtime refusing a path that leaves the preopened directory.
+fn is_escape(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(ENOTCAPABLE | EPERM))
+}
+
+/// `e` as the error of opening or creating the root: an escape is `PermissionDenied`.
+fn refusal(e: io::Error) -> io::Error {
     if e.raw_os_error() == Some(ENOTCAPABLE) {
-        let wrapped = io::Error::new(io::ErrorKind::PermissionDenied, e);
-        return with_path(op, path, wrapped);
+        return io::Error::new(io::ErrorKind::PermissionDenied, e);
     }
-    with_path(op, path, e)
+    e
+}
+
+/// `e` as the error of opening or creating the root `path`.
+fn root_err(op: &'static str, path: &str, e: io::Error) -> io::Error {
+    with_path(op, path, refusal(e))
 }
 
 /// The store's filesystem on a directory reachable through the WASI runtime's preopens.
@@ -35,7 +48,7 @@ impl HostFs {
     pub fn open(path: impl AsRef<Path>) -> io::Result<HostFs> {
         let root = path.as_ref().to_path_buf();
         let shown = root.to_string_lossy().into_owned();
-        let md = std::fs::metadata(&root).map_err(|e| map_err("open root", &shown, e))?;
+        let md = std::fs::metadata(&root).map_err(|e| root_err("open root", &shown, e))?;
         if !md.is_dir() {
             return Err(path_error(
                 io::ErrorKind::NotADirectory,
@@ -51,7 +64,7 @@ impl HostFs {
     pub fn create(path: impl AsRef<Path>) -> io::Result<HostFs> {
         let path = path.as_ref();
         std::fs::create_dir_all(path)
-            .map_err(|e| map_err("create root", &path.to_string_lossy(), e))?;
+            .map_err(|e| root_err("create root", &path.to_string_lossy(), e))?;
         HostFs::open(path)
     }
 
@@ -60,9 +73,57 @@ impl HostFs {
         &self.root
     }
 
+    /// `e` as the error of an operation on `paths`, as the native backend's: a refusal of the
+    /// runtime, or an `AlreadyExists` caused by a symlink that leads out (`create_dir` of such
+    /// a name), becomes `PermissionDenied` naming the symlink; anything else is returned as
+    /// is. The operation and path are not repeated: the store's `Error::Io` names them.
+    fn refusal(&self, paths: &[&str], e: io::Error) -> io::Error {
+        let escape = is_escape(&e);
+        if !escape && e.kind() != io::ErrorKind::AlreadyExists {
+            return e;
+        }
+        match paths.iter().find_map(|p| self.outside_link(p)) {
+            Some(link) => io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("refused: {link:?} is a symlink leading outside the store directory"),
+            ),
+            // EPERM without such a symlink may be a plain permission error: left as it is
+            None if e.raw_os_error() == Some(ENOTCAPABLE) => io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("refused: the path leads outside the preopened directory ({e})"),
+            ),
+            None => e,
+        }
+    }
+
+    /// The first prefix of `path` that is a symlink the runtime will not follow (it leads out
+    /// of the preopen), if any.
+    fn outside_link(&self, path: &str) -> Option<String> {
+        let parts = split_path(path).ok()?;
+        let mut full = self.root.clone();
+        for (i, part) in parts.iter().enumerate() {
+            full.push(part);
+            let is_link = std::fs::symlink_metadata(&full)
+                .ok()?
+                .file_type()
+                .is_symlink();
+            if !is_link {
+                continue;
+            }
+            match std::fs::metadata(&full) {
+                Err(e) if is_escape(&e) || e.kind() == io::ErrorKind::PermissionDenied => {
+                    return Some(parts[..=i].join("/"));
+                }
+                Err(_) => return None,
+                Ok(_) => {}
+            }
+        }
+        None
+    }
+
     /// The host path of a store path, and whether it is the root.
-    fn resolve(&self, op: &'static str, path: &str) -> io::Result<(PathBuf, bool)> {
-        let parts = split_path(path).map_err(|e| with_path(op, path, e))?;
+    fn resolve(&self, path: &str) -> io::Result<(PathBuf, bool)> {
+        let parts = split_path(path)?;
         let mut full = self.root.clone();
         for part in &parts {
             full.push(part);
@@ -75,8 +136,8 @@ impl Fs for HostFs {
     type File = HostFile;
 
     fn open(&self, path: &str, opts: OpenOptions) -> io::Result<HostFile> {
-        opts.validate().map_err(|e| with_path("open", path, e))?;
-        let (full, _) = self.resolve("open", path)?;
+        opts.validate()?;
+        let (full, _) = self.resolve(path)?;
         let file = std::fs::OpenOptions::new()
             .read(opts.read)
             .write(opts.write)
@@ -84,16 +145,14 @@ impl Fs for HostFs {
             .create_new(opts.create_new)
             .truncate(opts.truncate)
             .open(&full)
-            .map_err(|e| map_err("open", path, e))?;
+            .map_err(|e| self.refusal(&[path], e))?;
         if file
             .metadata()
-            .map_err(|e| map_err("open", path, e))?
+            .map_err(|e| self.refusal(&[path], e))?
             .is_dir()
         {
-            return Err(path_error(
+            return Err(io::Error::new(
                 io::ErrorKind::IsADirectory,
-                "open",
-                path,
                 "is a directory",
             ));
         }
@@ -101,28 +160,26 @@ impl Fs for HostFs {
     }
 
     fn create_dir(&self, path: &str) -> io::Result<()> {
-        let (full, is_root) = self.resolve("create_dir", path)?;
+        let (full, is_root) = self.resolve(path)?;
         if is_root {
-            return Err(path_error(
+            return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
-                "create_dir",
-                path,
                 "the root exists",
             ));
         }
-        std::fs::create_dir(full).map_err(|e| map_err("create_dir", path, e))
+        std::fs::create_dir(full).map_err(|e| self.refusal(&[path], e))
     }
 
     fn read_dir(&self, path: &str) -> io::Result<Vec<DirEntry>> {
-        let err = |e| map_err("read_dir", path, e);
-        let (full, _) = self.resolve("read_dir", path)?;
+        let err = |e| self.refusal(&[path], e);
+        let (full, _) = self.resolve(path)?;
         let mut out = Vec::new();
         for entry in std::fs::read_dir(full).map_err(err)? {
             let entry = entry.map_err(err)?;
             // `DirEntry::file_type` does not follow symlinks.
             let is_dir = entry.file_type().map_err(err)?.is_dir();
             out.push(DirEntry {
-                name: entry_name(entry.file_name(), path)?,
+                name: entry_name(entry.file_name())?,
                 is_dir,
             });
         }
@@ -131,59 +188,50 @@ impl Fs for HostFs {
     }
 
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {
-        let shown = format!("{from} -> {to}");
-        let (f, f_root) = self.resolve("rename", from)?;
-        let (t, t_root) = self.resolve("rename", to)?;
+        let (f, f_root) = self.resolve(from)?;
+        let (t, t_root) = self.resolve(to)?;
         if f_root || t_root {
-            return Err(path_error(
+            return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "rename",
-                &shown,
                 "the root cannot be renamed or replaced",
             ));
         }
-        std::fs::rename(f, t).map_err(|e| map_err("rename", &shown, e))
+        std::fs::rename(f, t).map_err(|e| self.refusal(&[from, to], e))
     }
 
     fn remove_file(&self, path: &str) -> io::Result<()> {
-        let (full, is_root) = self.resolve("remove_file", path)?;
+        let (full, is_root) = self.resolve(path)?;
         if is_root {
-            return Err(path_error(
+            return Err(io::Error::new(
                 io::ErrorKind::IsADirectory,
-                "remove_file",
-                path,
                 "the root is a directory",
             ));
         }
-        std::fs::remove_file(full).map_err(|e| map_err("remove_file", path, e))
+        std::fs::remove_file(full).map_err(|e| self.refusal(&[path], e))
     }
 
     fn remove_dir_all(&self, path: &str) -> io::Result<()> {
-        let (full, is_root) = self.resolve("remove_dir_all", path)?;
+        let (full, is_root) = self.resolve(path)?;
         if is_root {
-            return Err(path_error(
+            return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "remove_dir_all",
-                path,
                 "the root cannot be removed",
             ));
         }
-        std::fs::remove_dir_all(full).map_err(|e| map_err("remove_dir_all", path, e))
+        std::fs::remove_dir_all(full).map_err(|e| self.refusal(&[path], e))
     }
 
     fn sync_dir(&self, path: &str) -> io::Result<()> {
-        let (full, _) = self.resolve("sync_dir", path)?;
-        let dir = std::fs::File::open(full).map_err(|e| map_err("sync_dir", path, e))?;
-        let md = dir.metadata().map_err(|e| map_err("sync_dir", path, e))?;
+        let (full, _) = self.resolve(path)?;
+        let dir = std::fs::File::open(full).map_err(|e| self.refusal(&[path], e))?;
+        let md = dir.metadata().map_err(|e| self.refusal(&[path], e))?;
         if !md.is_dir() {
-            return Err(path_error(
+            return Err(io::Error::new(
                 io::ErrorKind::NotADirectory,
-                "sync_dir",
-                path,
                 "not a directory",
             ));
         }
-        dir.sync_all().map_err(|e| map_err("sync_dir", path, e))
+        dir.sync_all().map_err(|e| self.refusal(&[path], e))
     }
 }
 

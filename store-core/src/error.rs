@@ -217,10 +217,14 @@ impl fmt::Display for Error {
     }
 }
 
+// `Io`'s message ends with its `io::Error`'s, so its source is what that message does not say
+// (the io error's own source, as `io::Error` does for an error it wraps): a chain printer
+// (anyhow's `{:#}`) then says each part once. The io error itself is `Error::Io::source`
+// (kind: `Error::io_kind`).
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } => Some(source),
+            Error::Io { source, .. } => source.source(),
             _ => None,
         }
     }
@@ -228,3 +232,43 @@ impl std::error::Error for Error {
 
 /// The store's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a chain printer (anyhow's `{:#}`) prints: each message, then its sources'.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut out = e.to_string();
+        let mut next = e.source();
+        while let Some(s) = next {
+            out = format!("{out}: {s}");
+            next = s.source();
+        }
+        out
+    }
+
+    #[derive(Debug)]
+    struct Outer(io::Error);
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("outer")
+        }
+    }
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn an_io_error_says_each_part_once_in_a_chain() {
+        let plain = Error::io("open", "msgs/1.blk", io::Error::other("refused: why"));
+        assert_eq!(chain(&plain), "open \"msgs/1.blk\": refused: why");
+        // an io error wrapping an error with a source: that source once, after the message
+        let inner = io::Error::new(io::ErrorKind::NotFound, "inner");
+        let wrapped = Error::io("open", "x", io::Error::other(Outer(inner)));
+        assert_eq!(chain(&wrapped), "open \"x\": outer: inner");
+        assert_eq!(wrapped.io_kind(), Some(io::ErrorKind::Other));
+    }
+}

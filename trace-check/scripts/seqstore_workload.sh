@@ -1,7 +1,8 @@
 #!/bin/sh
 # The seqstore control for `seqstore trace`: the CLI's `append x8 --sync always; purge` on DIR,
 # each acknowledged sequence, the purge's start and its end written as marks.
-# Usage: seqstore_workload.sh SEQSTORE_BIN DIR [ABLATION]   (ABLATION defaults to full)
+# Usage: seqstore_workload.sh SEQSTORE_BIN DIR [ABLATION]   (ABLATION defaults to full; SEQSTORE_BIN
+# must be the crash lab's build, seqstore with feature `ablation`, which has `--ablation`)
 set -eu
 bin="$1"; dir="$2"; abl="${3:-full}"
 last=0

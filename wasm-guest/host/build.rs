@@ -40,34 +40,75 @@ fn env_path(name: &str) -> PathBuf {
         .unwrap_or_else(|| fail(&format!("wasm-host build script: {name} is not set")))
 }
 
-/// Fails with the exact command to run if the toolchain has no standard library for
-/// `wasm32-wasip2` (the nested build would otherwise fail with "can't find crate for `std`").
-fn check_target_installed() {
+/// Whether the toolchain running this build has a standard library for `wasm32-wasip2` (without
+/// it the nested build fails with "can't find crate for `std`").
+fn target_installed() -> bool {
+    match target_libdir() {
+        Some(dir) => std::fs::read_dir(&dir)
+            .map(|mut entries| {
+                entries.any(|e| {
+                    e.map(|e| e.file_name().to_string_lossy().starts_with("libstd-"))
+                        .unwrap_or(false)
+                })
+            })
+            .unwrap_or(false),
+        None => false,
+    }
+}
+
+/// Where the toolchain keeps (or would keep) the target's libraries.
+fn target_libdir() -> Option<PathBuf> {
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| OsString::from("rustc"));
     let out = Command::new(&rustc)
         .args(["--print", "target-libdir", "--target", TARGET])
-        .output();
-    let installed = match out {
-        Ok(o) if o.status.success() => {
-            let dir = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-            std::fs::read_dir(&dir)
-                .map(|mut entries| {
-                    entries.any(|e| {
-                        e.map(|e| e.file_name().to_string_lossy().starts_with("libstd-"))
-                            .unwrap_or(false)
-                    })
-                })
-                .unwrap_or(false)
-        }
-        _ => false,
-    };
-    if !installed {
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// Installs the target with rustup when it is missing, so that the README's two commands work
+/// on a fresh rustup install. The toolchain is the one running this build: rustup's proxy
+/// names it in `RUSTUP_TOOLCHAIN` for everything it starts (cargo, and so this script);
+/// `rustup` is the one on PATH. Without rustup or without that variable (a toolchain not run
+/// through rustup: a distribution's Rust, a linked one), or when the install fails, the build
+/// stops with the command to run by hand.
+fn ensure_target_installed() {
+    if target_installed() {
+        return;
+    }
+    let manual = format!(
+        "the {TARGET} target is not installed for this Rust toolchain.\n\
+         wasm-host embeds the seqstore guest, which is built for {TARGET}. Install the \
+         target with:\n\
+         \n    rustup target add {TARGET}\n"
+    );
+    let Some(toolchain) = env::var_os("RUSTUP_TOOLCHAIN") else {
         fail(&format!(
-            "the {TARGET} target is not installed for this Rust toolchain.\n\
-             wasm-host embeds the seqstore guest, which is built for {TARGET}. Install the \
-             target with:\n\
-             \n    rustup target add {TARGET}\n"
+            "{manual}(not installed automatically: this build does not run through rustup)"
         ));
+    };
+    let shown = toolchain.to_string_lossy().into_owned();
+    println!(
+        "cargo::warning=the {TARGET} target was missing from toolchain {shown}: \
+         installing it (rustup target add --toolchain {shown} {TARGET})"
+    );
+    // rustup's output to stderr: this script's stdout is read by cargo as directives.
+    let status = Command::new("rustup")
+        .args(["target", "add", "--toolchain"])
+        .arg(&toolchain)
+        .arg(TARGET)
+        .stdout(std::io::stderr())
+        .status();
+    match status {
+        Ok(s) if s.success() && target_installed() => {
+            println!("cargo::warning=installed the {TARGET} target for {shown}");
+        }
+        Ok(s) => fail(&format!(
+            "{manual}(`rustup target add --toolchain {shown} {TARGET}` did not install it: {s})"
+        )),
+        Err(e) => fail(&format!("{manual}(cannot run rustup: {e})")),
     }
 }
 
@@ -144,7 +185,12 @@ fn main() {
         println!("cargo::rerun-if-changed={}", p.display());
     }
 
-    check_target_installed();
+    // The guest is built with the toolchain's wasm32-wasip2 std: a changed or removed one runs
+    // this script again (and a removed one is installed again).
+    if let Some(dir) = target_libdir() {
+        println!("cargo::rerun-if-changed={}", dir.display());
+    }
+    ensure_target_installed();
 
     // OUT_DIR is <target>[/<triple>]/<profile>/build/<pkg>-<hash>/out: keep the guest build
     // next to the profile's own directories, shared by build, test and clippy.

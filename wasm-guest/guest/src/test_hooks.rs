@@ -1,8 +1,21 @@
 //! **Test only** (the `test-hooks` feature): ways for wasm-host's sandbox tests to make the
 //! guest misbehave on purpose.
 
+use std::cell::Cell;
+
 use crate::bindings::exports::seqstore::store::test_hooks::Guest;
 use crate::Component;
+use store_core::Ablation;
+
+thread_local! {
+    /// The switch `set-ablation` chose, applied by every later `store.open` of this instance.
+    static ABLATION: Cell<Ablation> = const { Cell::new(Ablation::Full) };
+}
+
+/// The ablation switch for a store opened now.
+pub(crate) fn ablation() -> Ablation {
+    ABLATION.with(Cell::get)
+}
 
 impl Guest for Component {
     fn spin() {
@@ -33,5 +46,11 @@ impl Guest for Component {
         std::fs::read(&path)
             .map(|d| d.len() as u64)
             .map_err(|e| format!("{path}: {e}"))
+    }
+
+    fn set_ablation(name: String) -> Result<(), String> {
+        let a: Ablation = name.parse()?;
+        ABLATION.with(|c| c.set(a));
+        Ok(())
     }
 }

@@ -24,7 +24,7 @@ pub(crate) static STORE_WASM: &[u8] = include_bytes!(env!("SEQSTORE_STORE_WASM")
 /// The `seqstore-guest` WASI command.
 pub(crate) static CLI_WASM: &[u8] = include_bytes!(env!("SEQSTORE_GUEST_CLI_WASM"));
 /// The `store` component with the test-only hooks.
-#[cfg(test)]
+#[cfg(any(test, feature = "ablation"))]
 pub(crate) static TEST_HOOKS_WASM: &[u8] = include_bytes!(env!("SEQSTORE_TEST_HOOKS_WASM"));
 
 /// The process's engine. Epoch interruption is on (the call deadline); a background thread
@@ -80,19 +80,19 @@ fn link_store(wasm: &[u8]) -> Result<StorePre<HostState>, String> {
 pub(crate) enum Kind {
     /// The one applications get.
     Store,
-    /// With the test-only hooks.
-    #[cfg(test)]
+    /// With the test-only hooks: the sandbox tests, and a store with an ablation switch.
+    #[cfg(any(test, feature = "ablation"))]
     TestHooks,
 }
 
 /// The pre-linked store component of `kind`, compiled on first use.
 pub(crate) fn store_pre(kind: Kind) -> Result<&'static StorePre<HostState>, String> {
     static STORE: OnceLock<Result<StorePre<HostState>, String>> = OnceLock::new();
-    #[cfg(test)]
+    #[cfg(any(test, feature = "ablation"))]
     static TEST_HOOKS: OnceLock<Result<StorePre<HostState>, String>> = OnceLock::new();
     let (cell, wasm) = match kind {
         Kind::Store => (&STORE, STORE_WASM),
-        #[cfg(test)]
+        #[cfg(any(test, feature = "ablation"))]
         Kind::TestHooks => (&TEST_HOOKS, TEST_HOOKS_WASM),
     };
     cell.get_or_init(|| link_store(wasm))

@@ -250,6 +250,8 @@ impl GuestStore {
         clock: Box<dyn Clock>,
         opts: &GuestOptions,
     ) -> Result<Self> {
+        #[cfg(feature = "ablation")]
+        let kind = ablated_kind(kind, &cfg);
         let pre = engine::store_pre(kind).map_err(Error::Setup)?;
         let stderr = MemoryOutputPipe::new(STDERR_CAP);
         let mut wasi = WasiCtxBuilder::new();
@@ -302,9 +304,15 @@ impl GuestStore {
             .map_err(|e| trap(e, &store))?;
         let guest = crate::bindings::Store::new(&mut store, &instance)
             .map_err(|e| Error::Setup(format!("component exports: {e:?}")))?;
+        #[cfg(feature = "ablation")]
+        if kind == Kind::TestHooks {
+            set_ablation(&instance, &mut store, &cfg)
+                .map_err(|e| trap(e, &store))?
+                .map_err(|e| Error::Store(store_core::Error::InvalidConfig(e)))?;
+        }
         let iface = guest.seqstore_store_stream().store();
         let handle = iface
-            .call_open(&mut store, &storage, &to_wit_config(&cfg))
+            .call_open(&mut store, &storage, to_wit_config(&cfg))
             .map_err(|e| trap(e, &store))?
             .map_err(|e| Error::Store(from_wit_error(e)))?;
         store.set_epoch_deadline(deadline);
@@ -827,17 +835,7 @@ impl GuestStore {
         P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + Send + Sync,
         R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + Send + Sync,
     {
-        let iface = self
-            .instance
-            .get_export_index(&mut self.store, None, "seqstore:store/test-hooks@0.1.0")
-            .expect("test-hooks export (a test-hooks component)");
-        let func = self
-            .instance
-            .get_export_index(&mut self.store, Some(&iface), name)
-            .expect("test hook");
-        self.instance
-            .get_typed_func(&mut self.store, func)
-            .expect("test hook type")
+        hook_func(&self.instance, &mut self.store, name)
     }
 
     /// Test hooks: calls `f` like any other guest call (deadline, trap classification).
@@ -848,6 +846,52 @@ impl GuestStore {
     ) -> Result<R> {
         self.raw(|_, s, _| f(s))
     }
+}
+
+/// The component a store with `cfg` runs in: an ablated one in the test-hooks component, the
+/// only one that has the switches.
+#[cfg(feature = "ablation")]
+fn ablated_kind(kind: Kind, cfg: &Config) -> Kind {
+    match cfg.ablation {
+        store_core::Ablation::Full => kind,
+        _ => Kind::TestHooks,
+    }
+}
+
+/// Sets `cfg`'s ablation switch in a test-hooks instance, for the store it opens next; the
+/// guest's refusal of the name is the inner error.
+#[cfg(feature = "ablation")]
+fn set_ablation(
+    instance: &Instance,
+    store: &mut wasmtime::Store<HostState>,
+    cfg: &Config,
+) -> wasmtime::Result<std::result::Result<(), String>> {
+    let set =
+        hook_func::<(String,), (std::result::Result<(), String>,)>(instance, store, "set-ablation");
+    Ok(set.call(&mut *store, (cfg.ablation.name(),))?.0)
+}
+
+/// The test-hooks component's export `name`, typed. Only a test-hooks instance has them; the
+/// callers (the sandbox tests, an ablated open) run one.
+#[cfg(any(test, feature = "ablation"))]
+fn hook_func<P, R>(
+    instance: &Instance,
+    store: &mut wasmtime::Store<HostState>,
+    name: &str,
+) -> wasmtime::component::TypedFunc<P, R>
+where
+    P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + Send + Sync,
+    R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + Send + Sync,
+{
+    let iface = instance
+        .get_export_index(&mut *store, None, "seqstore:store/test-hooks@0.1.0")
+        .expect("test-hooks export (a test-hooks component)");
+    let func = instance
+        .get_export_index(&mut *store, Some(&iface), name)
+        .expect("test hook");
+    instance
+        .get_typed_func(&mut *store, func)
+        .expect("test hook type")
 }
 
 impl Drop for GuestStore {
