@@ -67,6 +67,18 @@ enum Cmd {
     /// Run the crash matrix (every workload × sync policy × model) on the real store.
     #[cfg(feature = "ablation")]
     Crashcheck(lab::CrashcheckArgs),
+    /// Without the crash lab: says how to get `demo` and `crashcheck` (hidden).
+    #[cfg(not(feature = "ablation"))]
+    #[command(
+        name = "demo",
+        hide = true,
+        alias = "crashcheck",
+        disable_help_flag = true
+    )]
+    LabOnly {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Measure seqstore against a naive log, okaywal, fjall, the wasm guest and NATS JetStream
     /// (when a nats-server is found), in one run (ratios, never absolute times: this
     /// machine's fsync latency swings 20x).
@@ -297,6 +309,12 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Demo(a) => lab::demo_cmd(a),
         #[cfg(feature = "ablation")]
         Cmd::Crashcheck(a) => lab::crashcheck_cmd(a),
+        #[cfg(not(feature = "ablation"))]
+        Cmd::LabOnly { .. } => bail!(
+            "demo and crashcheck run the store's deliberately broken fsync variants, which \
+             this build leaves out; run them from the crash lab build: \
+             cargo run --release -p seqstore --features ablation -- demo"
+        ),
         Cmd::Verify { dir, json } => verify(&dir.dir, json),
         Cmd::Consumer { cmd } => consumer::run(cmd),
         Cmd::Bench {
@@ -609,6 +627,8 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
         }
         #[cfg(feature = "ablation")]
         Cmd::Demo(_) | Cmd::Crashcheck(_) => unreachable!("handled by run"),
+        #[cfg(not(feature = "ablation"))]
+        Cmd::LabOnly { .. } => unreachable!("handled by run"),
         Cmd::Verify { .. }
         | Cmd::Bench { .. }
         | Cmd::Snapshot { .. }
