@@ -954,7 +954,9 @@ fn streams(
             opts.reps, opts.gets
         ));
         let mut rng = Rng::new(0x6e75_6d62_6572);
-        let seqs: Vec<u64> = (0..opts.gets).map(|_| rng.below1(opts.big_msgs)).collect();
+        let seqs: Vec<u64> = (0..opts.gets)
+            .map(|_| rng.below(opts.big_msgs) + 1)
+            .collect();
         let mut sum = 0u64;
         // "seqstore": a block cache that holds the whole stream (what a user who wants fast
         // random reads configures); the default 64 MiB cache and no cache, for comparison.

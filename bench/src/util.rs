@@ -1,4 +1,4 @@
-//! Small helpers: a deterministic RNG, medians, directory sizes, the run context (tempdirs,
+//! Small helpers: the seeded RNG, medians, directory sizes, the run context (tempdirs,
 //! progress, the byte budget).
 
 use std::path::{Path, PathBuf};
@@ -6,28 +6,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-/// xorshift64*: deterministic, no dependency, good enough for random sequence numbers.
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
-        Rng(seed.max(1))
-    }
-
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform enough in `1..=n` for n far below 2^64.
-    pub(crate) fn below1(&mut self, n: u64) -> u64 {
-        self.next_u64() % n + 1
-    }
-}
+/// The workspace's one seeded generator (splitmix64, fault-fs).
+pub(crate) use fault_fs::Rng;
 
 /// The median of `v` (mean of the two middle values for an even count).
 pub fn median(v: &[f64]) -> Option<f64> {

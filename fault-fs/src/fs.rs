@@ -2,7 +2,7 @@
 
 use crate::core::{Core, DataKind, DataOp, FileNode, Ino, Node, NsEntry, NsOp, ROOT};
 use crate::image::{self, Cand, Choice, Spec};
-use crate::rng::SplitMix;
+use crate::rng::Rng;
 use crate::{CallSite, Error, FaultFsConfig, FaultKind, Model, OpArg, OpKind, TraceEntry};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, ErrorKind};
@@ -38,7 +38,7 @@ struct Faults {
     at: BTreeMap<u64, FaultKind>,
     kinds: BTreeMap<OpKind, FaultKind>,
     capacity: Option<u64>,
-    flip: Option<(SplitMix, f64)>,
+    flip: Option<(Rng, f64)>,
 }
 
 impl std::fmt::Debug for FaultFs {
@@ -409,7 +409,7 @@ impl FaultFs {
         if !(0.0..=1.0).contains(&probability) {
             return Err(Error::InvalidProbability(probability));
         }
-        self.lock().faults.flip = Some((SplitMix::new(seed), probability));
+        self.lock().faults.flip = Some((Rng::new(seed), probability));
         Ok(())
     }
 
@@ -873,8 +873,8 @@ impl FsFile for FaultFile {
         if n > 0 {
             let mut st = self.fs.lock();
             if let Some((rng, p)) = &mut st.faults.flip {
-                if rng.chance(*p) {
-                    let bit = rng.below(n as u64 * 8);
+                if rng.probability(*p) {
+                    let bit = rng.scaled_below(n as u64 * 8);
                     buf[(bit / 8) as usize] ^= 1 << (bit % 8);
                 }
             }

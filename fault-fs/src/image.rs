@@ -2,7 +2,7 @@
 
 use crate::core::{Core, DataKind, DirNode, FileNode, Ino, Node, NsView, ROOT};
 use crate::data::Data;
-use crate::rng::SplitMix;
+use crate::rng::Rng;
 use crate::{CallSite, Model};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -194,25 +194,25 @@ impl Spec {
     }
 }
 
-fn random_tear(rng: &mut SplitMix, c: &Cand, sector: u64) -> Option<u64> {
+fn random_tear(rng: &mut Rng, c: &Cand, sector: u64) -> Option<u64> {
     c.tears
-        .map(|(first, count)| first + rng.below(count) * sector)
+        .map(|(first, count)| first + rng.scaled_below(count) * sector)
 }
 
 fn random_choices(ch: &mut [Choice], cands: &[Cand], model: Model, sector: u64, seed: u64) {
-    let mut rng = SplitMix::new(seed);
+    let mut rng = Rng::new(seed);
     match model {
         Model::Posix => {
             // A per-image keep probability (10%..90%) so that both sparse and dense subsets
             // come up, rather than always about half.
-            let p = (1 + rng.below(9)) as f64 / 10.0;
+            let p = (1 + rng.scaled_below(9)) as f64 / 10.0;
             for (c, slot) in cands.iter().zip(ch.iter_mut()) {
-                if !rng.chance(p) {
+                if !rng.probability(p) {
                     continue;
                 }
                 *slot = match random_tear(&mut rng, c, sector) {
-                    Some(at) if rng.chance(0.25) => {
-                        if rng.chance(0.5) {
+                    Some(at) if rng.probability(0.25) => {
+                        if rng.probability(0.5) {
                             Choice::TornHead(at)
                         } else {
                             Choice::TornTail(at)
@@ -223,11 +223,11 @@ fn random_choices(ch: &mut [Choice], cands: &[Cand], model: Model, sector: u64, 
             }
         }
         Model::Ordered => {
-            let k = rng.below(cands.len() as u64 + 1) as usize;
+            let k = rng.scaled_below(cands.len() as u64 + 1) as usize;
             ch[..k].fill(Choice::Keep);
             if k > 0 {
                 if let Some(at) = random_tear(&mut rng, &cands[k - 1], sector) {
-                    if rng.chance(0.5) {
+                    if rng.probability(0.5) {
                         ch[k - 1] = Choice::TornHead(at);
                     }
                 }

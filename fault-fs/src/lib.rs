@@ -196,4 +196,5 @@ pub use explore::{
     Journal, Progress, ProgressFn, Replay, Report, Violation,
 };
 pub use fs::{FaultFile, FaultFs};
+pub use rng::Rng;
 pub use types::{CallSite, Error, FaultFsConfig, FaultKind, Model, OpArg, OpKind, TraceEntry};

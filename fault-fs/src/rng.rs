@@ -2,27 +2,59 @@
 //! on every platform and every run, so nothing here depends on `RandomState` or addresses.
 
 /// splitmix64: one add and three xor-multiply steps per output; good enough statistical quality
-/// for choosing subsets, and trivially seekable by seed.
+/// for choosing subsets, and trivially seekable by seed. The one seeded generator of the
+/// workspace: fault-fs's crash images and faults, the random workloads and corpus mutations of
+/// the crash matrix, the wasm host's equivalence tests and the bench all draw from it, so a
+/// printed seed replays the same run everywhere.
 #[derive(Clone, Debug)]
-pub(crate) struct SplitMix(u64);
+pub struct Rng(u64);
 
-impl SplitMix {
-    pub(crate) fn new(seed: u64) -> Self {
-        SplitMix(seed)
+impl Rng {
+    /// A generator started at `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
     }
 
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         finalize(self.0)
     }
 
-    /// Uniform in `0..n` (0 when `n == 0`), by multiply-shift (no modulo bias worth caring about).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
+    /// A number in `0..n` by modulo (0 when `n == 0`): the mapping the workload generators'
+    /// recorded seeds were drawn with.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// A number in `lo..=hi` (`lo <= hi`).
+    pub fn within(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+
+    /// One element of a non-empty slice.
+    pub fn pick<'a, T>(&mut self, of: &'a [T]) -> &'a T {
+        &of[self.below(of.len() as u64) as usize]
+    }
+
+    /// True `percent` times in 100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    /// Between 0 and `max` random bytes.
+    pub fn bytes(&mut self, max: usize) -> Vec<u8> {
+        let n = self.below(max as u64 + 1) as usize;
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+
+    /// Uniform in `0..n` (0 when `n == 0`) by multiply-shift: the crash images' mapping.
+    pub(crate) fn scaled_below(&mut self, n: u64) -> u64 {
         ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
     }
 
     /// True with probability `p` (clamped to 0..=1 by construction of the comparison).
-    pub(crate) fn chance(&mut self, p: f64) -> bool {
+    pub(crate) fn probability(&mut self, p: f64) -> bool {
         ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
     }
 }
@@ -81,21 +113,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn splitmix_is_reproducible_and_spread() {
+    fn rng_is_reproducible_and_spread() {
         let a: Vec<u64> = {
-            let mut r = SplitMix::new(42);
+            let mut r = Rng::new(42);
             (0..4).map(|_| r.next_u64()).collect()
         };
         let b: Vec<u64> = {
-            let mut r = SplitMix::new(42);
+            let mut r = Rng::new(42);
             (0..4).map(|_| r.next_u64()).collect()
         };
         assert_eq!(a, b);
-        let mut r = SplitMix::new(1);
-        let hits = (0..10_000).filter(|_| r.chance(0.25)).count();
+        let mut r = Rng::new(1);
+        let hits = (0..10_000).filter(|_| r.probability(0.25)).count();
         assert!((2_000..3_000).contains(&hits), "{hits}");
-        assert!((0..1000).all(|_| r.below(7) < 7));
-        assert_eq!(r.below(0), 0);
+        let hits = (0..10_000).filter(|_| r.chance(25)).count();
+        assert!((2_000..3_000).contains(&hits), "{hits}");
+        assert!((0..1000).all(|_| r.scaled_below(7) < 7 && r.below(7) < 7));
+        assert!((0..1000).all(|_| (3..=5).contains(&r.within(3, 5))));
+        assert_eq!((r.scaled_below(0), r.below(0)), (0, 0));
     }
 
     #[test]

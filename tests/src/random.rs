@@ -23,39 +23,13 @@ use crate::{
 use fault_fs::{CrashCtx, ExploreConfig, Model};
 use store_core::Ablation;
 
-/// splitmix64: the same sequence on every platform, for seeds that replay anywhere.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
+/// The workspace's one seeded generator (splitmix64, fault-fs): the same sequence on every
+/// platform, for seeds that replay anywhere.
+pub use fault_fs::Rng;
 
-impl Rng {
-    /// A generator started at `seed`.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    /// A number in `lo..=hi` (`lo <= hi`).
-    pub fn within(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-
-    /// One element of a non-empty slice.
-    pub fn pick<T: Copy>(&mut self, of: &[T]) -> T {
-        of[self.below(of.len() as u64) as usize]
-    }
+/// One element of a non-empty slice, by value.
+fn pick<T: Copy>(r: &mut Rng, of: &[T]) -> T {
+    *r.pick(of)
 }
 
 /// The seed of workload `i` of a campaign seeded with `seed`.
@@ -76,7 +50,7 @@ const PAYLOAD_SIZES: &[u16] = &[8, 40, 120, 600, 900];
 /// A valid random workload of at most `max_steps` steps (at least 4), from `seed`.
 pub fn generate(seed: u64, max_steps: usize) -> Workload {
     let mut r = Rng::new(seed);
-    let block_size = r.pick(BLOCK_SIZES);
+    let block_size = pick(&mut r, BLOCK_SIZES);
     let len = r.within(4, max_steps.max(4) as u64) as usize;
     let mut model = RefModel::default();
     let mut steps = vec![Step::Open];
@@ -108,16 +82,16 @@ fn next_step(r: &mut Rng, m: &RefModel) -> Option<Step> {
         }
     };
     Some(match r.below(120) {
-        0..=33 => Step::Append(r.pick(SUBJECTS), r.pick(PAYLOAD_SIZES)),
+        0..=33 => Step::Append(pick(r, SUBJECTS), pick(r, PAYLOAD_SIZES)),
         // ttls that run out only after the workload (2 s: before the crash image is opened
         // at 4 s, so every image's open expires it) or never (1 h); the tick-driven expiry is
         // the named workload `ttl-expiry-then-reopen`'s
         34..=35 => Step::AppendTtl(
-            r.pick(SUBJECTS),
-            r.pick(PAYLOAD_SIZES),
-            r.pick(&[2_000_000_000, 3_600_000_000_000]),
+            pick(r, SUBJECTS),
+            pick(r, PAYLOAD_SIZES),
+            pick(r, &[2_000_000_000, 3_600_000_000_000]),
         ),
-        36 => Step::AppendRaw(r.pick(SUBJECTS), r.pick(PAYLOAD_SIZES)),
+        36 => Step::AppendRaw(pick(r, SUBJECTS), pick(r, PAYLOAD_SIZES)),
         37 => Step::Skip(r.within(1, 3)),
         38..=44 => Step::Sync,
         45..=53 => Step::Delete(some_live(r)?),
@@ -129,11 +103,11 @@ fn next_step(r: &mut Rng, m: &RefModel) -> Option<Step> {
             } else {
                 r.within(1, last + 2)
             };
-            Step::PurgeEx(r.pick(FILTERS), up_to, r.below(3))
+            Step::PurgeEx(pick(r, FILTERS), up_to, r.below(3))
         }
         67..=74 => Step::Compact(r.within(first.saturating_sub(2).max(1), last + 3)),
         75..=80 => Step::Truncate(r.within(first - 1, last + 1)),
-        81..=84 => Step::Tick(r.pick(&[100_000, 2_000_000])),
+        81..=84 => Step::Tick(pick(r, &[100_000, 2_000_000])),
         85..=88 => Step::Reopen,
         89..=92 => Step::Close,
         93..=95 => Step::Checkpoint,
@@ -141,12 +115,12 @@ fn next_step(r: &mut Rng, m: &RefModel) -> Option<Step> {
         // issue #16's consumers: two names, each added with a random ack policy (a second
         // add of a live name changes nothing); a call on one that does not exist, or with
         // nothing to deliver or ack, is skipped by the runner
-        100..=101 => Step::ConsumerAdd(r.pick(CONSUMERS), r.pick(&["explicit", "all", "none"])),
-        102..=108 => Step::Deliver(r.pick(CONSUMERS)),
-        109..=114 => Step::Ack(r.pick(CONSUMERS), r.below(4) as u8),
-        115..=116 => Step::Redeliver(r.pick(CONSUMERS)),
-        117 => Step::ConsumerReset(r.pick(CONSUMERS), r.within(1, last + 1)),
-        _ => Step::ConsumerDelete(r.pick(CONSUMERS)),
+        100..=101 => Step::ConsumerAdd(pick(r, CONSUMERS), pick(r, &["explicit", "all", "none"])),
+        102..=108 => Step::Deliver(pick(r, CONSUMERS)),
+        109..=114 => Step::Ack(pick(r, CONSUMERS), r.below(4) as u8),
+        115..=116 => Step::Redeliver(pick(r, CONSUMERS)),
+        117 => Step::ConsumerReset(pick(r, CONSUMERS), r.within(1, last + 1)),
+        _ => Step::ConsumerDelete(pick(r, CONSUMERS)),
     })
 }
 

@@ -58,20 +58,8 @@ fn seed() -> u64 {
         .unwrap_or(0x5eed)
 }
 
-/// splitmix64: the seeded input generator.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+/// The workspace's one seeded generator (splitmix64, fault-fs).
+use fault_fs::Rng;
 
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../fuzz/corpus/{target}"));
@@ -135,31 +123,35 @@ fn run_random(name: &str, default_cases: usize) {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default_cases);
-    let mut rng = Rng(seed() ^ name.bytes().fold(0u64, |h, b| h.rotate_left(8) ^ b as u64));
+    let mut rng = Rng::new(seed() ^ name.bytes().fold(0u64, |h, b| h.rotate_left(8) ^ b as u64));
+    // an index below `n` (the generator's own `below`, in `usize`)
+    let below = |rng: &mut Rng, n: usize| rng.below(n as u64) as usize;
     let files = corpus(name);
     let t = std::time::Instant::now();
     for i in 0..cases {
-        let mut data = if rng.below(4) == 0 || files.is_empty() {
-            (0..rng.below(256)).map(|_| rng.next() as u8).collect()
+        let mut data = if below(&mut rng, 4) == 0 || files.is_empty() {
+            (0..below(&mut rng, 256))
+                .map(|_| rng.next_u64() as u8)
+                .collect()
         } else {
-            files[rng.below(files.len())].1.clone()
+            files[below(&mut rng, files.len())].1.clone()
         };
-        for _ in 0..rng.below(8) {
-            match rng.below(4) {
+        for _ in 0..below(&mut rng, 8) {
+            match below(&mut rng, 4) {
                 0 if !data.is_empty() => {
-                    let at = rng.below(data.len());
-                    data[at] ^= 1 << rng.below(8);
+                    let at = below(&mut rng, data.len());
+                    data[at] ^= 1 << below(&mut rng, 8);
                 }
                 1 if !data.is_empty() => {
-                    let at = rng.below(data.len());
-                    data[at] = rng.next() as u8;
+                    let at = below(&mut rng, data.len());
+                    data[at] = rng.next_u64() as u8;
                 }
                 2 => {
-                    let at = rng.below(data.len() + 1);
-                    data.insert(at, rng.next() as u8);
+                    let at = below(&mut rng, data.len() + 1);
+                    data.insert(at, rng.next_u64() as u8);
                 }
                 _ if data.len() > 1 => {
-                    let at = rng.below(data.len());
+                    let at = below(&mut rng, data.len());
                     data.remove(at);
                 }
                 _ => {}

@@ -35,35 +35,8 @@ pub(crate) fn seed(test: &str) -> u64 {
     seed
 }
 
-/// splitmix64: small, fast, and the same on every platform.
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..n` (n > 0).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-    pub(crate) fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    pub(crate) fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len() as u64) as usize]
-    }
-    pub(crate) fn bytes(&mut self, max: usize) -> Vec<u8> {
-        let n = self.below(max as u64 + 1) as usize;
-        (0..n).map(|_| self.next_u64() as u8).collect()
-    }
-}
+/// The workspace's one seeded generator (splitmix64, fault-fs).
+pub(crate) use fault_fs::Rng;
 
 /// A comparable form of a store result: values by their `Debug`, errors by what the store
 /// means (for I/O errors the operation, path and kind; the message text differs between a
