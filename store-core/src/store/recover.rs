@@ -24,6 +24,13 @@ impl<F: Fs> Store<F> {
                 return Ok(());
             }
             Ok(false) => {}
+            // a block that cannot be read is not a stale index: the medium failed, and open
+            // says so (a failure on index.db itself, an accelerator, is only a rejection).
+            // Found by the recovery fault sweep once the consumer files made recoveries of
+            // index.db images write.
+            Err(e @ Error::Io { .. }) if !matches!(&e, Error::Io { path, .. } if path == INDEX_FILE) => {
+                return Err(e)
+            }
             Err(e) => self.report.index_rejected = Some(e.to_string()),
         }
         self.blocks.clear();
