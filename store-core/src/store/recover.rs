@@ -24,6 +24,13 @@ impl<F: Fs> Store<F> {
                 return Ok(());
             }
             Ok(false) => {}
+            // a block that cannot be read is not a stale index: the medium failed, and open
+            // says so (a failure on index.db itself, an accelerator, is only a rejection).
+            // Found by the recovery fault sweep once the consumer files made recoveries of
+            // index.db images write.
+            Err(e @ Error::Io { .. }) if !matches!(&e, Error::Io { path, .. } if path == INDEX_FILE) => {
+                return Err(e)
+            }
             Err(e) => self.report.index_rejected = Some(e.to_string()),
         }
         self.blocks.clear();
@@ -80,15 +87,37 @@ impl<F: Fs> Store<F> {
             }
         }
         if let Some((bpos, off)) = rb.void_from {
+            // what this round found lost stays reported: the next round reads the blocks
+            // after the cleanup, and a cut made in this one no longer shows there (found by
+            // verify_agrees: verify's single pass reported it, open's last round did not)
+            let lost = rb.replay.lost();
+            self.note_lost(lost);
             return Ok(Some((bpos, off, rb.truncate_block)));
         }
         debug_assert_eq!(self.floor, rb.replay.floor);
         self.last_seq = rb.replay.max_seq;
         self.last_ts = rb.replay.max_ts;
         self.set_first_from(0)?;
-        // Lost: gaps between message records not explained by the floor or a tombstone.
-        self.report.lost = rb.replay.lost();
+        // Lost: gaps between message records not explained by the floor or a tombstone
+        // (with what earlier rounds of a truncate cleanup found).
+        let lost = rb.replay.lost();
+        self.note_lost(lost);
         Ok(None)
+    }
+
+    /// Adds `more` to the reported lost ranges, merged and in order.
+    fn note_lost(&mut self, more: Vec<SeqRange>) {
+        let mut all = std::mem::take(&mut self.report.lost);
+        all.extend(more);
+        all.sort_by_key(|r| (r.first, r.last));
+        let mut out: Vec<SeqRange> = Vec::with_capacity(all.len());
+        for r in all {
+            match out.last_mut() {
+                Some(p) if r.first <= p.last.saturating_add(1) => p.last = p.last.max(r.last),
+                _ => out.push(r),
+            }
+        }
+        self.report.lost = out;
     }
 
     /// Opens block `index` for the rebuild. A block whose header never became durable is
