@@ -203,7 +203,13 @@ impl<F: store_core::Fs> StreamOps for store_core::SharedStore<F> {
         payload: &[u8],
         ttl_ns: u64,
     ) -> Result<u64, Error> {
-        self.with(|s| s.append_with_ttl(subject, b"", payload, Duration::from_nanos(ttl_ns)))
+        store_core::SharedStore::append_with_ttl(
+            self,
+            subject,
+            b"",
+            payload,
+            Duration::from_nanos(ttl_ns),
+        )
     }
     fn append_raw(
         &mut self,
@@ -212,10 +218,10 @@ impl<F: store_core::Fs> StreamOps for store_core::SharedStore<F> {
         subject: &str,
         payload: &[u8],
     ) -> Result<u64, Error> {
-        self.with(|s| s.append_raw(seq, ts, subject, b"", payload))
+        store_core::SharedStore::append_raw(self, seq, ts, subject, b"", payload)
     }
     fn skip_many(&mut self, first: u64, count: u64) -> Result<u64, Error> {
-        self.with(|s| s.skip_many(first, count))
+        store_core::SharedStore::skip_many(self, first, count)
     }
 }
 

@@ -4,8 +4,8 @@
 //!
 //! On disk a ttl is the record flag `FLAG_TTL` and 8 bytes before the crc (record.rs); the
 //! deadline is the record's `ts + ttl`, by the store's `Clock`. The index is rebuilt by the
-//! block scan at open; `index.db` does not hold it, so a checkpoint with ttls pending writes
-//! none (snapshot.rs) and the next open rebuilds (and expires) from the blocks.
+//! block scan at open, or read from `index.db` (its version-2 ttl section, snapshot.rs), and
+//! open then expires what is due.
 
 use super::*;
 use std::time::Duration;
@@ -42,6 +42,11 @@ impl TtlIndex {
         for (s, d) in gone {
             self.by_deadline.remove(&(d, s));
         }
+    }
+
+    /// The entries at or above `seq`, ascending by sequence (what `index.db` records).
+    pub(super) fn from_seq(&self, seq: u64) -> impl Iterator<Item = (u64, i64)> + '_ {
+        self.by_seq.range(seq..).map(|(&s, &d)| (s, d))
     }
 
     /// The deadline of `seq`, if it has a ttl.
@@ -82,6 +87,31 @@ impl<F: Fs> Store<F> {
         payload: &[u8],
         ttl: Duration,
     ) -> Result<u64> {
+        self.append_with_ttl_inner(subject, headers, payload, ttl, true)
+    }
+
+    /// `append_with_ttl` without its `Always` fsync, for `SharedStore`'s group commit (as
+    /// `append_buffered`): the sequence and the write number that must be durable before it
+    /// is acknowledged.
+    pub(crate) fn append_with_ttl_buffered(
+        &mut self,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+        ttl: Duration,
+    ) -> Result<(u64, u64)> {
+        let seq = self.append_with_ttl_inner(subject, headers, payload, ttl, false)?;
+        Ok((seq, self.writes))
+    }
+
+    fn append_with_ttl_inner(
+        &mut self,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+        ttl: Duration,
+        sync_always: bool,
+    ) -> Result<u64> {
         if ttl.is_zero() {
             return Err(Error::InvalidArgument("append_with_ttl: a zero ttl".into()));
         }
@@ -111,7 +141,7 @@ impl<F: Fs> Store<F> {
             append::Subj::Name(subject),
             headers,
             payload,
-            true,
+            sync_always,
             Some(enc),
         )?;
         self.ttl.insert(got, record::deadline(ts, ttl));
