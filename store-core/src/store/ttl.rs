@@ -54,6 +54,14 @@ impl TtlIndex {
         self.by_seq.get(&seq).copied()
     }
 
+    /// The sequences whose deadline is at or before `now`, earliest deadline first (left in).
+    fn due(&self, now: i64) -> impl Iterator<Item = u64> + '_ {
+        self.by_deadline
+            .iter()
+            .take_while(move |&&(d, _)| d <= now)
+            .map(|&(_, s)| s)
+    }
+
     /// Takes the entries whose deadline is at or before `now`, earliest first.
     fn take_due(&mut self, now: i64) -> Vec<u64> {
         let mut due = Vec::new();
@@ -165,6 +173,24 @@ impl<F: Fs> Store<F> {
     #[inline]
     pub(super) fn ttl_expired(&self, seq: u64) -> bool {
         !self.ttl.is_empty() && self.ttl.deadline(seq).is_some_and(|d| d <= self.now())
+    }
+
+    /// Whether a message past its deadline is still stored (`tick` has not removed it yet):
+    /// the reads that answer from counters (subject counts, firsts and lasts) must then walk
+    /// the messages instead, since the counters still include it. Nothing when no ttl is
+    /// due; else a look-up per due entry (entries of messages removed otherwise included).
+    pub(super) fn expired_pending(&mut self) -> Result<bool> {
+        if self.ttl.is_empty() {
+            return Ok(false);
+        }
+        let now = self.now();
+        let due: Vec<u64> = self.ttl.due(now).collect();
+        for seq in due {
+            if self.find(seq)?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Removes every message whose ttl ran out: a tombstone each (durable as a delete's, by
