@@ -124,6 +124,11 @@ pub(crate) fn from_wit_error(e: wit::Error) -> store_core::Error {
         wit::Error::InvalidArgument(s) => E::InvalidArgument(s),
         wit::Error::InvalidConfig(s) => E::InvalidConfig(s),
         wit::Error::Closed => E::Closed,
+        wit::Error::TooManyResults(max) => E::TooManyResults { max },
+        wit::Error::SequenceMismatch(m) => E::SequenceMismatch {
+            seq: m.seq,
+            last_seq: m.last_seq,
+        },
         // A store-core variant this interface does not carry yet: keep its text.
         wit::Error::Other(s) => E::InvalidArgument(format!("(guest error) {s}")),
     }
@@ -173,6 +178,14 @@ pub(crate) fn from_wit_msg(m: wit::StoredMsg) -> StoredMsg {
         subject: m.subject,
         headers: m.headers,
         payload: m.payload,
+    }
+}
+
+pub(crate) fn from_wit_filtered(f: wit::FilteredState) -> store_core::FilteredState {
+    store_core::FilteredState {
+        msgs: f.msgs,
+        first: f.first,
+        last: f.last,
     }
 }
 

@@ -18,6 +18,8 @@ use crate::engine::{self, Kind, EPOCH_TICK};
 use crate::error::{Error, Result};
 use crate::state::{DynFs, HostState, Limiter, NoFs};
 
+mod stream15;
+
 /// Where [`GuestStore::open_dir`] mounts the host directory inside the guest (the same
 /// convention as the `seqstore-guest` command: `wasmtime run --dir D::/data`).
 pub const GUEST_DIR: &str = "/data";
