@@ -38,6 +38,7 @@ mod replay;
 mod scan;
 mod skip;
 mod snapshot;
+mod subj_counts;
 mod subjects;
 mod sync;
 mod truncate;

@@ -281,7 +281,19 @@ impl<F: Fs> Store<F> {
     fn filtered(&mut self, m: &mut Matcher, from_seq: u64) -> Result<FilteredState> {
         let mut st = FilteredState::default();
         // (the counters still count a message past its deadline until `tick` removes it)
-        if from_seq <= self.first_seq && !self.expired_pending()? {
+        let pending = self.expired_pending()?;
+        if from_seq > self.first_seq && !pending {
+            // per-block subject counts: O(blocks × matching subjects), no walk
+            let sids = self.matching_sids(m);
+            let all = sids.len() as u64 == self.num_subjects;
+            let t = self.tally(&sids, all, from_seq)?;
+            return Ok(FilteredState {
+                msgs: t.msgs,
+                first: t.first,
+                last: t.last,
+            });
+        }
+        if !pending {
             // the whole stream: the count from the subject counters, first and last from the
             // two ends (each scan stops at its first match), unless every matching subject
             // knows its own first (last) sequence already
