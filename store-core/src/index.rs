@@ -232,7 +232,11 @@ fn decode_ttls(r: &mut Reader<'_>) -> Result<Vec<(u64, i64)>> {
         let seq = r.u64()?;
         let deadline = r.u64()? as i64;
         if ttls.last().is_some_and(|&(prev, _)| prev >= seq) {
-            return Err(Error::corrupt(r.file, at as u64, "ttl sequences not ascending"));
+            return Err(Error::corrupt(
+                r.file,
+                at as u64,
+                "ttl sequences not ascending",
+            ));
         }
         ttls.push((seq, deadline));
     }
@@ -319,7 +323,13 @@ mod tests {
         let back = Snapshot::decode("i", &v1).unwrap();
         assert!(back.ttls.is_empty());
         assert_eq!(back.encode_version(1), v1);
-        assert_eq!(Snapshot { ttls: s.ttls.clone(), ..back }, s);
+        assert_eq!(
+            Snapshot {
+                ttls: s.ttls.clone(),
+                ..back
+            },
+            s
+        );
         // version 3 is refused
         let mut v3 = s.encode();
         v3[4..8].copy_from_slice(&3u32.to_le_bytes());

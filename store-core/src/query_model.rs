@@ -57,7 +57,12 @@ impl Model {
     }
     /// What a tick or an open does at `now`: removes the messages past their deadline.
     fn expire(&mut self, now: i64) {
-        let due: Vec<u64> = self.ttl.iter().filter(|e| *e.1 <= now).map(|e| *e.0).collect();
+        let due: Vec<u64> = self
+            .ttl
+            .iter()
+            .filter(|e| *e.1 <= now)
+            .map(|e| *e.0)
+            .collect();
         for seq in due {
             self.msgs.remove(&seq);
             self.ttl.remove(&seq);
@@ -426,7 +431,6 @@ fn one_write(
         182..=186 => return Some(true),
         187..=192 => return Some(false),
         _ => writes::one_write15(s, m, g, clock, ctx),
-
     }
     None
 }

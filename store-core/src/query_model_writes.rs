@@ -68,7 +68,9 @@ fn raw_append(s: &mut Store<MemFs>, m: &mut Model, g: &mut Gen, clock: &ManualCl
         }
         _ => {
             let ts = clock.now_ns();
-            let seq = s.append_raw(m.last + 1, ts, subject, b"", &payload).unwrap();
+            let seq = s
+                .append_raw(m.last + 1, ts, subject, b"", &payload)
+                .unwrap();
             m.last += 1;
             assert_eq!(seq, m.last, "{ctx}: append_raw");
             m.ttl.remove(&seq);
@@ -81,7 +83,10 @@ fn raw_append(s: &mut Store<MemFs>, m: &mut Model, g: &mut Gen, clock: &ManualCl
 fn skip(s: &mut Store<MemFs>, m: &mut Model, g: &mut Gen, ctx: &str) {
     if g.n(6) == 0 {
         let r = s.skip_many(m.last + 2, 1);
-        assert!(matches!(r, Err(Error::SequenceMismatch { .. })), "{ctx}: {r:?}");
+        assert!(
+            matches!(r, Err(Error::SequenceMismatch { .. })),
+            "{ctx}: {r:?}"
+        );
         return;
     }
     let count = 1 + g.n(3);

@@ -333,13 +333,19 @@ fn index_db_version_1_is_still_used() {
                 continue;
             };
             let f = fs
-                .open(&format!("msgs/{path}"), OpenOptions::new().write(true).create(true))
+                .open(
+                    &format!("msgs/{path}"),
+                    OpenOptions::new().write(true).create(true),
+                )
                 .unwrap();
             f.write_all_at(&std::fs::read(dir.join("golden").join(&name)).unwrap(), 0)
                 .unwrap();
         }
         let f = fs
-            .open(crate::store::INDEX_FILE, OpenOptions::new().write(true).create(true))
+            .open(
+                crate::store::INDEX_FILE,
+                OpenOptions::new().write(true).create(true),
+            )
             .unwrap();
         f.write_all_at(index, 0).unwrap();
         let s = Store::open(fs, small()).unwrap();
@@ -382,19 +388,33 @@ fn shared_store_ttl_raw_and_skip_writes() {
     seqs.sort_unstable();
     assert_eq!(seqs, (1..=600).collect::<Vec<_>>());
     let syncs = fs.syncs() - before;
-    assert!(syncs < 600 / 3, "{syncs} fsyncs for 600 writes: no group commit");
+    assert!(
+        syncs < 600 / 3,
+        "{syncs} fsyncs for 600 writes: no group commit"
+    );
     let last_ts = shared.state().last_ts;
     assert!(matches!(
         shared.append_raw(602, last_ts, "r", b"", b"z"),
-        Err(Error::SequenceMismatch { seq: 602, last_seq: 600 })
+        Err(Error::SequenceMismatch {
+            seq: 602,
+            last_seq: 600
+        })
     ));
     let b = fs.syncs();
-    assert_eq!(shared.append_raw(601, last_ts, "r", b"", b"z").unwrap(), 601);
-    assert!(fs.syncs() > b, "a raw append under Always fsyncs before it returns");
+    assert_eq!(
+        shared.append_raw(601, last_ts, "r", b"", b"z").unwrap(),
+        601
+    );
+    assert!(
+        fs.syncs() > b,
+        "a raw append under Always fsyncs before it returns"
+    );
     let b = fs.syncs();
     assert_eq!(shared.skip_many(602, 10).unwrap(), 611);
     assert!(fs.syncs() > b, "a skip fsyncs before it returns");
     assert_eq!(shared.skip_msg(612).unwrap(), 612);
     assert_eq!(shared.append("after", b"", b"a").unwrap(), 613);
-    assert!(shared.get(2).is_ok_and(|m| m.subject.starts_with("p.") || m.subject == "t"));
+    assert!(shared
+        .get(2)
+        .is_ok_and(|m| m.subject.starts_with("p.") || m.subject == "t"));
 }

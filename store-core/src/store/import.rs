@@ -52,7 +52,10 @@ pub fn restore<F: Fs>(fs: F, cfg: Config, input: impl Read) -> Result<(Store<F>,
         }
     };
     let mut store = Store::open(fs, cfg)?;
-    let got = (store.state(), subjects_digest(&store.subjects_counted(">")?));
+    let got = (
+        store.state(),
+        subjects_digest(&store.subjects_counted(">")?),
+    );
     if got != (info.state, info.subjects) {
         // the files matched the manifest but the store they make does not (a config whose
         // limits removed messages at open, or a forged manifest): take it away again

@@ -106,7 +106,6 @@ pub(crate) fn to_wit_error(e: store_core::Error) -> wit::Error {
     }
 }
 
-
 pub(crate) fn nanos(ns: u64) -> Duration {
     Duration::from_nanos(ns)
 }
@@ -204,7 +203,6 @@ pub(crate) fn to_report(r: &store_core::RecoveryReport) -> wit::RecoveryReport {
         truncate_cleanup: r.truncate_cleanup,
     }
 }
-
 
 pub(crate) fn to_filtered(f: store_core::FilteredState) -> wit::FilteredState {
     wit::FilteredState {

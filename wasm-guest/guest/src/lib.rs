@@ -504,7 +504,11 @@ impl wit::GuestStore for GuestStoreRes {
     fn skip_many(&self, first: u64, count: u64) -> R<u64> {
         self.with(|s| s.skip_many(first, count))
     }
-    fn next_matching_multi(&self, filters: Vec<String>, from_seq: u64) -> R<Option<wit::StoredMsg>> {
+    fn next_matching_multi(
+        &self,
+        filters: Vec<String>,
+        from_seq: u64,
+    ) -> R<Option<wit::StoredMsg>> {
         let filters: Vec<&str> = filters.iter().map(String::as_str).collect();
         self.with(|s| s.next_matching_multi(&filters, from_seq))
             .map(|m| m.map(to_msg))

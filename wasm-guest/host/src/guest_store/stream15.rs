@@ -84,7 +84,10 @@ impl GuestStore {
     }
 
     /// `Store::subjects_state_detail`.
-    pub fn subjects_state_detail(&mut self, filter: &str) -> Result<BTreeMap<String, FilteredState>> {
+    pub fn subjects_state_detail(
+        &mut self,
+        filter: &str,
+    ) -> Result<BTreeMap<String, FilteredState>> {
         self.call_read(|g, s, h| g.call_subjects_state_detail(s, h, filter))
             .map(|v| {
                 v.into_iter()
