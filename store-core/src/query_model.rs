@@ -334,11 +334,37 @@ fn ask_batch(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, ctx: &str) -> bool {
     });
     let full = want.as_ref().is_ok_and(|w| w.len() > 1);
     let got = kind(s.get_batch(from, f, max_msgs, max_bytes));
+    // the same batch as records: decoded, the same messages
+    let mut recs = Vec::new();
+    let n = kind(s.get_batch_records(from, f, max_msgs, max_bytes, &mut recs));
+    let mut decoded = Vec::new();
+    while let crate::record::Decoded::Record(r) =
+        crate::record::decode(&recs[decoded_len(&decoded)..])
+    {
+        let msg = StoredMsg {
+            seq: r.seq,
+            ts: r.ts,
+            subject: r.subject.into(),
+            headers: r.headers.to_vec(),
+            payload: r.payload.to_vec(),
+        };
+        decoded.push((r.len, msg));
+        if decoded_len(&decoded) == recs.len() {
+            break;
+        }
+    }
+    let via_records: Out<Vec<StoredMsg>> = n.map(|_| decoded.into_iter().map(|d| d.1).collect());
+    assert_eq!(via_records, want, "{ctx}: get_batch_records {f} {from}");
     assert_eq!(
         got, want,
         "{ctx}: get_batch {f} {from} {max_msgs} {max_bytes}"
     );
     full
+}
+
+/// The bytes the decoded records of `get_batch_records` took.
+fn decoded_len(d: &[(usize, StoredMsg)]) -> usize {
+    d.iter().map(|x| x.0).sum()
 }
 
 /// One random read with random arguments, asserted equal to the model's answer.

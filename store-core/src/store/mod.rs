@@ -21,6 +21,7 @@ use subjects::{SubjInfo, SubjMap, SubjMemo};
 use sync::S_OPEN_LIMITS;
 
 mod append;
+mod batch;
 mod blocks;
 mod cache;
 mod entry_cache;

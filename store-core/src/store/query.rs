@@ -275,10 +275,11 @@ impl<F: Fs> Store<F> {
     ) -> Result<FilteredState> {
         self.begin_read()?;
         let mut m = Matcher::new(filters)?;
-        self.filtered(&mut m, from_seq)
+        self.filtered(&mut m, from_seq, true)
     }
 
-    fn filtered(&mut self, m: &mut Matcher, from_seq: u64) -> Result<FilteredState> {
+    /// `edges`: the first and last are wanted too (not by `num_pending`).
+    fn filtered(&mut self, m: &mut Matcher, from_seq: u64, edges: bool) -> Result<FilteredState> {
         let mut st = FilteredState::default();
         // (the counters still count a message past its deadline until `tick` removes it)
         let pending = self.expired_pending()?;
@@ -286,7 +287,7 @@ impl<F: Fs> Store<F> {
             // per-block subject counts: O(blocks × matching subjects), no walk
             let sids = self.matching_sids(m);
             let all = sids.len() as u64 == self.num_subjects;
-            let t = self.tally(&sids, all, from_seq)?;
+            let t = self.tally(&sids, all, from_seq, edges)?;
             return Ok(FilteredState {
                 msgs: t.msgs,
                 first: t.first,
@@ -300,7 +301,7 @@ impl<F: Fs> Store<F> {
             let sids = self.matching_sids(m);
             let info: Vec<SubjInfo> = sids.iter().map(|&i| self.subj[i as usize]).collect();
             st.msgs = info.iter().map(|s| s.msgs).sum();
-            if st.msgs == 0 {
+            if st.msgs == 0 || !edges {
                 return Ok(st);
             }
             st.first = match info.iter().all(|s| s.first != 0) {
@@ -444,7 +445,7 @@ impl<F: Fs> Store<F> {
                 n
             }
         } else {
-            self.filtered(&mut m, from_seq)?.msgs
+            self.filtered(&mut m, from_seq, false)?.msgs
         };
         Ok((n, self.last_seq))
     }
@@ -511,6 +512,45 @@ impl<F: Fs> Store<F> {
         max_msgs: usize,
         max_bytes: u64,
     ) -> Result<Vec<StoredMsg>> {
+        let seqs = self.batch_seqs(from_seq, filter, max_msgs, max_bytes)?;
+        let mut out = Vec::with_capacity(seqs.len());
+        self.for_each_record(&seqs, |_, r| {
+            out.push(StoredMsg {
+                seq: r.seq,
+                ts: r.ts,
+                subject: r.subject.to_string(),
+                headers: r.headers.to_vec(),
+                payload: r.payload.to_vec(),
+            })
+        })?;
+        Ok(out)
+    }
+
+    /// `get_batch`, the messages' records appended to `out` as stored (whole message records
+    /// back to back, each checked: crc, kind, sequence; `record::decode` reads them). Returns
+    /// how many. For a caller that moves them on as bytes: the wasm guest returns them to its
+    /// host in one list, which decodes them natively (`wasm_host::GuestStore::get_batch`).
+    pub fn get_batch_records(
+        &mut self,
+        from_seq: u64,
+        filter: &str,
+        max_msgs: usize,
+        max_bytes: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<usize> {
+        let seqs = self.batch_seqs(from_seq, filter, max_msgs, max_bytes)?;
+        self.for_each_record(&seqs, |rec, _| out.extend_from_slice(rec))?;
+        Ok(seqs.len())
+    }
+
+    /// The sequences `get_batch` returns.
+    fn batch_seqs(
+        &mut self,
+        from_seq: u64,
+        filter: &str,
+        max_msgs: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<u64>> {
         self.begin_read()?;
         let mut m = Matcher::new(&[filter])?;
         let mut seqs = Vec::new();
@@ -529,6 +569,6 @@ impl<F: Fs> Store<F> {
                 seqs.len() < max_msgs
             })?;
         }
-        seqs.into_iter().map(|seq| self.get(seq)).collect()
+        Ok(seqs)
     }
 }

@@ -112,8 +112,15 @@ impl<F: Fs> Store<F> {
     /// them. Blocks the range covers whole are counted from `subj_counts` (their entries are
     /// not read when `all`: the block's live count is the answer); the block the range starts
     /// in by binary searches in its `by_subj`; the first and last match from the `by_subj`
-    /// of the first and last block with one.
-    pub(super) fn tally(&mut self, sids: &[u32], all: bool, from: u64) -> Result<Tally> {
+    /// of the first and last block with one, only if `edges` (`num_pending` needs the count
+    /// alone).
+    pub(super) fn tally(
+        &mut self,
+        sids: &[u32],
+        all: bool,
+        from: u64,
+        edges: bool,
+    ) -> Result<Tally> {
         let mut t = Tally::default();
         let from = from.max(self.first_seq).max(1);
         if sids.is_empty() || from > self.last_seq || self.blocks.is_empty() {
@@ -138,6 +145,8 @@ impl<F: Fs> Store<F> {
             self.trim_entries();
             let n = if whole {
                 count_in(self.block_counts(pos)?, sids)
+            } else if let Some(n) = self.all_live_from(pos, all, from) {
+                n
             } else {
                 let seqs = self.block_seqs(pos)?;
                 sids.iter()
@@ -149,6 +158,9 @@ impl<F: Fs> Store<F> {
                 last_pos = Some(pos);
                 t.msgs += n;
             }
+        }
+        if !edges {
+            return Ok(t);
         }
         if let (Some(a), Some(z)) = (first_pos, last_pos) {
             self.trim_entries();
@@ -166,6 +178,20 @@ impl<F: Fs> Store<F> {
                 .unwrap_or(0);
         }
         Ok(t)
+    }
+}
+
+impl<F: Fs> Store<F> {
+    /// With a filter that selects every subject, the live messages of block `pos` at or
+    /// after `from` by one binary search over its entries, when they are loaded and none is
+    /// deleted (else `None`: count by subject).
+    fn all_live_from(&self, pos: usize, all: bool, from: u64) -> Option<u64> {
+        let b = &self.blocks[pos];
+        let entries = b
+            .entries
+            .as_deref()
+            .filter(|e| all && e.len() as u64 == b.live)?;
+        Some((entries.len() - entries.partition_point(|e| e.seq < from)) as u64)
     }
 }
 

@@ -557,6 +557,19 @@ impl wit::GuestStore for GuestStoreRes {
         self.with(|s| s.get_batch(from_seq, &filter, max_msgs as usize, max_bytes))
             .map(|v| v.into_iter().map(to_msg).collect())
     }
+    fn get_batch_records(
+        &self,
+        from_seq: u64,
+        filter: String,
+        max_msgs: u32,
+        max_bytes: u64,
+    ) -> R<Vec<u8>> {
+        let mut out = Vec::new();
+        self.with(|s| {
+            s.get_batch_records(from_seq, &filter, max_msgs as usize, max_bytes, &mut out)
+        })?;
+        Ok(out)
+    }
     fn seq_from_time(&self, ts: i64) -> R<u64> {
         self.with(|s| s.seq_from_time(ts))
     }
