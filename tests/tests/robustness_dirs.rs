@@ -444,10 +444,10 @@ fn rows() -> Vec<Row> {
             },
         },
         Row {
-            name: "index.db of a newer version (2, valid crc)",
+            name: "index.db of a newer version (3, valid crc)",
             setup: |fs| {
                 let mut b = file(fs, "index.db");
-                set_u32(&mut b, 4, 2);
+                set_u32(&mut b, 4, 3);
                 robust::fix_index_crc(&mut b);
                 put(fs, "index.db", &b);
             },
@@ -456,7 +456,7 @@ fn rows() -> Vec<Row> {
                 state_is(st, 25, 1, 25)?;
                 rep.index_rejected
                     .as_deref()
-                    .is_some_and(|w| w.contains("index version 2"))
+                    .is_some_and(|w| w.contains("index version 3"))
                     .then_some(())
                     .ok_or(format!("index {:?}", rep.index_rejected))?;
                 opened(&g.strict)?;
