@@ -106,7 +106,7 @@ pub(crate) fn run_reads(
         opts.reps
     ));
     let mut stores = [open(small.0, small.1)?, open(big.0, big.1)?];
-    let a = [args(&stores[0], 0x5eed_1), args(&stores[1], 0x5eed_2)];
+    let a = [args(&stores[0], 0x0005_eed1), args(&stores[1], 0x0005_eed2)];
     for round in 0..=opts.reps {
         for which in ["seq_from_time", "num_pending", "filtered_state"] {
             for (k, size) in ["1k", "1m"].iter().enumerate() {

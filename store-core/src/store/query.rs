@@ -336,7 +336,7 @@ impl<F: Fs> Store<F> {
         self.begin_read()?;
         let mut m = Matcher::new(&[filter])?;
         if self.expired_pending()? {
-            return Ok(self.detail_by_walk(&mut m)?);
+            return self.detail_by_walk(&mut m);
         }
         let mut out = BTreeMap::new();
         for sid in self.matching_sids(&mut m) {
@@ -376,7 +376,7 @@ impl<F: Fs> Store<F> {
             }
         } else {
             let top = if max_seq == 0 { u64::MAX } else { max_seq };
-            out = self.lasts_by_walk(&sids, top, |n| too_many(n))?;
+            out = self.lasts_by_walk(&sids, top, too_many)?;
         }
         if too_many(out.len()) {
             return Err(Error::TooManyResults {

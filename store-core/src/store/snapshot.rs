@@ -277,7 +277,7 @@ impl<F: Fs> Store<F> {
                 .collect(),
             // the entries of messages still in the stream's range (one below the first
             // sequence is of a message gone: dropped rather than carried on)
-            ttls: self.ttl.from_seq(self.first_seq).collect(),
+            ttls: self.ttl.at_or_above(self.first_seq).collect(),
         }
     }
 }

@@ -45,7 +45,7 @@ impl TtlIndex {
     }
 
     /// The entries at or above `seq`, ascending by sequence (what `index.db` records).
-    pub(super) fn from_seq(&self, seq: u64) -> impl Iterator<Item = (u64, i64)> + '_ {
+    pub(super) fn at_or_above(&self, seq: u64) -> impl Iterator<Item = (u64, i64)> + '_ {
         self.by_seq.range(seq..).map(|(&s, &d)| (s, d))
     }
 
