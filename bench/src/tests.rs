@@ -100,6 +100,8 @@ fn tiny_run_produces_every_key() {
             "nats_publish_msgs_per_s",
             &["always_1", "always_64", "default_64"],
         ),
+        ("reads15_us", crate::reads::READ_CELLS),
+        ("get_batch_msgs_per_s", &["seqstore", "guest"]),
         (
             "memory_peak_rss_mib",
             &[
@@ -131,7 +133,7 @@ fn tiny_run_produces_every_key() {
         have_nats
     );
     let ratios = j["ratios"].as_object().expect("ratios");
-    assert_eq!(ratios.len(), 14);
+    assert_eq!(ratios.len(), 18);
     for (name, r) in ratios {
         if (name.starts_with("guest_") && !cfg!(feature = "guest"))
             || (name.contains("nats") && !have_nats)
