@@ -13,6 +13,7 @@ use store_core::{Config, SharedStore, Store, SyncPolicy};
 use crate::mem::MEMORY;
 use crate::nats::{NATS, NATS_CELLS};
 use crate::peers::{Baseline, Fjall, OkayWal};
+use crate::reads::{BATCH, READS, READ_CELLS};
 use crate::report::{BenchReport, Goal, Table, Unit};
 use crate::util::{dir_size, thread_cpu_ns, Ctx, Rng};
 use crate::BenchOpts;
@@ -27,7 +28,7 @@ pub(crate) const GET: &str = "get_random_msgs_per_s";
 const INDEX_CPU: &str = "recover_index_cpu_ms";
 const PURGE_CPU: &str = "purge_cpu_ms";
 /// The tables that share the big stream.
-pub(crate) const STREAM_TABLES: &[&str] = &[REBUILD, INDEX, GET, PURGE];
+pub(crate) const STREAM_TABLES: &[&str] = &[REBUILD, INDEX, GET, PURGE, READS, BATCH];
 
 /// Measured in this order in every round (A B A B …).
 #[cfg(not(feature = "guest"))]
@@ -66,7 +67,11 @@ const GUEST_TODO: &str = "guest (the wasm guest on the host's filesystem, wasm-g
 /// host-fs's WASI backend over wasmtime-wasi (`GuestStore::open_dir`), which caps a file read
 /// at 64 KiB and runs file I/O on a blocking thread.
 #[cfg(feature = "guest")]
-fn open_guest(path: &Path, sync: SyncPolicy, wasi: bool) -> Result<wasm_host::GuestStore> {
+pub(crate) fn open_guest(
+    path: &Path,
+    sync: SyncPolicy,
+    wasi: bool,
+) -> Result<wasm_host::GuestStore> {
     let cfg = Config {
         sync,
         ..Config::default()
@@ -126,7 +131,10 @@ fn total_steps(o: &BenchOpts) -> usize {
     }
     if STREAM_TABLES.iter().any(|t| o.runs(t)) {
         n += 2; // write the big stream, close it and write the small one
-        n += [REBUILD, INDEX, GET].iter().filter(|t| o.runs(t)).count();
+        n += [REBUILD, INDEX, GET, READS, BATCH]
+            .iter()
+            .filter(|t| o.runs(t))
+            .count();
         if o.runs(PURGE) {
             n += o.purge_small_reps + o.purge_big_reps;
         }
@@ -260,7 +268,7 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
     ));
     let mut notes = Vec::new();
 
-    let [mut nosync, mut every, mut always, mut nats, mut rebuild, mut index, mut purge, mut get, mut memory, mut index_cpu, mut purge_cpu] =
+    let [mut nosync, mut every, mut always, mut nats, mut rebuild, mut index, mut purge, mut get, mut memory, mut index_cpu, mut purge_cpu, mut reads, mut batch] =
         new_tables();
 
     #[cfg(feature = "guest")]
@@ -299,6 +307,7 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
             [&mut index, &mut index_cpu],
             &mut get,
             [&mut purge, &mut purge_cpu],
+            [&mut reads, &mut batch],
             &mut notes,
         )?;
     }
@@ -324,7 +333,8 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
     }
 
     let tables = vec![
-        nosync, every, always, nats, rebuild, index, purge, get, memory, index_cpu, purge_cpu, acks,
+        nosync, every, always, nats, rebuild, index, purge, get, memory, index_cpu, purge_cpu,
+        acks, reads, batch,
     ];
     let goals = goals(&tables);
     Ok(BenchReport {
@@ -351,7 +361,7 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
 }
 
 /// Every table of the report, empty, in the order of the report.
-fn new_tables() -> [Table; 11] {
+fn new_tables() -> [Table; 13] {
     let nosync = Table::new(
         NOSYNC,
         "append, no sync (msgs/s)",
@@ -432,8 +442,21 @@ fn new_tables() -> [Table; 11] {
         Unit::PerSec,
         &["seqstore", "seqstore_cache_64mib", "seqstore_no_cache"],
     );
+    let reads = Table::new(
+        READS,
+        "issue #15 reads on a warm stream from index.db (µs per call)",
+        Unit::Us,
+        READ_CELLS,
+    );
+    let batch = Table::new(
+        BATCH,
+        "get_batch of 100 from random sequences, warm 1M stream (msgs/s)",
+        Unit::PerSec,
+        &["seqstore", "guest"],
+    );
     [
         nosync, every, always, nats, rebuild, index, purge, get, memory, index_cpu, purge_cpu,
+        reads, batch,
     ]
 }
 
@@ -548,6 +571,38 @@ fn goals(tables: &[Table]) -> Vec<Goal> {
             op: "<=",
             paired: paired(PURGE, BIG, SMALL),
             target: 2.0,
+        },
+        Goal {
+            name: "seq_from_time_1m_vs_1k",
+            what: "seq_from_time: 1M / 1k messages",
+            value: ratio(READS, "seq_from_time_1m", "seq_from_time_1k"),
+            op: "<=",
+            paired: paired(READS, "seq_from_time_1m", "seq_from_time_1k"),
+            target: 2.0,
+        },
+        Goal {
+            name: "num_pending_1m_vs_1k",
+            what: "num_pending (orders.eu.*): 1M / 1k messages",
+            value: ratio(READS, "num_pending_1m", "num_pending_1k"),
+            op: "<=",
+            paired: paired(READS, "num_pending_1m", "num_pending_1k"),
+            target: 2.0,
+        },
+        Goal {
+            name: "filtered_state_1m_vs_1k",
+            what: "filtered_state (one subject of 64): 1M / 1k messages",
+            value: ratio(READS, "filtered_state_1m", "filtered_state_1k"),
+            op: "<=",
+            paired: paired(READS, "filtered_state_1m", "filtered_state_1k"),
+            target: 2.0,
+        },
+        Goal {
+            name: "guest_batch_vs_native",
+            what: "get_batch of 100: guest / seqstore",
+            value: ratio(BATCH, "guest", "seqstore"),
+            op: ">=",
+            paired: paired(BATCH, "guest", "seqstore"),
+            target: 0.6,
         },
         Goal {
             name: "get_random_per_s",
@@ -856,6 +911,7 @@ fn streams(
     [index, index_cpu]: [&mut Table; 2],
     get: &mut Table,
     [purge, purge_cpu]: [&mut Table; 2],
+    [reads, batch]: [&mut Table; 2],
     notes: &mut Vec<String>,
 ) -> Result<()> {
     let big = ctx.tempdir("big")?;
@@ -942,6 +998,16 @@ fn streams(
                 index.push(cell, d.as_secs_f64() * 1e3);
             }
         }
+    }
+    if opts.runs(READS) {
+        let (small, big) = (
+            (sp.as_path(), opts.small_msgs),
+            (bp.as_path(), opts.big_msgs),
+        );
+        crate::reads::run_reads(ctx, opts, reads, small, big)?;
+    }
+    if opts.runs(BATCH) {
+        crate::reads::run_batch(ctx, opts, batch, (bp.as_path(), opts.big_msgs))?;
     }
     small.close()?;
 

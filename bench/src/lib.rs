@@ -63,6 +63,14 @@
 //!   a store (default `Config`, `SyncPolicy::Never`, 3 subjects), syncs, reopens it (rebuild),
 //!   gets every message once, and reports its VmHWM (peak RSS). Runs after the end probe.
 //!   `bytes_per_msg`: (large - small) / (3 × small_msgs), what each message costs in memory.
+//! - `reads15_us`: issue #15's reads, µs per call on the warm `small_msgs` (`_1k`) and
+//!   `big_msgs` (`_1m`) streams opened from index.db: `seq_from_time` at a random time,
+//!   `num_pending` from a random sequence (filter `orders.eu.*`: every subject) and
+//!   `filtered_state` from a random sequence (a literal subject, one in 64). The goals
+//!   `*_1m_vs_1k` are their ratios (≤ 2: none walks the messages).
+//! - `get_batch_msgs_per_s`: `get_batch` of 100 messages from random sequences of the warm
+//!   big stream, native (`seqstore`) and in the wasm guest (`guest`, feature `guest`: one
+//!   call into the component per batch); goal `guest_batch_vs_native` ≥ 0.6.
 //! - `goals`: the goals' names by outcome (`passed`, `failed`, `not_measured`) and `line`, the
 //!   one-line summary the text output ends with ([`goals_line`]).
 //!
@@ -80,6 +88,7 @@ mod groups;
 mod mem;
 mod nats;
 mod peers;
+mod reads;
 mod report;
 mod util;
 

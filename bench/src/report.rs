@@ -13,6 +13,8 @@ use crate::BenchOpts;
 pub(crate) enum Unit {
     PerSec,
     Ms,
+    /// Microseconds per call.
+    Us,
     SecPerGib,
     MiB,
 }
@@ -215,6 +217,7 @@ fn fmt_val(unit: Unit, v: Option<f64>) -> String {
         (_, None) => "-".into(),
         (Unit::PerSec, Some(v)) => fmt_rate(v),
         (Unit::Ms, Some(v)) => format!("{v:.3} ms"),
+        (Unit::Us, Some(v)) => format!("{v:.3} µs"),
         (Unit::SecPerGib, Some(v)) => format!("{v:.3} s/GiB"),
         (Unit::MiB, Some(v)) => format!("{v:.1} MiB"),
     }

@@ -101,6 +101,8 @@ fn tiny_run_produces_every_key() {
             &["always_1", "always_64", "default_64"],
         ),
         ("consumer_acks_always_per_s", &["acks_1", "acks_64"]),
+        ("reads15_us", crate::reads::READ_CELLS),
+        ("get_batch_msgs_per_s", &["seqstore", "guest"]),
         (
             "memory_peak_rss_mib",
             &[
@@ -132,7 +134,7 @@ fn tiny_run_produces_every_key() {
         have_nats
     );
     let ratios = j["ratios"].as_object().expect("ratios");
-    assert_eq!(ratios.len(), 15);
+    assert_eq!(ratios.len(), 19);
     for (name, r) in ratios {
         if (name.starts_with("guest_") && !cfg!(feature = "guest"))
             || (name.contains("nats") && !have_nats)

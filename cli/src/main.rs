@@ -394,23 +394,9 @@ impl AnyStore {
         on!(self, s => s.close())
     }
 
-    /// The first message at or after `from` matching any of `filters`. The guest has one
-    /// filter per call: the first match of any filter is the lowest of their first matches.
+    /// The first message at or after `from` matching any of `filters`.
     fn next_multi(&mut self, filters: &[&str], from: u64) -> Result<Option<StoredMsg>> {
-        match self {
-            AnyStore::Native(s) => Ok(s.next_matching_multi(filters, from)?),
-            AnyStore::Guest(g) => {
-                let mut best: Option<StoredMsg> = None;
-                for f in filters {
-                    if let Some(m) = g.next_matching(f, from)? {
-                        if best.as_ref().is_none_or(|b| m.seq < b.seq) {
-                            best = Some(m);
-                        }
-                    }
-                }
-                Ok(best)
-            }
-        }
+        on!(self, s => s.next_matching_multi(filters, from))
     }
 
     /// The last message at or before `from` matching any of `filters`.
@@ -526,22 +512,18 @@ fn store_op(cmd: Cmd) -> Result<ExitCode> {
                 ..cfg
             };
             let mut s = open_store(&dir.dir, cfg, true, dir.guest)?;
-            let seq = match (&mut s, ttl) {
-                (s, None) => on!(s, x => x.append(&subject, headers.as_bytes(), &payload))?,
-                (AnyStore::Native(x), Some(t)) => {
-                    x.append_with_ttl(&subject, headers.as_bytes(), &payload, t)?
+            let seq = match ttl {
+                None => on!(&mut s, x => x.append(&subject, headers.as_bytes(), &payload))?,
+                Some(t) => {
+                    on!(&mut s, x => x.append_with_ttl(&subject, headers.as_bytes(), &payload, t))?
                 }
-                (AnyStore::Guest(_), Some(_)) => bail!("--ttl is not in the wasm guest yet"),
             };
             s.close()?;
             println!("{seq}");
         }
         Cmd::Skip { dir, seq, count } => {
             let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
-            let last = match &mut s {
-                AnyStore::Native(x) => x.skip_many(seq, count)?,
-                AnyStore::Guest(_) => bail!("skip is not in the wasm guest yet"),
-            };
+            let last = on!(&mut s, x => x.skip_many(seq, count))?;
             s.close()?;
             println!("{last}");
         }

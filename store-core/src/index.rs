@@ -6,22 +6,30 @@
 //!
 //! ```text
 //!   0  4  magic "SQIX"
-//!   4  4  version (1)
+//!   4  4  version (2; version 1, without the ttl section, is still read)
 //!   8  8  first_seq      16 8 first_ts      24 8 last_seq     32 8 last_ts
 //!  40  8  floor          48 8 msgs          56 8 bytes
 //!  64  4  block count B, then B times:
 //!         index u64, len u64, msg_first u64, msg_last u64, max_seq u64, live u64,
 //!         live_bytes u64, last_crc u32, deleted count D u32, D deleted seqs u64
 //!      4  subject count S, then S times: name_len u16, name, msgs u64, first u64, last u64
+//!      4  (version 2) ttl count T, then T times: seq u64, deadline i64 (ns), seqs ascending
 //! end-4 4 crc32 of every preceding byte
 //! ```
+//!
+//! The ttl section holds the deadline of every message with a time to live (`ts + ttl`, by
+//! the store's clock), so that a store with ttls pending opens from the index instead of
+//! rebuilding from its blocks to find them.
 
 use crate::error::{Error, Result};
 
 /// Magic of `index.db`.
 pub const INDEX_MAGIC: [u8; 4] = *b"SQIX";
 /// Version written by this code.
-pub const INDEX_VERSION: u32 = 1;
+pub const INDEX_VERSION: u32 = 2;
+/// The version before the ttl section: still read (as a snapshot without ttls, which is
+/// what a build of that version wrote: it wrote no index.db while ttls were pending).
+pub const INDEX_VERSION_NO_TTL: u32 = 1;
 
 /// One block as the snapshot saw it.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -58,14 +66,24 @@ pub struct Snapshot {
     pub bytes: u64,
     pub blocks: Vec<BlockSummary>,
     pub subjects: Vec<SubjectSummary>,
+    /// `(seq, deadline)` of the messages with a ttl, ascending by sequence.
+    pub ttls: Vec<(u64, i64)>,
 }
 
 impl Snapshot {
-    /// Encodes with magic, version and trailing crc.
+    /// Encodes with magic, version ([`INDEX_VERSION`]) and trailing crc.
     pub fn encode(&self) -> Vec<u8> {
-        let mut o = Vec::with_capacity(128 + self.blocks.len() * 72 + self.subjects.len() * 40);
+        self.encode_version(INDEX_VERSION)
+    }
+
+    /// Encodes in layout `version` (1 or 2): version 1 has no ttl section, so `ttls` are not
+    /// written (tests and the fuzz target use it to check that version 1 is still read).
+    pub fn encode_version(&self, version: u32) -> Vec<u8> {
+        let mut o = Vec::with_capacity(
+            128 + self.blocks.len() * 72 + self.subjects.len() * 40 + self.ttls.len() * 16,
+        );
         o.extend_from_slice(&INDEX_MAGIC);
-        o.extend_from_slice(&INDEX_VERSION.to_le_bytes());
+        o.extend_from_slice(&version.to_le_bytes());
         for v in [
             self.first_seq,
             self.first_ts as u64,
@@ -104,6 +122,13 @@ impl Snapshot {
                 o.extend_from_slice(&v.to_le_bytes());
             }
         }
+        if version >= 2 {
+            o.extend_from_slice(&(self.ttls.len() as u32).to_le_bytes());
+            for &(seq, deadline) in &self.ttls {
+                o.extend_from_slice(&seq.to_le_bytes());
+                o.extend_from_slice(&deadline.to_le_bytes());
+            }
+        }
         let crc = crate::record::crc32(&o);
         o.extend_from_slice(&crc.to_le_bytes());
         o
@@ -119,11 +144,14 @@ impl Snapshot {
             return Err(Error::corrupt(file, 0, "not a seqstore index (bad magic)"));
         }
         let version = u32::from_le_bytes(b[4..8].try_into().expect("4"));
-        if version != INDEX_VERSION {
+        if version != INDEX_VERSION && version != INDEX_VERSION_NO_TTL {
             return Err(Error::corrupt(
                 file,
                 4,
-                format!("index version {version}, this build reads {INDEX_VERSION}"),
+                format!(
+                    "index version {version}, this build reads {INDEX_VERSION_NO_TTL} and \
+                     {INDEX_VERSION}"
+                ),
             ));
         }
         let body = &b[..b.len() - 4];
@@ -184,11 +212,35 @@ impl Snapshot {
                 last: r.u64()?,
             });
         }
+        if version >= 2 {
+            s.ttls = decode_ttls(&mut r)?;
+        }
         if r.at != body.len() {
             return Err(Error::corrupt(file, r.at as u64, "trailing bytes in index"));
         }
         Ok(s)
     }
+}
+
+/// The ttl section: `(seq, deadline)` pairs, sequences strictly ascending (so that one
+/// encoding is the only one, and a forged list cannot name a sequence twice).
+fn decode_ttls(r: &mut Reader<'_>) -> Result<Vec<(u64, i64)>> {
+    let n = r.count(16)?;
+    let mut ttls: Vec<(u64, i64)> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let at = r.at;
+        let seq = r.u64()?;
+        let deadline = r.u64()? as i64;
+        if ttls.last().is_some_and(|&(prev, _)| prev >= seq) {
+            return Err(Error::corrupt(
+                r.file,
+                at as u64,
+                "ttl sequences not ascending",
+            ));
+        }
+        ttls.push((seq, deadline));
+    }
+    Ok(ttls)
 }
 
 struct Reader<'a> {
@@ -260,7 +312,40 @@ mod tests {
                 first: 3,
                 last: 9,
             }],
+            ttls: vec![(3, 1_000), (7, -2)],
         }
+    }
+
+    #[test]
+    fn version_1_is_still_read_without_ttls() {
+        let s = sample();
+        let v1 = s.encode_version(INDEX_VERSION_NO_TTL);
+        let back = Snapshot::decode("i", &v1).unwrap();
+        assert!(back.ttls.is_empty());
+        assert_eq!(back.encode_version(1), v1);
+        assert_eq!(
+            Snapshot {
+                ttls: s.ttls.clone(),
+                ..back
+            },
+            s
+        );
+        // version 3 is refused
+        let mut v3 = s.encode();
+        v3[4..8].copy_from_slice(&3u32.to_le_bytes());
+        let n = v3.len();
+        let crc = crate::record::crc32(&v3[..n - 4]);
+        v3[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        assert!(Snapshot::decode("i", &v3).is_err());
+    }
+
+    #[test]
+    fn ttls_out_of_order_are_refused() {
+        let mut s = sample();
+        s.ttls = vec![(7, 1), (3, 2)];
+        assert!(Snapshot::decode("i", &s.encode()).is_err());
+        s.ttls = vec![(3, 1), (3, 2)];
+        assert!(Snapshot::decode("i", &s.encode()).is_err());
     }
 
     #[test]

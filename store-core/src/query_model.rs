@@ -1,7 +1,11 @@
 //! The reads of `store/query.rs` against a model: random appends (several subjects, some that
 //! only wildcards reach), deletes, purges, `purge_ex`, compacts, truncates and reopens on the
-//! in-memory fs, each followed by random reads with random arguments (bad filters included),
-//! every answer compared with the model's (a `BTreeMap` of seq → subject, timestamp, payload).
+//! in-memory fs, and the writes of issue #15 (ttl appends, replica appends, skips, the clock
+//! moving past deadlines, ticks: `query_model_writes.rs`), each followed by random reads with
+//! random arguments (bad filters included), every answer compared with the model's (a
+//! `BTreeMap` of seq → subject, timestamp, payload). The reads are asked of the model without
+//! the messages past their deadline (no read returns one, removed or not), `state()` of the
+//! model with them until a tick or an open removes them (as NATS counts them).
 //! Blocks of 1 KiB (reads cross many of them) and larger, the block cache and the entry cache
 //! off, small and large.
 //! Seeded: `SEQSTORE_SEED=<n>` replays a run; the seed is printed and in every failure.
@@ -21,11 +25,16 @@ const BAD: [&str; 4] = ["", "a..b", "a.>.b", "a*"];
 /// A stored message in the model: subject, timestamp, payload.
 type Msg = (String, i64, Vec<u8>);
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Model {
     msgs: BTreeMap<u64, Msg>,
     last: u64,
+    /// The deadline of each message appended with a ttl (entries may outlive the message).
+    ttl: BTreeMap<u64, i64>,
 }
+
+#[path = "query_model_writes.rs"]
+mod writes;
 
 /// A read's outcome, made comparable: the error's kind instead of the error.
 type Out<T> = std::result::Result<T, &'static str>;
@@ -40,6 +49,25 @@ fn kind<T>(r: Result<T>) -> Out<T> {
 }
 
 impl Model {
+    /// The stream as the reads see it at `now`: without the messages past their deadline.
+    fn visible(&self, now: i64) -> Model {
+        let mut v = self.clone();
+        v.expire(now);
+        v
+    }
+    /// What a tick or an open does at `now`: removes the messages past their deadline.
+    fn expire(&mut self, now: i64) {
+        let due: Vec<u64> = self
+            .ttl
+            .iter()
+            .filter(|e| *e.1 <= now)
+            .map(|e| *e.0)
+            .collect();
+        for seq in due {
+            self.msgs.remove(&seq);
+            self.ttl.remove(&seq);
+        }
+    }
     fn first(&self) -> u64 {
         self.msgs.keys().next().copied().unwrap_or(self.last + 1)
     }
@@ -109,8 +137,9 @@ impl Model {
             self.last = self.last.max(f);
         }
     }
-    fn size(v: &Msg) -> u64 {
-        (36 + v.0.len() + v.2.len()) as u64
+    /// The record size of message `seq` (a ttl record has 8 bytes more: its ttl).
+    fn size(&self, seq: u64, v: &Msg) -> u64 {
+        (36 + v.0.len() + v.2.len()) as u64 + 8 * self.ttl.contains_key(&seq) as u64
     }
 }
 
@@ -295,7 +324,7 @@ fn ask_batch(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, ctx: &str) -> bool {
     let want = Model::check(&[f]).map(|_| {
         let (mut out, mut bytes) = (Vec::new(), 0);
         for (k, v) in m.sel(&[f], from, u64::MAX).into_iter().take(max_msgs) {
-            bytes += Model::size(v);
+            bytes += m.size(k, v);
             if max_bytes > 0 && !out.is_empty() && bytes > max_bytes {
                 break;
             }
@@ -305,11 +334,37 @@ fn ask_batch(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, ctx: &str) -> bool {
     });
     let full = want.as_ref().is_ok_and(|w| w.len() > 1);
     let got = kind(s.get_batch(from, f, max_msgs, max_bytes));
+    // the same batch as records: decoded, the same messages
+    let mut recs = Vec::new();
+    let n = kind(s.get_batch_records(from, f, max_msgs, max_bytes, &mut recs));
+    let mut decoded = Vec::new();
+    while let crate::record::Decoded::Record(r) =
+        crate::record::decode(&recs[decoded_len(&decoded)..])
+    {
+        let msg = StoredMsg {
+            seq: r.seq,
+            ts: r.ts,
+            subject: r.subject.into(),
+            headers: r.headers.to_vec(),
+            payload: r.payload.to_vec(),
+        };
+        decoded.push((r.len, msg));
+        if decoded_len(&decoded) == recs.len() {
+            break;
+        }
+    }
+    let via_records: Out<Vec<StoredMsg>> = n.map(|_| decoded.into_iter().map(|d| d.1).collect());
+    assert_eq!(via_records, want, "{ctx}: get_batch_records {f} {from}");
     assert_eq!(
         got, want,
         "{ctx}: get_batch {f} {from} {max_msgs} {max_bytes}"
     );
     full
+}
+
+/// The bytes the decoded records of `get_batch_records` took.
+fn decoded_len(d: &[(usize, StoredMsg)]) -> usize {
+    d.iter().map(|x| x.0).sum()
 }
 
 /// One random read with random arguments, asserted equal to the model's answer.
@@ -340,9 +395,9 @@ fn one_write(
     clock: &ManualClock,
     ctx: &str,
 ) -> Option<bool> {
-    let op = g.n(200);
+    let op = g.n(230);
     match op {
-        0..=129 | 193.. => {
+        0..=129 | 193..=199 => {
             // equal timestamps now and then: seq_from_time must find the first of a run
             clock.advance(g.n(3) as i64);
             let subject = SUBJECTS[g.n(SUBJECTS.len() as u64) as usize];
@@ -350,6 +405,8 @@ fn one_write(
             let seq = s.append(subject, b"", &payload).unwrap();
             m.last += 1;
             assert_eq!(seq, m.last, "{ctx}: append");
+            // a sequence a truncate issues again has no ttl of before
+            m.ttl.remove(&seq);
             m.msgs
                 .insert(seq, (subject.into(), clock.now_ns(), payload));
         }
@@ -390,6 +447,7 @@ fn one_write(
             if seq < m.last && seq + 1 >= m.first() {
                 r.unwrap();
                 m.msgs.retain(|k, _| *k <= seq);
+                m.ttl.retain(|k, _| *k <= seq);
                 m.last = seq;
             }
         }
@@ -397,7 +455,8 @@ fn one_write(
         181 => s.set_entry_cache([0, 4096, 32 << 20][g.n(3) as usize]),
         // a reopen: the caller does it (closing or dropping this store first)
         182..=186 => return Some(true),
-        _ => return Some(false),
+        187..=192 => return Some(false),
+        _ => writes::one_write15(s, m, g, clock, ctx),
     }
     None
 }
@@ -412,6 +471,8 @@ fn query_reads_match_the_model() {
     println!("query_reads_match_the_model: SEQSTORE_SEED={seed}");
     let mut g = Gen(Box::new(next));
     let mut asked = [[0u64; 2]; 10];
+    // steps where some message was past its deadline but not yet removed
+    let mut hidden_steps = 0u64;
     for case in 0..48u64 {
         let cfg = Config {
             // 1 KiB blocks hold a dozen messages: every scan crosses blocks
@@ -436,17 +497,25 @@ fn query_reads_match_the_model() {
                 }
                 s = open(&fs, &cfg, &clock);
                 assert!(!s.recovery_report().lost_data(), "{ctx}: reopen");
+                // open removes what is past its deadline
+                m.expire(clock.now_ns());
             }
             assert_eq!(s.state().msgs, m.msgs.len() as u64, "{ctx}: msgs");
             assert_eq!(s.state().last_seq, m.last, "{ctx}: last");
+            let view = m.visible(clock.now_ns());
+            hidden_steps += (view.msgs.len() < m.msgs.len()) as u64;
             for _ in 0..4 {
-                let (which, full) = one_read(&mut s, &m, &mut g, clock.now_ns(), &ctx);
+                let (which, full) = one_read(&mut s, &view, &mut g, clock.now_ns(), &ctx);
                 asked[which][full as usize] += 1;
             }
         }
     }
     // [trivial, non-trivial] answers per read, in `one_read`'s order
-    println!("reads asked: {asked:?}");
+    println!("reads asked: {asked:?}; steps with expired messages not yet removed: {hidden_steps}");
+    assert!(
+        hidden_steps > 500,
+        "SEQSTORE_SEED={seed}: few steps with an expired message pending: {hidden_steps}"
+    );
     for (i, a) in asked.iter().enumerate() {
         assert!(
             a[1] > 200,

@@ -35,6 +35,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::Thread;
+use std::time::Duration;
 
 mod combine;
 mod consumers;
@@ -170,6 +171,73 @@ impl<F: Fs> SharedStore<F> {
         lock(&self.inner.state)
             .store
             .append(subject, headers, payload)
+    }
+
+    /// `Store::append_with_ttl`, with `append`'s group commit under `Always`.
+    pub fn append_with_ttl(
+        &self,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+        ttl: Duration,
+    ) -> Result<u64> {
+        self.acked(
+            |s| s.append_with_ttl(subject, headers, payload, ttl),
+            |s| s.append_with_ttl_buffered(subject, headers, payload, ttl),
+        )
+    }
+
+    /// `Store::append_raw` (a replica's append at a given sequence and timestamp), with
+    /// `append`'s group commit under `Always`.
+    pub fn append_raw(
+        &self,
+        seq: u64,
+        ts: i64,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+    ) -> Result<u64> {
+        self.acked(
+            |s| s.append_raw(seq, ts, subject, headers, payload),
+            |s| s.append_raw_buffered(seq, ts, subject, headers, payload),
+        )
+    }
+
+    /// `Store::skip_msg`.
+    pub fn skip_msg(&self, seq: u64) -> Result<u64> {
+        self.skip_many(seq, 1)
+    }
+
+    /// `Store::skip_many`: durable before it returns in every policy. The store fsyncs the
+    /// skip itself under the lock (**skip.data**, **skip.dir**), like a structural operation;
+    /// that fsync also covers whatever a group leader is fsyncing without the lock at that
+    /// moment (`group_inflight`), so a skip never returns before a write it follows.
+    pub fn skip_many(&self, first: u64, count: u64) -> Result<u64> {
+        let mut g = lock(&self.inner.state);
+        if g.failed {
+            return Err(Error::Poisoned);
+        }
+        g.store.skip_many(first, count)
+    }
+
+    /// One acknowledged write: `direct` when the policy is not `Always` (the store's own sync
+    /// policy applies), else `buffered` and then the group commit (`wait_durable`) for the
+    /// write number it returns.
+    fn acked(
+        &self,
+        direct: impl FnOnce(&mut Store<F>) -> Result<u64>,
+        buffered: impl FnOnce(&mut Store<F>) -> Result<(u64, u64)>,
+    ) -> Result<u64> {
+        let mut g = lock(&self.inner.state);
+        if !self.inner.always {
+            return direct(&mut g.store);
+        }
+        if g.failed {
+            return Err(Error::Poisoned);
+        }
+        let (seq, write) = buffered(&mut g.store)?;
+        self.wait_durable_from(g, write, true)?;
+        Ok(seq)
     }
 
     /// Returns once write `write` is durable: leads a group fsync if none is running, else

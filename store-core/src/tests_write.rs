@@ -34,7 +34,11 @@ fn ttl_hides_at_the_deadline_and_tick_removes() {
     // due, not yet removed: no read returns it
     assert!(matches!(s.get(t), Err(Error::NotFound { .. })));
     assert_eq!(s.next_matching("a", 2).unwrap().map(|m| m.seq), None);
-    assert_eq!(s.last_for_subject("a").unwrap().map(|m| m.seq), None);
+    // the subject's newest live message instead
+    assert_eq!(s.last_for_subject("a").unwrap().map(|m| m.seq), Some(1));
+    assert_eq!(s.subjects_state(">").unwrap()["a"], 1);
+    assert!(matches!(s.subject_for_seq(t), Err(Error::NotFound { .. })));
+    // state() counts it until the removal runs, as NATS does
     assert_eq!(s.state().msgs, 3);
     s.tick().unwrap();
     assert_eq!(s.state().msgs, 2);
@@ -55,16 +59,24 @@ fn ttl_survives_reopen_and_open_expires() {
     }
     s.append("t.y", b"", b"stays").unwrap();
     s.close().unwrap();
-    // a checkpoint with ttls pending leaves no index.db: open rebuilds and knows them
+    // index.db holds the ttls pending (version 2): open uses it and knows them
     let mut s = open_at(&fs, small(), &clock);
-    assert!(!s.recovery_report().used_index);
+    assert!(s.recovery_report().used_index, "opened from index.db");
     assert_eq!(s.state().msgs, 31);
     assert!(s.get(1).is_ok());
     clock.advance(2 * SEC);
     assert!(s.get(1).is_err() && s.get(2).is_err() && s.get(3).is_ok());
     drop(s);
+    // from index.db (unchanged since close), then from a rebuild of the same blocks: the same
+    let s = open_at(&fs, small(), &clock);
+    assert!(s.recovery_report().used_index);
+    let from_index = s.state();
+    assert_eq!(from_index.msgs, 11, "open removed the 20 expired ones");
+    drop(s);
+    fs.remove_file(crate::store::INDEX_FILE).unwrap();
     let mut s = open_at(&fs, small(), &clock);
-    assert_eq!(s.state().msgs, 11, "open removed the 20 expired ones");
+    assert!(!s.recovery_report().used_index);
+    assert_eq!(s.state(), from_index, "index.db and rebuild agree");
     clock.advance(SEC);
     s.tick().unwrap();
     assert_eq!((s.state().msgs, s.state().first_seq), (1, 31));
@@ -302,4 +314,107 @@ fn golden_ttl_raw_skip_format() {
         let w = std::fs::read(dir.join(name)).expect("golden file (SEQSTORE_BLESS=1)");
         assert!(*b == w, "{name} differs from its golden");
     }
+}
+
+/// An `index.db` of layout version 1 (before the ttl section; the golden one of that format,
+/// kept under `tests/index_v1/`) is still used at open, and gives the state the version-2 one
+/// of the same blocks gives.
+#[test]
+fn index_db_version_1_is_still_used() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let v1 = std::fs::read(dir.join("index_v1/1.index.db")).unwrap();
+    assert_eq!(v1[4..8], 1u32.to_le_bytes(), "the fixture is version 1");
+    let load = |index: &[u8]| {
+        let fs = MemFs::new();
+        fs.create_dir(crate::store::MSGS_DIR).unwrap();
+        for e in std::fs::read_dir(dir.join("golden")).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            let Some(path) = name.strip_prefix("1.msgs__") else {
+                continue;
+            };
+            let f = fs
+                .open(
+                    &format!("msgs/{path}"),
+                    OpenOptions::new().write(true).create(true),
+                )
+                .unwrap();
+            f.write_all_at(&std::fs::read(dir.join("golden").join(&name)).unwrap(), 0)
+                .unwrap();
+        }
+        let f = fs
+            .open(
+                crate::store::INDEX_FILE,
+                OpenOptions::new().write(true).create(true),
+            )
+            .unwrap();
+        f.write_all_at(index, 0).unwrap();
+        let s = Store::open(fs, small()).unwrap();
+        assert!(s.recovery_report().used_index, "{:?}", s.recovery_report());
+        s.state()
+    };
+    let v2 = std::fs::read(dir.join("golden/1.index.db")).unwrap();
+    assert_eq!(v2[4..8], 2u32.to_le_bytes());
+    assert_eq!(load(&v1), load(&v2));
+}
+
+/// `SharedStore`'s writes of issue #15 under `Always`: ttl appends from several threads share
+/// fsyncs as appends do (each returns durable: the group commit's own test covers that part),
+/// a replica append goes through the same path, and a skip fsyncs before it returns.
+#[test]
+fn shared_store_ttl_raw_and_skip_writes() {
+    let fs = MemFs::with_sync_delay(500);
+    let store = Store::open(fs.clone(), Config::default()).unwrap();
+    assert_eq!(store.config().sync, SyncPolicy::Always);
+    let shared = SharedStore::new(store);
+    let before = fs.syncs();
+    let threads: Vec<_> = (0..6)
+        .map(|t| {
+            let s = shared.clone();
+            std::thread::spawn(move || {
+                (0..100)
+                    .map(|i| match i % 2 {
+                        0 => s.append_with_ttl("t", b"", b"x", Duration::from_secs(3600)),
+                        _ => s.append(&format!("p.{t}"), b"", b"y"),
+                    })
+                    .collect::<Result<Vec<u64>>>()
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut seqs: Vec<u64> = threads
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=600).collect::<Vec<_>>());
+    let syncs = fs.syncs() - before;
+    assert!(
+        syncs < 600 / 3,
+        "{syncs} fsyncs for 600 writes: no group commit"
+    );
+    let last_ts = shared.state().last_ts;
+    assert!(matches!(
+        shared.append_raw(602, last_ts, "r", b"", b"z"),
+        Err(Error::SequenceMismatch {
+            seq: 602,
+            last_seq: 600
+        })
+    ));
+    let b = fs.syncs();
+    assert_eq!(
+        shared.append_raw(601, last_ts, "r", b"", b"z").unwrap(),
+        601
+    );
+    assert!(
+        fs.syncs() > b,
+        "a raw append under Always fsyncs before it returns"
+    );
+    let b = fs.syncs();
+    assert_eq!(shared.skip_many(602, 10).unwrap(), 611);
+    assert!(fs.syncs() > b, "a skip fsyncs before it returns");
+    assert_eq!(shared.skip_msg(612).unwrap(), 612);
+    assert_eq!(shared.append("after", b"", b"a").unwrap(), 613);
+    assert!(shared
+        .get(2)
+        .is_ok_and(|m| m.subject.starts_with("p.") || m.subject == "t"));
 }

@@ -92,8 +92,8 @@ pub fn consumer_call<F: store_core::Fs>(
     Ok(None)
 }
 
-/// What a backend without one of the newer operations returns (the wasm guest: not yet in
-/// its WIT interface).
+/// What a backend without one of the newer operations returns (every backend here has them
+/// now, the wasm guest through its WIT interface; kept for a backend that lacks them).
 fn unsupported(op: &str) -> Error {
     Error::InvalidArgument(format!("{op}: not supported by this backend"))
 }
@@ -164,8 +164,8 @@ impl<F: store_core::Fs> StreamOps for Store<F> {
 pub trait Backend: Sync {
     /// The backend's name in reports (`native`, `guest`).
     fn name(&self) -> &'static str;
-    /// Whether its stores have `append_with_ttl`, `append_raw` and `skip_many` (the wasm
-    /// guest's WIT interface does not yet: a workload's steps of those kinds are skipped on it,
+    /// Whether its stores have `append_with_ttl`, `append_raw` and `skip_many` (all three
+    /// backends here do; one without them has a workload's steps of those kinds skipped,
     /// `Runner::step`).
     fn has_write15(&self) -> bool {
         true
@@ -248,7 +248,13 @@ impl<F: store_core::Fs> StreamOps for store_core::SharedStore<F> {
         payload: &[u8],
         ttl_ns: u64,
     ) -> Result<u64, Error> {
-        self.with(|s| s.append_with_ttl(subject, b"", payload, Duration::from_nanos(ttl_ns)))
+        store_core::SharedStore::append_with_ttl(
+            self,
+            subject,
+            b"",
+            payload,
+            Duration::from_nanos(ttl_ns),
+        )
     }
     fn append_raw(
         &mut self,
@@ -257,10 +263,10 @@ impl<F: store_core::Fs> StreamOps for store_core::SharedStore<F> {
         subject: &str,
         payload: &[u8],
     ) -> Result<u64, Error> {
-        self.with(|s| s.append_raw(seq, ts, subject, b"", payload))
+        store_core::SharedStore::append_raw(self, seq, ts, subject, b"", payload)
     }
     fn skip_many(&mut self, first: u64, count: u64) -> Result<u64, Error> {
-        self.with(|s| s.skip_many(first, count))
+        store_core::SharedStore::skip_many(self, first, count)
     }
     fn consumer(&mut self, call: ConsumerCall<'_>) -> Result<Option<ConsumerState>, Error> {
         // acks go through the group-commit path (`SharedStore::update_acks`)
@@ -359,15 +365,33 @@ impl StreamOps for wasm_host::GuestStore {
         };
         r.map(|()| None).map_err(guest_err)
     }
+    fn append_with_ttl(
+        &mut self,
+        subject: &str,
+        payload: &[u8],
+        ttl_ns: u64,
+    ) -> Result<u64, Error> {
+        let ttl = Duration::from_nanos(ttl_ns);
+        wasm_host::GuestStore::append_with_ttl(self, subject, b"", payload, ttl).map_err(guest_err)
+    }
+    fn append_raw(
+        &mut self,
+        seq: u64,
+        ts: i64,
+        subject: &str,
+        payload: &[u8],
+    ) -> Result<u64, Error> {
+        wasm_host::GuestStore::append_raw(self, seq, ts, subject, b"", payload).map_err(guest_err)
+    }
+    fn skip_many(&mut self, first: u64, count: u64) -> Result<u64, Error> {
+        wasm_host::GuestStore::skip_many(self, first, count).map_err(guest_err)
+    }
 }
 
 #[cfg(feature = "guest")]
 impl Backend for Guest {
     fn name(&self) -> &'static str {
         "guest"
-    }
-    fn has_write15(&self) -> bool {
-        false
     }
     fn open(
         &self,

@@ -607,6 +607,28 @@ pub fn workloads() -> Vec<Workload> {
             ]),
             block_size: 1 << 20,
         },
+        // index.db with ttls pending (its version-2 ttl section): a checkpoint and a close
+        // with two short ttls and a long one, the open through index.db, then the tick that
+        // expires the short ones and a second checkpoint and close: a store opened from the
+        // index must know the deadlines (the checker: no message returned past its deadline)
+        Workload {
+            name: "ttl-checkpoint-index",
+            steps: vec![
+                Step::Open,
+                Step::AppendTtl("t.a", 200, 1_000_000),
+                Step::Append("t.b", 200),
+                Step::AppendTtl("t.a", 200, 1_000_000),
+                Step::AppendTtl("t.c", 200, 60_000_000_000),
+                Step::Checkpoint,
+                Step::Close,
+                Step::Tick(2_000_000),
+                Step::Append("t.b", 40),
+                Step::Close,
+                Step::AppendTtl("t.a", 40, 1_000_000),
+                Step::Checkpoint,
+            ],
+            block_size: 1024,
+        },
         // found by the random explorer (campaign seed 99, workload 40): a torn erase of the
         // record before a ttl record; the scan's resync must know the ttl field's 8 bytes, or
         // it takes the ttl record for damage and cuts the acknowledged message

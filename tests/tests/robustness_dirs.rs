@@ -472,10 +472,10 @@ fn index_db() -> Vec<Row> {
             },
         },
         Row {
-            name: "index.db of a newer version (2, valid crc)",
+            name: "index.db of a newer version (3, valid crc)",
             setup: |fs| {
                 let mut b = file(fs, "index.db");
-                set_u32(&mut b, 4, 2);
+                set_u32(&mut b, 4, 3);
                 robust::fix_index_crc(&mut b);
                 put(fs, "index.db", &b);
             },
@@ -484,7 +484,7 @@ fn index_db() -> Vec<Row> {
                 state_is(st, 25, 1, 25)?;
                 rep.index_rejected
                     .as_deref()
-                    .is_some_and(|w| w.contains("index version 2"))
+                    .is_some_and(|w| w.contains("index version 3"))
                     .then_some(())
                     .ok_or(format!("index {:?}", rep.index_rejected))?;
                 opened(&g.strict)?;

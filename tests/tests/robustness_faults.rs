@@ -121,6 +121,28 @@ impl StreamOps for RecOps {
     fn checkpoint(&mut self) -> Result<(), Error> {
         note(&self.log, "checkpoint", self.inner.checkpoint())
     }
+    fn append_with_ttl(
+        &mut self,
+        subject: &str,
+        payload: &[u8],
+        ttl_ns: u64,
+    ) -> Result<u64, Error> {
+        let r = self.inner.append_with_ttl(subject, payload, ttl_ns);
+        note(&self.log, "append_with_ttl", r)
+    }
+    fn append_raw(
+        &mut self,
+        seq: u64,
+        ts: i64,
+        subject: &str,
+        payload: &[u8],
+    ) -> Result<u64, Error> {
+        let r = self.inner.append_raw(seq, ts, subject, payload);
+        note(&self.log, "append_raw", r)
+    }
+    fn skip_many(&mut self, first: u64, count: u64) -> Result<u64, Error> {
+        note(&self.log, "skip_many", self.inner.skip_many(first, count))
+    }
 }
 
 // ------------------------------------------------------------------ the sweep

@@ -55,6 +55,10 @@ pub(super) struct Block<H> {
     /// Its entries cannot be built again by `load_entries` (the rebuild skipped damaged or
     /// out-of-order records in it, which a plain scan would refuse or count): never evicted.
     pub(super) pinned: bool,
+    /// Live messages per subject id, sorted by id, once asked for (`subj_counts.rs`).
+    pub(super) subj_counts: Option<Vec<(u32, u32)>>,
+    /// Live sequences per subject id, once asked for; dropped with the entries.
+    pub(super) by_subj: Option<Box<super::subj_counts::SubjSeqs>>,
 }
 
 impl<H> Block<H> {
@@ -83,6 +87,8 @@ impl<H> Block<H> {
             uncached_reads: 0,
             used: 0,
             pinned: false,
+            subj_counts: None,
+            by_subj: None,
         }
     }
 }
@@ -182,6 +188,7 @@ impl<F: Fs> Store<F> {
         self.untrimmed += entries.len() as u64;
         let b = &mut self.blocks[pos];
         b.entries = Some(entries);
+        b.by_subj = None;
         b.dmap = Vec::new();
         b.marks = Vec::new();
         Ok(())
@@ -248,6 +255,10 @@ impl<F: Fs> Store<F> {
         debug_assert!(!e.deleted);
         e.deleted = true;
         let (seq, len, sid) = (e.seq, e.len as u64, e.subj);
+        if let Some(c) = b.subj_counts.as_mut() {
+            super::subj_counts::bump(c, sid, -1);
+        }
+        b.by_subj = None;
         b.live -= 1;
         b.live_bytes -= len;
         self.msgs -= 1;

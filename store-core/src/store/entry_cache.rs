@@ -76,6 +76,7 @@ impl<F: Fs> Store<F> {
     fn evict_entries(&mut self, pos: usize) {
         debug_assert!(pos + 1 < self.blocks.len() && !self.blocks[pos].pinned);
         let b = &mut self.blocks[pos];
+        b.by_subj = None;
         if let Some(entries) = b.entries.take() {
             b.dmap = entries
                 .iter()

@@ -241,7 +241,7 @@ impl<F: Fs> Store<F> {
         self.check_writable()?;
         self.sync()?;
         let state = self.state();
-        let subjects = subjects_digest(&self.subjects_state(">")?);
+        let subjects = subjects_digest(&self.subjects_counted(">")?);
         let blocks = self
             .blocks
             .iter()

@@ -57,7 +57,10 @@ pub fn restore<F: Fs>(fs: F, cfg: Config, input: impl Read) -> Result<(Store<F>,
         }
     };
     let mut store = Store::open(fs, cfg)?;
-    let got = (store.state(), subjects_digest(&store.subjects_state(">")?));
+    let got = (
+        store.state(),
+        subjects_digest(&store.subjects_counted(">")?),
+    );
     let consumers = store.consumers_snapshot();
     let want_consumers = info.files.iter().find(|f| f.0 == CONSUMERS_ENTRY);
     let consumers_ok = match (&consumers, want_consumers) {

@@ -87,6 +87,12 @@ impl<F: Fs> Store<F> {
             subj: sid,
             deleted: false,
         });
+        if let Some(c) = b.subj_counts.as_mut() {
+            super::subj_counts::bump(c, sid, 1);
+        }
+        if let Some(x) = b.by_subj.as_mut() {
+            x.push(sid, seq);
+        }
         if b.msg_first == 0 {
             b.msg_first = seq;
         }

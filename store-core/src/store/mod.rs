@@ -23,6 +23,7 @@ use subjects::{SubjInfo, SubjectTable};
 use sync::{Durability, S_OPEN_LIMITS};
 
 mod append;
+mod batch;
 mod blocks;
 mod cache;
 mod entry_cache;
@@ -40,6 +41,7 @@ mod replay;
 mod scan;
 mod skip;
 mod snapshot;
+mod subj_counts;
 mod subjects;
 mod sync;
 mod truncate;

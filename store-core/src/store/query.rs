@@ -208,7 +208,7 @@ impl<F: Fs> Store<F> {
             return Ok(none);
         }
         if ts <= self.first_ts {
-            return Ok(self.first_seq);
+            return self.unexpired_from(self.first_seq);
         }
         let live: Vec<usize> = (0..self.blocks.len())
             .filter(|&p| self.blocks[p].live > 0)
@@ -229,10 +229,24 @@ impl<F: Fs> Store<F> {
         let first = self.first_seq;
         let entries = self.blocks[pos].entries.as_deref().unwrap_or_default();
         let start = entries.partition_point(|e| e.ts < ts);
-        Ok(entries[start..]
+        let found = entries[start..]
             .iter()
             .find(|e| !e.deleted && e.seq >= first && e.ts >= ts)
-            .map_or(none, |e| e.seq))
+            .map_or(none, |e| e.seq);
+        self.unexpired_from(found)
+    }
+
+    /// `seq` if it is not a message past its ttl's deadline, else the next stored message
+    /// after it that is not (`last_seq + 1` if none): timestamps do not decrease with the
+    /// sequence, so that one is the first at or after the time too.
+    fn unexpired_from(&mut self, seq: u64) -> Result<u64> {
+        if seq > self.last_seq || !self.ttl_expired(seq) {
+            return Ok(seq);
+        }
+        let mut all = Matcher::new(&[])?;
+        Ok(self
+            .first_hit(&mut all, seq + 1, u64::MAX, false)?
+            .unwrap_or(self.last_seq + 1))
     }
 
     /// The timestamp of the last live message of block `pos` (loading it), if it has one.
@@ -261,19 +275,33 @@ impl<F: Fs> Store<F> {
     ) -> Result<FilteredState> {
         self.begin_read()?;
         let mut m = Matcher::new(filters)?;
-        self.filtered(&mut m, from_seq)
+        self.filtered(&mut m, from_seq, true)
     }
 
-    fn filtered(&mut self, m: &mut Matcher, from_seq: u64) -> Result<FilteredState> {
+    /// `edges`: the first and last are wanted too (not by `num_pending`).
+    fn filtered(&mut self, m: &mut Matcher, from_seq: u64, edges: bool) -> Result<FilteredState> {
         let mut st = FilteredState::default();
-        if from_seq <= self.first_seq {
+        // (the counters still count a message past its deadline until `tick` removes it)
+        let pending = self.expired_pending()?;
+        if from_seq > self.first_seq && !pending {
+            // per-block subject counts: O(blocks × matching subjects), no walk
+            let sids = self.matching_sids(m);
+            let all = sids.len() as u64 == self.subjects.live();
+            let t = self.tally(&sids, all, from_seq, edges)?;
+            return Ok(FilteredState {
+                msgs: t.msgs,
+                first: t.first,
+                last: t.last,
+            });
+        }
+        if !pending {
             // the whole stream: the count from the subject counters, first and last from the
             // two ends (each scan stops at its first match), unless every matching subject
             // knows its own first (last) sequence already
             let sids = self.matching_sids(m);
             let info: Vec<SubjInfo> = sids.iter().map(|&i| self.subjects.info(i)).collect();
             st.msgs = info.iter().map(|s| s.msgs).sum();
-            if st.msgs == 0 {
+            if st.msgs == 0 || !edges {
                 return Ok(st);
             }
             st.first = match info.iter().all(|s| s.first != 0) {
@@ -307,6 +335,9 @@ impl<F: Fs> Store<F> {
     ) -> Result<BTreeMap<String, FilteredState>> {
         self.begin_read()?;
         let mut m = Matcher::new(&[filter])?;
+        if self.expired_pending()? {
+            return self.detail_by_walk(&mut m);
+        }
         let mut out = BTreeMap::new();
         for sid in self.matching_sids(&mut m) {
             let st = FilteredState {
@@ -333,7 +364,8 @@ impl<F: Fs> Store<F> {
         let too_many = |n: usize| max_count > 0 && n > max_count;
         let sids = self.matching_sids(&mut m);
         let mut out = Vec::new();
-        if max_seq == 0 || max_seq >= self.last_seq {
+        let whole = max_seq == 0 || max_seq >= self.last_seq;
+        if whole && !self.expired_pending()? {
             if too_many(sids.len()) {
                 return Err(Error::TooManyResults {
                     max: max_count as u64,
@@ -343,20 +375,8 @@ impl<F: Fs> Store<F> {
                 out.extend(self.subject_last(sid)?);
             }
         } else {
-            // backwards from max_seq: the first message met of each subject is its last one
-            let mut want = vec![false; self.subjects.len()];
-            for &sid in &sids {
-                want[sid as usize] = true;
-            }
-            let mut left = sids.len();
-            self.visit_live(0, max_seq, true, |e, _| {
-                if let Some(w) = want.get_mut(e.subj as usize).filter(|w| **w) {
-                    *w = false;
-                    left -= 1;
-                    out.push(e.seq);
-                }
-                left > 0 && !too_many(out.len())
-            })?;
+            let top = if max_seq == 0 { u64::MAX } else { max_seq };
+            out = self.lasts_by_walk(&sids, top, too_many)?;
         }
         if too_many(out.len()) {
             return Err(Error::TooManyResults {
@@ -371,6 +391,9 @@ impl<F: Fs> Store<F> {
     /// record read); `Error::NotFound` if it is not stored.
     pub fn subject_for_seq(&mut self, seq: u64) -> Result<String> {
         self.begin_read()?;
+        if self.ttl_expired(seq) {
+            return Err(Error::NotFound { seq });
+        }
         let Some((pos, i)) = self.find(seq)? else {
             return Err(Error::NotFound { seq });
         };
@@ -408,17 +431,73 @@ impl<F: Fs> Store<F> {
         self.begin_read()?;
         let mut m = Matcher::new(filters)?;
         let n = if last_per_subject {
-            let mut n = 0;
-            for sid in self.matching_sids(&mut m) {
-                if self.subject_last(sid)?.is_some_and(|l| l >= from_seq) {
-                    n += 1;
+            let sids = self.matching_sids(&mut m);
+            if self.expired_pending()? {
+                let lasts = self.lasts_by_walk(&sids, u64::MAX, |_| false)?;
+                lasts.iter().filter(|&&l| l >= from_seq).count() as u64
+            } else {
+                let mut n = 0;
+                for sid in sids {
+                    if self.subject_last(sid)?.is_some_and(|l| l >= from_seq) {
+                        n += 1;
+                    }
                 }
+                n
             }
-            n
         } else {
-            self.filtered(&mut m, from_seq)?.msgs
+            self.filtered(&mut m, from_seq, false)?.msgs
         };
         Ok((n, self.last_seq))
+    }
+
+    /// The last live sequence at or below `top` of each subject in `sids`, ascending, by a
+    /// walk back from `top` (the first message met of a subject is its last), stopping once
+    /// every subject is found or `stop(found so far)`. What the counter-based answers become
+    /// while a message past its deadline is still stored, or below the last sequence.
+    fn lasts_by_walk(
+        &mut self,
+        sids: &[u32],
+        top: u64,
+        stop: impl Fn(usize) -> bool,
+    ) -> Result<Vec<u64>> {
+        let mut want = vec![false; self.subjects.len()];
+        for &sid in sids {
+            want[sid as usize] = true;
+        }
+        let (mut left, mut out) = (sids.len(), Vec::new());
+        if left > 0 {
+            self.visit_live(0, top, true, |e, _| {
+                if let Some(w) = want.get_mut(e.subj as usize).filter(|w| **w) {
+                    *w = false;
+                    left -= 1;
+                    out.push(e.seq);
+                }
+                left > 0 && !stop(out.len())
+            })?;
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// `subjects_state_detail` by a walk over every live message (hiding those past their
+    /// deadline), for when the counters still count one.
+    fn detail_by_walk(&mut self, m: &mut Matcher) -> Result<BTreeMap<String, FilteredState>> {
+        let mut per: BTreeMap<u32, FilteredState> = BTreeMap::new();
+        self.visit_live(0, u64::MAX, false, |e, names| {
+            if m.hit(names, e.subj) {
+                let st = per.entry(e.subj).or_default();
+                st.msgs += 1;
+                if st.first == 0 {
+                    st.first = e.seq;
+                }
+                st.last = e.seq;
+            }
+            true
+        })?;
+        Ok(per
+            .into_iter()
+            .map(|(sid, st)| (self.subjects.name(sid).to_string(), st))
+            .collect())
     }
 
     /// Up to `max_msgs` stored messages at or after `from_seq` matching `filter`, in order,
@@ -433,6 +512,45 @@ impl<F: Fs> Store<F> {
         max_msgs: usize,
         max_bytes: u64,
     ) -> Result<Vec<StoredMsg>> {
+        let seqs = self.batch_seqs(from_seq, filter, max_msgs, max_bytes)?;
+        let mut out = Vec::with_capacity(seqs.len());
+        self.for_each_record(&seqs, |_, r| {
+            out.push(StoredMsg {
+                seq: r.seq,
+                ts: r.ts,
+                subject: r.subject.to_string(),
+                headers: r.headers.to_vec(),
+                payload: r.payload.to_vec(),
+            })
+        })?;
+        Ok(out)
+    }
+
+    /// `get_batch`, the messages' records appended to `out` as stored (whole message records
+    /// back to back, each checked: crc, kind, sequence; `record::decode` reads them). Returns
+    /// how many. For a caller that moves them on as bytes: the wasm guest returns them to its
+    /// host in one list, which decodes them natively (`wasm_host::GuestStore::get_batch`).
+    pub fn get_batch_records(
+        &mut self,
+        from_seq: u64,
+        filter: &str,
+        max_msgs: usize,
+        max_bytes: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<usize> {
+        let seqs = self.batch_seqs(from_seq, filter, max_msgs, max_bytes)?;
+        self.for_each_record(&seqs, |rec, _| out.extend_from_slice(rec))?;
+        Ok(seqs.len())
+    }
+
+    /// The sequences `get_batch` returns.
+    fn batch_seqs(
+        &mut self,
+        from_seq: u64,
+        filter: &str,
+        max_msgs: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<u64>> {
         self.begin_read()?;
         let mut m = Matcher::new(&[filter])?;
         let mut seqs = Vec::new();
@@ -451,6 +569,6 @@ impl<F: Fs> Store<F> {
                 seqs.len() < max_msgs
             })?;
         }
-        seqs.into_iter().map(|seq| self.get(seq)).collect()
+        Ok(seqs)
     }
 }

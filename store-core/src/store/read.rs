@@ -117,9 +117,9 @@ impl<F: Fs> Store<F> {
             return Ok(None);
         };
         match self.subject_last(sid)? {
-            // expired and not yet removed: none (an older message of the subject may be live,
-            // but the newest one is gone, and `tick` will say so with its removal)
-            Some(seq) if self.ttl_expired(seq) => Ok(None),
+            // expired and not yet removed: the newest of the subject's messages still live
+            // (the walk back hides every expired one)
+            Some(seq) if self.ttl_expired(seq) => self.prev_matching(subject, seq),
             Some(seq) => self.get(seq).map(Some),
             None => Ok(None),
         }
@@ -178,8 +178,21 @@ impl<F: Fs> Store<F> {
         Ok(None)
     }
 
-    /// Message counts per subject for the subjects matching `filter`.
-    pub fn subjects_state(&self, filter: &str) -> Result<BTreeMap<String, u64>> {
+    /// Message counts per subject for the subjects matching `filter`. A message past its
+    /// ttl's deadline is not counted, removed or not (unlike in `state()`, which counts it
+    /// until `tick` removes it, as NATS does).
+    pub fn subjects_state(&mut self, filter: &str) -> Result<BTreeMap<String, u64>> {
+        if self.check_open().is_ok() && self.expired_pending()? {
+            let detail = self.subjects_state_detail(filter)?;
+            return Ok(detail.into_iter().map(|(k, v)| (k, v.msgs)).collect());
+        }
+        self.subjects_counted(filter)
+    }
+
+    /// The subject counters as they are, every stored message counted until it is removed,
+    /// as `state()` counts them (the snapshot manifest's digest, which `restore` compares
+    /// with the state it gets).
+    pub(crate) fn subjects_counted(&self, filter: &str) -> Result<BTreeMap<String, u64>> {
         self.check_open()?;
         subject::validate_filter(filter)?;
         Ok(self

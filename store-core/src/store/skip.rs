@@ -19,6 +19,32 @@ impl<F: Fs> Store<F> {
         headers: &[u8],
         payload: &[u8],
     ) -> Result<u64> {
+        self.append_raw_inner(seq, ts, subject, headers, payload, true)
+    }
+
+    /// `append_raw` without its `Always` fsync, for `SharedStore`'s group commit (as
+    /// `append_buffered`): the sequence and the write number to be durable before the ack.
+    pub(crate) fn append_raw_buffered(
+        &mut self,
+        seq: u64,
+        ts: i64,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+    ) -> Result<(u64, u64)> {
+        let seq = self.append_raw_inner(seq, ts, subject, headers, payload, false)?;
+        Ok((seq, self.dur.writes))
+    }
+
+    fn append_raw_inner(
+        &mut self,
+        seq: u64,
+        ts: i64,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+        sync_always: bool,
+    ) -> Result<u64> {
         self.check_writable()?;
         self.check_next(seq)?;
         if ts < self.last_ts {
@@ -49,7 +75,7 @@ impl<F: Fs> Store<F> {
             append::Subj::Name(subject),
             headers,
             payload,
-            true,
+            sync_always,
             Some(enc),
         )
     }

@@ -105,6 +105,11 @@ fn sequences_possible(snap: &Snapshot, hi: u64) -> bool {
                 && (s.first == 0 || s.first >= snap.first_seq)
                 && s.last <= snap.last_seq
         })
+        // a ttl names a message the stream can still hold (ascending is the decoder's check)
+        && snap
+            .ttls
+            .iter()
+            .all(|&(seq, _)| seq >= snap.first_seq && seq <= snap.last_seq)
 }
 
 impl<F: Fs> Store<F> {
@@ -139,6 +144,9 @@ impl<F: Fs> Store<F> {
         self.floor = snap.floor;
         self.msgs = snap.msgs;
         self.bytes = snap.bytes;
+        for &(seq, deadline) in &snap.ttls {
+            self.ttl.insert(seq, deadline);
+        }
         for s in &snap.subjects {
             let id = self.subjects.intern(&s.name);
             let info = SubjInfo {
@@ -200,19 +208,14 @@ impl<F: Fs> Store<F> {
     }
 
     /// Syncs, then writes `index.db` (temp file, rename) so the next open need not read the
-    /// blocks. No fsync of its own: the index is an accelerator; one lost or torn in a crash
-    /// fails validation and open rebuilds from the blocks.
+    /// blocks, the ttls pending included. No fsync of its own: the index is an accelerator;
+    /// one lost or torn in a crash fails validation and open rebuilds from the blocks.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.check_writable()?;
         self.trim_entries();
         self.cleanup();
         self.sync_inner(S_SYNC)?;
         self.checkpoint_consumers()?;
-        if !self.ttl.is_empty() {
-            // index.db does not hold ttls: with any pending, the next open must rebuild from
-            // the blocks to know them (an index.db left from before no longer matches them)
-            return Ok(());
-        }
         let snap = self.snapshot();
         let bytes = snap.encode();
         let f = ioe(
@@ -268,6 +271,9 @@ impl<F: Fs> Store<F> {
                     last: s.last,
                 })
                 .collect(),
+            // the entries of messages still in the stream's range (one below the first
+            // sequence is of a message gone: dropped rather than carried on)
+            ttls: self.ttl.at_or_above(self.first_seq).collect(),
         }
     }
 }

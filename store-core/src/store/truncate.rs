@@ -170,6 +170,9 @@ impl<F: Fs> Store<F> {
         b.len = off;
         let entries = b.entries.as_mut().expect("loaded");
         entries.retain(|e| e.seq <= seq);
+        // (built again from the entries left, on first use)
+        b.subj_counts = None;
+        b.by_subj = None;
         b.msg_first = entries.first().map_or(0, |e| e.seq);
         b.msg_last = entries.last().map_or(0, |e| e.seq);
         b.max_seq = b.max_seq.min(seq);

@@ -4,8 +4,8 @@
 //!
 //! On disk a ttl is the record flag `FLAG_TTL` and 8 bytes before the crc (record.rs); the
 //! deadline is the record's `ts + ttl`, by the store's `Clock`. The index is rebuilt by the
-//! block scan at open; `index.db` does not hold it, so a checkpoint with ttls pending writes
-//! none (snapshot.rs) and the next open rebuilds (and expires) from the blocks.
+//! block scan at open, or read from `index.db` (its version-2 ttl section, snapshot.rs), and
+//! open then expires what is due.
 
 use super::*;
 use std::time::Duration;
@@ -44,9 +44,22 @@ impl TtlIndex {
         }
     }
 
+    /// The entries at or above `seq`, ascending by sequence (what `index.db` records).
+    pub(super) fn at_or_above(&self, seq: u64) -> impl Iterator<Item = (u64, i64)> + '_ {
+        self.by_seq.range(seq..).map(|(&s, &d)| (s, d))
+    }
+
     /// The deadline of `seq`, if it has a ttl.
     pub(super) fn deadline(&self, seq: u64) -> Option<i64> {
         self.by_seq.get(&seq).copied()
+    }
+
+    /// The sequences whose deadline is at or before `now`, earliest deadline first (left in).
+    fn due(&self, now: i64) -> impl Iterator<Item = u64> + '_ {
+        self.by_deadline
+            .iter()
+            .take_while(move |&&(d, _)| d <= now)
+            .map(|&(_, s)| s)
     }
 
     /// Takes the entries whose deadline is at or before `now`, earliest first.
@@ -82,6 +95,31 @@ impl<F: Fs> Store<F> {
         payload: &[u8],
         ttl: Duration,
     ) -> Result<u64> {
+        self.append_with_ttl_inner(subject, headers, payload, ttl, true)
+    }
+
+    /// `append_with_ttl` without its `Always` fsync, for `SharedStore`'s group commit (as
+    /// `append_buffered`): the sequence and the write number that must be durable before it
+    /// is acknowledged.
+    pub(crate) fn append_with_ttl_buffered(
+        &mut self,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+        ttl: Duration,
+    ) -> Result<(u64, u64)> {
+        let seq = self.append_with_ttl_inner(subject, headers, payload, ttl, false)?;
+        Ok((seq, self.dur.writes))
+    }
+
+    fn append_with_ttl_inner(
+        &mut self,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+        ttl: Duration,
+        sync_always: bool,
+    ) -> Result<u64> {
         if ttl.is_zero() {
             return Err(Error::InvalidArgument("append_with_ttl: a zero ttl".into()));
         }
@@ -111,7 +149,7 @@ impl<F: Fs> Store<F> {
             append::Subj::Name(subject),
             headers,
             payload,
-            true,
+            sync_always,
             Some(enc),
         )?;
         self.ttl.insert(got, record::deadline(ts, ttl));
@@ -134,6 +172,24 @@ impl<F: Fs> Store<F> {
     #[inline]
     pub(super) fn ttl_expired(&self, seq: u64) -> bool {
         !self.ttl.is_empty() && self.ttl.deadline(seq).is_some_and(|d| d <= self.now())
+    }
+
+    /// Whether a message past its deadline is still stored (`tick` has not removed it yet):
+    /// the reads that answer from counters (subject counts, firsts and lasts) must then walk
+    /// the messages instead, since the counters still include it. Nothing when no ttl is
+    /// due; else a look-up per due entry (entries of messages removed otherwise included).
+    pub(super) fn expired_pending(&mut self) -> Result<bool> {
+        if self.ttl.is_empty() {
+            return Ok(false);
+        }
+        let now = self.now();
+        let due: Vec<u64> = self.ttl.due(now).collect();
+        for seq in due {
+            if self.find(seq)?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Removes every message whose ttl ran out: a tombstone each (durable as a delete's, by

@@ -30,6 +30,13 @@ pub enum FuzzOp {
     Tick(u8),
     /// Drop the store (no close) and open it again.
     Reopen,
+    /// `append_with_ttl` on `SUBJECTS[s]`, `12 + 4 * size` bytes, a ttl of an hour (it never
+    /// runs out within a plan: the model keeps it).
+    AppendTtl(u8, u8),
+    /// `append_raw` at the next sequence on `SUBJECTS[s]`, `12 + 4 * size` bytes.
+    AppendRaw(u8, u8),
+    /// `skip_many` of `1 + k % 4` sequences.
+    Skip(u8),
 }
 
 /// A model-target program: configuration, operations, and where to crash.
@@ -82,7 +89,14 @@ impl ModelPlan {
                 12 => FuzzOp::Truncate(inp.u8()),
                 13 => FuzzOp::Tick(inp.u8()),
                 14 => FuzzOp::Reopen,
-                _ => FuzzOp::Append(inp.u8(), 0),
+                // issue #15's writes behind one code (older inputs keep their meaning but
+                // for this byte)
+                _ => match inp.u8() % 4 {
+                    0 => FuzzOp::Append(inp.u8(), 0),
+                    1 => FuzzOp::AppendTtl(inp.u8(), inp.u8()),
+                    2 => FuzzOp::AppendRaw(inp.u8(), inp.u8()),
+                    _ => FuzzOp::Skip(inp.u8()),
+                },
             });
         }
         ModelPlan {
@@ -153,6 +167,15 @@ impl RefModel {
                 Step::Truncate(lo + k as u64 % (self.last + 2 - lo))
             }
             FuzzOp::Tick(k) => Step::Tick(k as u64 * 100_000),
+            FuzzOp::AppendTtl(s, size) => Step::AppendTtl(
+                SUBJECTS[s as usize % SUBJECTS.len()],
+                12 + 4 * size as u16,
+                3_600_000_000_000,
+            ),
+            FuzzOp::AppendRaw(s, size) => {
+                Step::AppendRaw(SUBJECTS[s as usize % SUBJECTS.len()], 12 + 4 * size as u16)
+            }
+            FuzzOp::Skip(k) => Step::Skip(1 + k as u64 % 4),
         })
     }
 

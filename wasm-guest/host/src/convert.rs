@@ -124,6 +124,11 @@ pub(crate) fn from_wit_error(e: wit::Error) -> store_core::Error {
         wit::Error::InvalidArgument(s) => E::InvalidArgument(s),
         wit::Error::InvalidConfig(s) => E::InvalidConfig(s),
         wit::Error::Closed => E::Closed,
+        wit::Error::TooManyResults(max) => E::TooManyResults { max },
+        wit::Error::SequenceMismatch(m) => E::SequenceMismatch {
+            seq: m.seq,
+            last_seq: m.last_seq,
+        },
         // A store-core variant this interface does not carry yet: keep its text.
         wit::Error::Other(s) => E::InvalidArgument(format!("(guest error) {s}")),
     }
@@ -173,6 +178,45 @@ pub(crate) fn from_wit_msg(m: wit::StoredMsg) -> StoredMsg {
         subject: m.subject,
         headers: m.headers,
         payload: m.payload,
+    }
+}
+
+/// The records of `get-batch-records` as messages, decoded (the crc checked again, natively:
+/// what crossed the boundary is what is returned). A record that does not decode is the
+/// guest's fault, `Corrupt` with its offset in the list.
+pub(crate) fn decode_records(recs: &[u8]) -> Result<Vec<StoredMsg>, store_core::Error> {
+    use store_core::record::{decode, Decoded, Kind};
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < recs.len() {
+        match decode(&recs[at..]) {
+            Decoded::Record(r) if r.kind == Kind::Msg => {
+                out.push(StoredMsg {
+                    seq: r.seq,
+                    ts: r.ts,
+                    subject: r.subject.to_string(),
+                    headers: r.headers.to_vec(),
+                    payload: r.payload.to_vec(),
+                });
+                at += r.len;
+            }
+            _ => {
+                return Err(store_core::Error::Corrupt {
+                    file: "(get-batch-records from the guest)".into(),
+                    offset: at as u64,
+                    reason: "not a whole message record".into(),
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn from_wit_filtered(f: wit::FilteredState) -> store_core::FilteredState {
+    store_core::FilteredState {
+        msgs: f.msgs,
+        first: f.first,
+        last: f.last,
     }
 }
 

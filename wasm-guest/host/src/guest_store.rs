@@ -18,6 +18,8 @@ use crate::engine::{self, Kind, EPOCH_TICK};
 use crate::error::{Error, Result};
 use crate::state::{DynFs, HostState, Limiter, NoFs};
 
+mod stream15;
+
 /// Where [`GuestStore::open_dir`] mounts the host directory inside the guest (the same
 /// convention as the `seqstore-guest` command: `wasmtime run --dir D::/data`).
 pub const GUEST_DIR: &str = "/data";
@@ -705,8 +707,9 @@ impl GuestStore {
     }
 
     /// Up to `max_msgs` messages at or after `from_seq` matching `filter`, within `max_bytes`
-    /// (`Store::get_batch`), in one call into the guest. `max_msgs` above `u32::MAX` asks for
-    /// `u32::MAX`.
+    /// (`Store::get_batch`), in one call into the guest: the guest returns their records
+    /// (`get-batch-records`, one list of bytes, checked there) and they are decoded here,
+    /// natively. `max_msgs` above `u32::MAX` asks for `u32::MAX`.
     pub fn get_batch(
         &mut self,
         from_seq: u64,
@@ -715,8 +718,9 @@ impl GuestStore {
         max_bytes: u64,
     ) -> Result<Vec<StoredMsg>> {
         let n = u32::try_from(max_msgs).unwrap_or(u32::MAX);
-        self.call_read(|g, s, h| g.call_get_batch(s, h, from_seq, filter, n, max_bytes))
-            .map(|v| v.into_iter().map(from_wit_msg).collect())
+        let recs = self
+            .call_read(|g, s, h| g.call_get_batch_records(s, h, from_seq, filter, n, max_bytes))?;
+        crate::convert::decode_records(&recs).map_err(Error::Store)
     }
 
     /// The first sequence with a timestamp at or after `ts` (`Store::seq_from_time`).

@@ -56,6 +56,25 @@ enum Op {
     Advance(i64),
     /// Closes both stores (or drops them, if false) and opens them again.
     Reopen(bool),
+    /// `append_with_ttl(subject, headers, payload, ttl ns)`.
+    AppendTtl(String, Vec<u8>, Vec<u8>, u64),
+    /// `append_raw(seq, last_ts + dt, ...)` (each side reads its own last timestamp; a
+    /// negative `dt` below it is refused).
+    AppendRaw(u64, i64, String, Vec<u8>),
+    /// `skip_msg(seq)`.
+    SkipMsg(u64),
+    /// `skip_many(first, count)`.
+    SkipMany(u64, u64),
+    /// `next_matching_multi(filters, from)`.
+    NextMulti(Vec<String>, u64),
+    /// `filtered_state_multi(filters, from)`.
+    Filtered(Vec<String>, u64),
+    /// `subjects_state_detail(filter)`.
+    Detail(String),
+    /// `multi_last_seqs(filters, max_seq, max_count)`.
+    MultiLast(Vec<String>, u64, usize),
+    /// `subject_for_seq(seq)`.
+    SubjectFor(u64),
     /// A run of operations, mostly appends, each after moving the clock by its `i64` (ns),
     /// one step at a time on both stores: under `Never` without limits the guest's appends
     /// queue on the host, so this checks the batched path's sequences, timestamps (read at
@@ -111,6 +130,50 @@ fn gen_message(rng: &mut Rng, max_payload: usize) -> (String, Vec<u8>, Vec<u8>) 
     (subject, headers, rng.bytes(max))
 }
 
+/// One of issue #15's writes or reads (those the first `gen_op` draws do not reach): ttls
+/// that run out within a few clock steps, replica appends and skips at the next sequence and
+/// now and then a wrong one, reads with several filters (bad ones included).
+fn gen_op15(rng: &mut Rng, last_seq: u64) -> Op {
+    let seq = |rng: &mut Rng| rng.below(last_seq + 3);
+    // the next sequence mostly; one at or past it now and then (`SequenceMismatch`)
+    let next = |rng: &mut Rng| match rng.below(8) {
+        0 => last_seq,
+        1 => last_seq + 2,
+        _ => last_seq + 1,
+    };
+    let filters = |rng: &mut Rng| {
+        (0..rng.below(4))
+            .map(|_| rng.pick(FILTERS).to_string())
+            .collect::<Vec<_>>()
+    };
+    let subject = |rng: &mut Rng| rng.pick(&SUBJECTS[..5]).to_string();
+    match rng.below(12) {
+        0..=2 => Op::AppendTtl(
+            subject(rng),
+            Vec::new(),
+            rng.bytes(200),
+            *rng.pick(&[0, 1, 1_000_000, 4_000_000, 3_600_000_000_000]),
+        ),
+        3..=4 => Op::AppendRaw(
+            next(rng),
+            rng.below(2_000) as i64 - 100,
+            subject(rng),
+            rng.bytes(200),
+        ),
+        5 => Op::SkipMsg(next(rng)),
+        6 => Op::SkipMany(next(rng), rng.below(5)),
+        7 => Op::NextMulti(filters(rng), seq(rng)),
+        8 => Op::Filtered(filters(rng), seq(rng)),
+        9 => Op::Detail(rng.pick(FILTERS).to_string()),
+        10 => Op::MultiLast(filters(rng), seq(rng), rng.below(4) as usize),
+        _ => Op::SubjectFor(seq(rng)),
+    }
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
 fn gen_op(rng: &mut Rng, last_seq: u64, max_payload: usize) -> Op {
     let seq = |rng: &mut Rng| rng.below(last_seq + 3);
     let subject = |rng: &mut Rng| {
@@ -135,11 +198,12 @@ fn gen_op(rng: &mut Rng, last_seq: u64, max_payload: usize) -> Op {
         let payload = rng.bytes(max);
         (subject(rng), headers, payload)
     };
-    match rng.below(100) {
+    match rng.below(120) {
         0..=39 => {
             let (s, h, p) = message(rng);
             Op::Append(s, h, p)
         }
+        100.. => gen_op15(rng, last_seq),
         40..=44 => {
             let n = rng.below(20);
             Op::AppendBatch((0..n).map(|_| message(rng)).collect())
@@ -177,7 +241,7 @@ fn gen_op(rng: &mut Rng, last_seq: u64, max_payload: usize) -> Op {
         86 => Op::IsPoisoned,
         87..=95 => Op::Advance(rng.below(3_000_000) as i64),
         96 => gen_run(rng, last_seq, max_payload),
-        _ => Op::Reopen(rng.chance(50)),
+        97..=99 => Op::Reopen(rng.chance(50)),
     }
 }
 
@@ -243,6 +307,20 @@ fn native(s: &mut Store<HostFs>, op: &Op) -> String {
         Op::Tick => norm(&s.tick()),
         Op::Checkpoint => norm(&s.checkpoint()),
         Op::IsPoisoned => norm::<_>(&Ok(s.is_poisoned())),
+        Op::AppendTtl(sub, h, p, t) => {
+            norm(&s.append_with_ttl(sub, h, p, Duration::from_nanos(*t)))
+        }
+        Op::AppendRaw(q, dt, sub, p) => {
+            let ts = s.state().last_ts.saturating_add(*dt);
+            norm(&s.append_raw(*q, ts, sub, b"", p))
+        }
+        Op::SkipMsg(q) => norm(&s.skip_msg(*q)),
+        Op::SkipMany(q, c) => norm(&s.skip_many(*q, *c)),
+        Op::NextMulti(f, q) => norm(&s.next_matching_multi(&strs(f), *q)),
+        Op::Filtered(f, q) => norm(&s.filtered_state_multi(&strs(f), *q)),
+        Op::Detail(f) => norm(&s.subjects_state_detail(f)),
+        Op::MultiLast(f, q, c) => norm(&s.multi_last_seqs(&strs(f), *q, *c)),
+        Op::SubjectFor(q) => norm(&s.subject_for_seq(*q)),
         Op::Advance(_) | Op::Reopen(_) | Op::Run(_) => unreachable!("handled by the driver"),
     }
 }
@@ -280,6 +358,23 @@ fn guest(s: &mut GuestStore, op: &Op) -> String {
         Op::Tick => norm(&store_result(s.tick())),
         Op::Checkpoint => norm(&store_result(s.checkpoint())),
         Op::IsPoisoned => norm(&store_result(s.is_poisoned())),
+        Op::AppendTtl(sub, h, p, t) => norm(&store_result(s.append_with_ttl(
+            sub,
+            h,
+            p,
+            Duration::from_nanos(*t),
+        ))),
+        Op::AppendRaw(q, dt, sub, p) => {
+            let ts = s.state().unwrap().last_ts.saturating_add(*dt);
+            norm(&store_result(s.append_raw(*q, ts, sub, b"", p)))
+        }
+        Op::SkipMsg(q) => norm(&store_result(s.skip_msg(*q))),
+        Op::SkipMany(q, c) => norm(&store_result(s.skip_many(*q, *c))),
+        Op::NextMulti(f, q) => norm(&store_result(s.next_matching_multi(&strs(f), *q))),
+        Op::Filtered(f, q) => norm(&store_result(s.filtered_state_multi(&strs(f), *q))),
+        Op::Detail(f) => norm(&store_result(s.subjects_state_detail(f))),
+        Op::MultiLast(f, q, c) => norm(&store_result(s.multi_last_seqs(&strs(f), *q, *c))),
+        Op::SubjectFor(q) => norm(&store_result(s.subject_for_seq(*q))),
         Op::Advance(_) | Op::Reopen(_) | Op::Run(_) => unreachable!("handled by the driver"),
     }
 }
@@ -316,9 +411,21 @@ impl Pair {
     }
 }
 
-/// Runs one seeded case; returns how many of the guest's appends went through the host's
-/// batching queue, and how many the host sent encoded one at a time.
-fn run_case(seed: u64, case: u64, ops: usize, batchable: bool) -> (u64, u64) {
+/// What one case did, for the tests to check it was not trivial.
+#[derive(Default)]
+struct Tally {
+    /// Guest appends through the host's batching queue.
+    batched: u64,
+    /// Guest appends the host sent encoded one at a time.
+    encoded_one: u64,
+    /// Issue #15's writes that succeeded (ttl appends, raw appends, skips).
+    write15_ok: u64,
+    /// Of those, refused with `SequenceMismatch` (the typed error, both sides).
+    mismatches: u64,
+}
+
+/// Runs one seeded case.
+fn run_case(seed: u64, case: u64, ops: usize, batchable: bool) -> Tally {
     let mut rng = Rng::new(seed ^ case.wrapping_mul(0x2545_f491_4f6c_dd1d));
     let mut cfg = gen_config(&mut rng);
     if batchable {
@@ -326,7 +433,7 @@ fn run_case(seed: u64, case: u64, ops: usize, batchable: bool) -> (u64, u64) {
         cfg.sync = SyncPolicy::Never;
         cfg.limits = Default::default();
     }
-    let (mut batched, mut encoded_one) = (0, 0);
+    let mut t = Tally::default();
     let pair = Pair {
         ndir: tempfile::tempdir().unwrap(),
         gdir: tempfile::tempdir().unwrap(),
@@ -352,8 +459,8 @@ fn run_case(seed: u64, case: u64, ops: usize, batchable: bool) -> (u64, u64) {
                 }
             }
             Op::Reopen(close) => {
-                batched += g.batched;
-                encoded_one += g.encoded_one;
+                t.batched += g.batched;
+                t.encoded_one += g.encoded_one;
                 if *close {
                     let (rn, rg) = (n.close(), g.close());
                     assert_eq!(norm(&rn), norm(&store_result(rg)), "{ctx}: close");
@@ -367,13 +474,20 @@ fn run_case(seed: u64, case: u64, ops: usize, batchable: bool) -> (u64, u64) {
             op => {
                 let (rn, rg) = (native(&mut n, op), guest(&mut g, op));
                 assert_eq!(rn, rg, "{ctx}: results differ (native left, guest right)");
+                if matches!(
+                    op,
+                    Op::AppendTtl(..) | Op::AppendRaw(..) | Op::SkipMsg(_) | Op::SkipMany(..)
+                ) {
+                    t.write15_ok += rn.starts_with("Ok") as u64;
+                    t.mismatches += rn.contains("SequenceMismatch") as u64;
+                }
             }
         }
         last_seq = n.state().last_seq;
     }
     eprintln!("{ctx0}: final state {:?}", n.state());
-    batched += g.batched;
-    encoded_one += g.encoded_one;
+    t.batched += g.batched;
+    t.encoded_one += g.encoded_one;
     let (rn, rg) = (n.close(), g.close());
     assert_eq!(norm(&rn), norm(&store_result(rg)), "{ctx0}: final close");
     assert_same_tree(
@@ -381,7 +495,7 @@ fn run_case(seed: u64, case: u64, ops: usize, batchable: bool) -> (u64, u64) {
         pair.gdir.path(),
         &format!("{ctx0}: final"),
     );
-    (batched, encoded_one)
+    t
 }
 
 #[test]
@@ -390,13 +504,21 @@ fn native_and_guest_agree() {
     // go to the guest encoded one at a time (`append-encoded-one`): the same results and
     // files as the guest's own encoding.
     let seed = seed("native_and_guest_agree");
-    let mut encoded_one = 0;
+    let (mut encoded_one, mut write15_ok, mut mismatches) = (0, 0, 0);
     for case in 0..6 {
-        encoded_one += run_case(seed, case, 250, false).1;
+        let t = run_case(seed, case, 250, false);
+        encoded_one += t.encoded_one;
+        write15_ok += t.write15_ok;
+        mismatches += t.mismatches;
     }
     assert!(
         encoded_one > 0,
         "seed {seed}: no append went through append-encoded-one"
+    );
+    // issue #15's writes ran, and SequenceMismatch crossed as its own variant
+    assert!(
+        write15_ok > 20 && mismatches > 0,
+        "seed {seed}: {write15_ok} ttl/raw/skip writes, {mismatches} mismatches"
     );
 }
 
@@ -407,7 +529,7 @@ fn batched_appends_agree() {
     // pending) and the same files.
     let seed = seed("batched_appends_agree");
     for case in 0..6 {
-        let (batched, _) = run_case(seed, case, 250, true);
+        let batched = run_case(seed, case, 250, true).batched;
         assert!(
             batched > 0,
             "seed {seed} case {case}: no append went through the host's queue"

@@ -1,0 +1,165 @@
+//! Issue #15's reads: `seq_from_time`, `num_pending` and `filtered_state` on the 1k- and the
+//! 1M-message stream (their ratio is the goal: within 2×, so none of them walks the
+//! messages), and `get_batch` in the wasm guest against native (goal ≥ 0.6×: the guest
+//! crosses its boundary once per batch).
+//!
+//! Both streams are the ones `streams` wrote (64 subjects in turn, 128-byte payloads,
+//! wall-clock timestamps), opened from their index.db and warmed. Each call gets arguments
+//! drawn before the clock starts: a sequence uniform over the stream for `num_pending`
+//! (filter `orders.eu.*`, every subject) and `filtered_state` (a literal subject, one in 64),
+//! a time uniform between the first and the last timestamp for `seq_from_time`. One untimed
+//! round first, then `reps` rounds alternating the cells.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{ensure, Result};
+use host_fs::HostFs;
+use store_core::{Store, SyncPolicy};
+
+use crate::report::Table;
+use crate::util::{Ctx, Rng};
+use crate::BenchOpts;
+
+/// The table of the three reads, µs per call.
+pub(crate) const READS: &str = "reads15_us";
+/// The batch-read table, messages per second.
+pub(crate) const BATCH: &str = "get_batch_msgs_per_s";
+/// Its cells: a cell per read and stream size.
+pub(crate) const READ_CELLS: &[&str] = &[
+    "seq_from_time_1k",
+    "seq_from_time_1m",
+    "num_pending_1k",
+    "num_pending_1m",
+    "filtered_state_1k",
+    "filtered_state_1m",
+];
+/// Calls per timed round of each read cell.
+const CALLS: usize = 20_000;
+/// Messages per `get_batch` call.
+const BATCH_MSGS: usize = 100;
+
+/// One store's arguments, drawn once.
+struct Args {
+    seqs: Vec<u64>,
+    times: Vec<i64>,
+}
+
+fn args(s: &Store<HostFs>, seed: u64) -> Args {
+    let st = s.state();
+    let mut rng = Rng::new(seed);
+    let span = (st.last_ts - st.first_ts).max(1) as u64;
+    Args {
+        seqs: (0..CALLS).map(|_| rng.below(st.last_seq) + 1).collect(),
+        times: (0..CALLS)
+            .map(|_| st.first_ts + rng.below(span) as i64)
+            .collect(),
+    }
+}
+
+/// µs per call of read `which` (`seq_from_time`, `num_pending`, `filtered_state`).
+fn time_reads(s: &mut Store<HostFs>, a: &Args, which: &str) -> Result<f64> {
+    let t = Instant::now();
+    let mut sum = 0u64;
+    match which {
+        "seq_from_time" => {
+            for &ts in &a.times {
+                sum += s.seq_from_time(ts)?;
+            }
+        }
+        "num_pending" => {
+            for &q in &a.seqs {
+                sum += s.num_pending(q, "orders.eu.*", false)?.0;
+            }
+        }
+        _ => {
+            for &q in &a.seqs {
+                sum += s.filtered_state("orders.eu.000007", q)?.msgs;
+            }
+        }
+    }
+    black_box(sum);
+    Ok(t.elapsed().as_secs_f64() * 1e6 / CALLS as f64)
+}
+
+fn open(path: &Path, n: u64) -> Result<Store<HostFs>> {
+    let s = crate::groups::open_store(path, SyncPolicy::Never)?;
+    ensure!(
+        s.recovery_report().used_index && s.state().msgs == n,
+        "{}: not opened from index.db with {n} messages",
+        path.display()
+    );
+    Ok(s)
+}
+
+/// The reads table on the two closed streams (`small`, `big`: path, messages).
+pub(crate) fn run_reads(
+    ctx: &mut Ctx<'_>,
+    opts: &BenchOpts,
+    table: &mut Table,
+    small: (&Path, u64),
+    big: (&Path, u64),
+) -> Result<()> {
+    ctx.tick(&format!(
+        "{READS}: {} rounds of {CALLS} calls a cell",
+        opts.reps
+    ));
+    let mut stores = [open(small.0, small.1)?, open(big.0, big.1)?];
+    let a = [args(&stores[0], 0x0005_eed1), args(&stores[1], 0x0005_eed2)];
+    for round in 0..=opts.reps {
+        for which in ["seq_from_time", "num_pending", "filtered_state"] {
+            for (k, size) in ["1k", "1m"].iter().enumerate() {
+                let us = time_reads(&mut stores[k], &a[k], which)?;
+                if round > 0 {
+                    table.push(&format!("{which}_{size}"), us);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The batch table on the big stream: native `get_batch` and, with the `guest` feature, the
+/// guest's (`GuestStore::get_batch`, one call into the component per batch), alternating.
+pub(crate) fn run_batch(
+    ctx: &mut Ctx<'_>,
+    opts: &BenchOpts,
+    table: &mut Table,
+    big: (&Path, u64),
+) -> Result<()> {
+    let calls = (opts.gets as usize / BATCH_MSGS).max(10);
+    ctx.tick(&format!(
+        "{BATCH}: {} rounds of {calls} batches of {BATCH_MSGS}",
+        opts.reps
+    ));
+    let mut s = open(big.0, big.1)?;
+    let mut rng = Rng::new(0xba7c);
+    let top = big.1.saturating_sub(BATCH_MSGS as u64).max(1);
+    let froms: Vec<u64> = (0..calls).map(|_| rng.below(top) + 1).collect();
+    #[cfg(feature = "guest")]
+    let mut g = crate::groups::open_guest(big.0, SyncPolicy::Never, false)?;
+    for round in 0..=opts.reps {
+        let t = Instant::now();
+        let mut n = 0;
+        for &q in &froms {
+            n += s.get_batch(q, ">", BATCH_MSGS, 0)?.len();
+        }
+        let native = n as f64 / t.elapsed().as_secs_f64();
+        #[cfg(feature = "guest")]
+        let guest = {
+            let t = Instant::now();
+            let mut n = 0;
+            for &q in &froms {
+                n += g.get_batch(q, ">", BATCH_MSGS, 0)?.len();
+            }
+            n as f64 / t.elapsed().as_secs_f64()
+        };
+        if round > 0 {
+            table.push("seqstore", native);
+            #[cfg(feature = "guest")]
+            table.push("guest", guest);
+        }
+    }
+    Ok(())
+}
