@@ -4,7 +4,8 @@ use super::*;
 pub use crate::site::{SyncSite, SYNC_SITES};
 
 /// What the store knows of its own durability. A failed write, rename, removal, truncation or
-/// fsync latches `poisoned` here, in one place ([`Durability::latch`]): the file or directory
+/// fsync latches `poisoned` here ([`Durability::latch`]; the group commit's fsync, run
+/// without the store, in `end_group_sync`): the file or directory
 /// is then in a state the store does not know, so it refuses every write (`Error::Poisoned`)
 /// until reopened — and after a failed fsync a retry could report success without writing
 /// anything (fsyncgate).
@@ -34,7 +35,10 @@ impl<H> Durability<H> {
         }
     }
 
-    /// `r`, its error latched: a failure poisons the store. The one place that does.
+    /// `r`, its error latched: a failure poisons the store. Every write, rename, removal,
+    /// truncation and fsync the store runs under its own hand goes through here; the only
+    /// other ways in are the group commit's fsync, which runs without the store and is
+    /// latched by `end_group_sync`, and an embedder's explicit `Store::poison`.
     #[track_caller]
     pub(crate) fn latch<T>(&mut self, r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
         r.map_err(|e| {
