@@ -5,11 +5,11 @@
 //!
 //! - [`state`]: the state machine (`update_delivered`, `update_acks`, reset, and the clamp to
 //!   the stream after purge, compact, limits and truncate). Pure: no I/O.
-//! - [`codec`]: the byte layouts of the journal records and the checkpoint.
-//! - [`journal`]: the files: one append-only, crc-checked journal per store and a compacted
+//! - `codec`: the byte layouts of the journal records and the checkpoint.
+//! - `journal`: the files: one append-only, crc-checked journal per store and a compacted
 //!   checkpoint written by temp file, fsync, rename and directory fsync; recovery replays the
 //!   journal over the checkpoint and cuts a torn tail.
-//! - [`api`]: the calls on [`crate::Store`].
+//! - `api`: the calls on [`crate::Store`].
 //!
 //! ARCHITECTURE.md ("Consumers") has the write path, every fsync and the layouts.
 
