@@ -133,6 +133,27 @@ impl<F: Fs> State<F> {
     }
 }
 
+/// Most yields a group's gathering waits (`SharedStore::gather`, the combiner's
+/// `gather_batch`).
+const GATHER_YIELDS: usize = 32;
+
+/// Runs `step` (one yield, then a count of what arrived so far) until two steps in a row
+/// bring nothing new after `first`, or `GATHER_YIELDS` steps.
+fn until_quiet(first: u64, mut step: impl FnMut() -> u64) {
+    let (mut seen, mut idle) = (first, 0);
+    for _ in 0..GATHER_YIELDS {
+        let n = step();
+        if n == seen {
+            idle += 1;
+            if idle == 2 {
+                break;
+            }
+        } else {
+            (idle, seen) = (0, n);
+        }
+    }
+}
+
 /// Tells parked writers `outcome` and unparks them (outside the lock).
 fn wake(slots: impl IntoIterator<Item = Arc<Slot>>, outcome: u8) {
     for s in slots {
@@ -336,25 +357,15 @@ impl<F: Fs> SharedStore<F> {
     /// yields). Without it the next fsync started at once with the few writes queued during
     /// the last one, and every writer woken by it waited a whole extra fsync (two per durable
     /// append). A lone writer pays two `yield_now`s (nothing else runs, so nothing arrives).
-    fn gather<'a>(&'a self, mut g: MutexGuard<'a, State<F>>) -> MutexGuard<'a, State<F>> {
-        const GATHER_YIELDS: usize = 32;
-        let mut seen = g.store.writes();
-        let mut idle = 0;
-        for _ in 0..GATHER_YIELDS {
-            drop(g);
+    fn gather<'a>(&'a self, g: MutexGuard<'a, State<F>>) -> MutexGuard<'a, State<F>> {
+        let first = g.store.writes();
+        let mut g = Some(g);
+        until_quiet(first, || {
+            drop(g.take());
             std::thread::yield_now();
-            g = lock(&self.inner.state);
-            if g.store.writes() == seen {
-                idle += 1;
-                if idle == 2 {
-                    break;
-                }
-            } else {
-                idle = 0;
-            }
-            seen = g.store.writes();
-        }
-        g
+            g.insert(lock(&self.inner.state)).store.writes()
+        });
+        g.expect("the last step re-took the lock")
     }
 
     /// Runs `f` on the store under its lock (reads, purge, compact, …). A `sync` in `f` also

@@ -18,7 +18,7 @@
 //! own refusal (subject, size, limits), or its sequence once durable; a failed fsync fails
 //! every message of the batch (the first gets the I/O error, the rest `Poisoned`).
 
-use super::{lock, SharedStore, Slot, WAITING};
+use super::{lock, until_quiet, SharedStore, Slot, WAITING};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -28,9 +28,6 @@ use std::sync::{Arc, Mutex};
 /// or it is to combine the next batch (the group commit's own words, in this protocol).
 const DONE: u8 = super::DURABLE;
 const COMBINE: u8 = super::LEAD;
-
-/// How many yields a combiner waits at most for the batch to stop growing.
-const GATHER_YIELDS: usize = 32;
 
 /// A writer's mailbox: its result, then `DONE` in the slot, then an unpark.
 struct Mail {
@@ -162,20 +159,11 @@ impl<F: Fs> SharedStore<F> {
     /// Yields until two yields in a row bring no new message (at most `GATHER_YIELDS`): the
     /// writers the last batch woke queue their next messages into this one.
     fn gather_batch(&self) {
-        let mut seen = lock(&self.inner.batch).reqs.len();
-        let mut idle = 0;
-        for _ in 0..GATHER_YIELDS {
+        let queued = || lock(&self.inner.batch).reqs.len() as u64;
+        until_quiet(queued(), || {
             std::thread::yield_now();
-            let n = lock(&self.inner.batch).reqs.len();
-            if n == seen {
-                idle += 1;
-                if idle == 2 {
-                    break;
-                }
-            } else {
-                (idle, seen) = (0, n);
-            }
-        }
+            queued()
+        });
     }
 
     /// Appends the batch under one hold of the store's lock, then makes it durable with one
