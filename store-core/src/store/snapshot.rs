@@ -31,17 +31,23 @@ pub(crate) fn load_index<F: Fs>(
     if listed != indexes {
         return Err(Error::corrupt(INDEX_FILE, 0, "stale: block files differ"));
     }
+    // a forged index.db may hold counts whose sum does not fit: inconsistent, not a panic
+    let inconsistent = || Error::corrupt(INDEX_FILE, 0, "totals inconsistent");
     let (mut live, mut bytes, mut hi) = (0u64, 0u64, 0u64);
     let mut files = Vec::with_capacity(snap.blocks.len());
     for bs in &snap.blocks {
         files.push(open_vouched_block(fs, bs, write)?);
-        live += bs.live;
-        bytes += bs.live_bytes;
+        live = live.checked_add(bs.live).ok_or_else(inconsistent)?;
+        bytes = bytes.checked_add(bs.live_bytes).ok_or_else(inconsistent)?;
         hi = hi.max(bs.msg_last);
     }
-    let subj_msgs: u64 = snap.subjects.iter().map(|s| s.msgs).sum();
+    let subj_msgs = snap
+        .subjects
+        .iter()
+        .try_fold(0u64, |n, s| n.checked_add(s.msgs))
+        .ok_or_else(inconsistent)?;
     if live != snap.msgs || bytes != snap.bytes || subj_msgs != snap.msgs {
-        return Err(Error::corrupt(INDEX_FILE, 0, "totals inconsistent"));
+        return Err(inconsistent());
     }
     if !sequences_possible(&snap, hi) {
         return Err(Error::corrupt(INDEX_FILE, 0, "sequences inconsistent"));
