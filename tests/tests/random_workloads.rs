@@ -4,7 +4,7 @@
 //! it to a short workload. Every run prints its seed; `SEQSTORE_SEED=S` replays it.
 
 use crash_matrix::random::{generate, literal, run_campaign, workload_seed, Campaign};
-use crash_matrix::{Backend, Native, Shared};
+use crash_matrix::{Backend, Layered, Native, Shared};
 use store_core::Ablation;
 
 fn seed(default: u64) -> u64 {
@@ -108,6 +108,11 @@ fn random_workloads_are_clean_natively() {
 #[test]
 fn random_workloads_are_clean_through_shared_store() {
     assert_clean(&Shared, seed(2), count(12));
+}
+
+#[test]
+fn random_workloads_are_clean_encrypted_and_compressed() {
+    assert_clean(&Layered::new(), seed(4), count(12));
 }
 
 #[cfg(feature = "guest")]
