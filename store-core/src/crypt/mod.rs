@@ -17,6 +17,8 @@
 mod file;
 mod format;
 #[cfg(test)]
+mod store_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::fs::{DirEntry, Fs, OpenOptions};
