@@ -1,7 +1,7 @@
 //! `seqstore consumer add|next|ack|info|list|rm`: durable consumers (issue #16) on a store
 //! directory, natively (the wasm guest's interface has no consumer calls yet).
 
-use super::{msg_json, open_store, AnyStore};
+use super::{msg_json, AnyStore};
 use anyhow::{bail, Result};
 use clap::{Subcommand, ValueEnum};
 use host_fs::HostFs;
@@ -75,8 +75,8 @@ pub(crate) enum ConsumerCmd {
     },
 }
 
-fn open(dir: &Path) -> Result<Store<HostFs>> {
-    match open_store(dir, Config::default(), false, false)? {
+fn open(dir: &Path) -> Result<Store<store_core::CryptFs<HostFs>>> {
+    match crate::store_ops::open_store_at(dir, Config::default(), false, false)? {
         AnyStore::Native(s) => Ok(s),
         AnyStore::Guest(_) => bail!("consumers run natively"),
     }

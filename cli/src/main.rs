@@ -24,7 +24,7 @@ use store_core::{Config, Store, StoredMsg, SyncPolicy};
 
 mod trace;
 
-use store_ops::{msg_json, open_store, parse_duration, store_op, AnyStore};
+use store_ops::{msg_json, parse_duration, store_op, AnyStore};
 
 #[derive(Parser)]
 #[command(
@@ -53,6 +53,16 @@ struct DirArg {
     /// given only this directory), on the same files.
     #[arg(long)]
     guest: bool,
+    /// Encrypt the store at rest (XChaCha20-Poly1305) under the key in FILE: 32 raw bytes or
+    /// 64 hex digits. Every later command on the store needs the same key (a wrong one is
+    /// refused at open).
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+    /// Compress what the store writes (lz4 per frame of up to 16 KiB). Reading needs no flag
+    /// (each frame says whether it is compressed), but an unencrypted compressed store must be
+    /// opened with `--compress` or a key: plainly it is not a store.
+    #[arg(long)]
+    compress: bool,
     /// Remove an fsync on purpose (full, no-tombstone-sync, no-dir-sync, skip:<site>): the
     /// negative control of `seqstore trace`. Off (full) by default; only in the crash lab's
     /// build (feature `ablation`).
@@ -318,7 +328,7 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
              this build leaves out; run them from the crash lab build: \
              cargo run --release -p seqstore --features ablation -- demo"
         ),
-        Cmd::Verify { dir, json } => verify(&dir.dir, json),
+        Cmd::Verify { dir, json } => verify(&dir, json),
         Cmd::Consumer { cmd } => consumer::run(cmd),
         Cmd::Bench {
             quick,
@@ -337,8 +347,10 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
     }
 }
 
-fn verify(dir: &Path, as_json: bool) -> Result<ExitCode> {
-    let fs = HostFs::open(dir)?;
+fn verify(d: &DirArg, as_json: bool) -> Result<ExitCode> {
+    let dir = &d.dir;
+    let layer = store_ops::layer_config(d)?;
+    let fs = store_core::CryptFs::new(HostFs::open(dir)?, layer)?;
     let r = store_core::verify(&fs).with_context(|| format!("verifying {}", dir.display()))?;
     if as_json {
         let problems: Vec<Value> = r

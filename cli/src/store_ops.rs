@@ -9,7 +9,7 @@ use super::*;
 /// the size difference of the variants does not matter.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum AnyStore {
-    Native(Store<HostFs>),
+    Native(Store<store_core::CryptFs<HostFs>>),
     Guest(wasm_host::GuestStore),
 }
 
@@ -72,7 +72,66 @@ impl AnyStore {
     }
 }
 
-pub(crate) fn open_store(dir: &Path, cfg: Config, create: bool, guest: bool) -> Result<AnyStore> {
+/// Reads the key file of `--key-file`: 32 raw bytes, or 64 hex digits (whitespace around
+/// them ignored).
+pub(crate) fn read_key(path: &Path) -> Result<[u8; 32]> {
+    let raw =
+        std::fs::read(path).with_context(|| format!("reading key file {}", path.display()))?;
+    if let Ok(k) = <[u8; 32]>::try_from(raw.as_slice()) {
+        return Ok(k);
+    }
+    let text = std::str::from_utf8(&raw).unwrap_or("").trim();
+    let mut key = [0u8; 32];
+    if text.len() != 64 || !text.is_ascii() {
+        bail!(
+            "key file {}: expected 32 bytes or 64 hex digits",
+            path.display()
+        );
+    }
+    for (i, b) in key.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
+            .with_context(|| format!("key file {}: not hex", path.display()))?;
+    }
+    Ok(key)
+}
+
+/// The encryption and compression `--key-file` and `--compress` ask for.
+pub(crate) fn layer_config(dir: &DirArg) -> Result<store_core::crypt::LayerConfig> {
+    let encryption = match &dir.key_file {
+        Some(p) => Some(store_core::Encryption::new(
+            store_core::Cipher::XChaCha20Poly1305,
+            read_key(p)?,
+        )),
+        None => None,
+    };
+    let compression = if dir.compress {
+        store_core::Compression::Lz4
+    } else {
+        store_core::Compression::None
+    };
+    Ok(store_core::crypt::LayerConfig {
+        encryption,
+        compression,
+    })
+}
+
+/// [`open_store_at`] with the directory, the sandbox and the key of `dir`.
+pub(crate) fn open_store(dir: &DirArg, cfg: Config, create: bool) -> Result<AnyStore> {
+    let layer = layer_config(dir)?;
+    let cfg = Config {
+        encryption: layer.encryption,
+        compression: layer.compression,
+        ..cfg
+    };
+    open_store_at(&dir.dir, cfg, create, dir.guest)
+}
+
+pub(crate) fn open_store_at(
+    dir: &Path,
+    cfg: Config,
+    create: bool,
+    guest: bool,
+) -> Result<AnyStore> {
     // a crash during a purge can leave purge.new/purge.old and no msgs/ (recovery finishes it)
     let looks_like_store = ["msgs", "purge.new", "purge.old"]
         .iter()
@@ -105,13 +164,16 @@ pub(crate) fn open_store(dir: &Path, cfg: Config, create: bool, guest: bool) -> 
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let store = if guest {
+        if cfg.encryption.is_some() || cfg.compression != store_core::Compression::None {
+            bail!("--key-file and --compress run natively only (not with --guest)");
+        }
         let g = wasm_host::GuestStore::open_dir(dir, cfg, Box::new(SystemClock))
             .with_context(|| format!("recovering the store in {} (guest)", dir.display()))?;
         AnyStore::Guest(g)
     } else {
         // host-fs names the root in its error (`open root "DIR": …`); no context repeats it.
         let fs = HostFs::open(dir)?;
-        let s = Store::open_with_clock(fs, cfg, Box::new(SystemClock))
+        let s = Store::open_layered_with_clock(fs, cfg, Box::new(SystemClock))
             .with_context(|| format!("recovering the store in {}", dir.display()))?;
         AnyStore::Native(s)
     };
@@ -178,7 +240,7 @@ pub(crate) fn store_op(cmd: Cmd) -> Result<ExitCode> {
                 },
                 ..cfg
             };
-            let mut s = open_store(&dir.dir, cfg, true, dir.guest)?;
+            let mut s = open_store(&dir, cfg, true)?;
             let seq = match ttl {
                 None => on!(&mut s, x => x.append(&subject, headers.as_bytes(), &payload))?,
                 Some(t) => {
@@ -189,18 +251,18 @@ pub(crate) fn store_op(cmd: Cmd) -> Result<ExitCode> {
             println!("{seq}");
         }
         Cmd::Skip { dir, seq, count } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let mut s = open_store(&dir, cfg, false)?;
             let last = on!(&mut s, x => x.skip_many(seq, count))?;
             s.close()?;
             println!("{last}");
         }
         Cmd::Get { dir, seq, json } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let mut s = open_store(&dir, cfg, false)?;
             print_msg(&on!(&mut s, x => x.get(seq))?, json);
             s.close()?;
         }
         Cmd::Last { dir, subject, json } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let mut s = open_store(&dir, cfg, false)?;
             match on!(&mut s, x => x.last_for_subject(&subject))? {
                 Some(m) => print_msg(&m, json),
                 None => bail!("no message with subject {subject:?}"),
@@ -211,7 +273,7 @@ pub(crate) fn store_op(cmd: Cmd) -> Result<ExitCode> {
             read_op(cmd, cfg)?
         }
         Cmd::Delete { dir, seq, erase } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let mut s = open_store(&dir, cfg, false)?;
             if erase {
                 on!(&mut s, x => x.erase(seq))?;
             } else {
@@ -225,7 +287,7 @@ pub(crate) fn store_op(cmd: Cmd) -> Result<ExitCode> {
             keep,
             up_to,
         } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let mut s = open_store(&dir, cfg, false)?;
             let n = match filter {
                 None if keep == 0 && up_to == 0 => on!(&mut s, x => x.purge())?,
                 f => on!(&mut s, x => x.purge_ex(f.as_deref().unwrap_or(">"), up_to, keep))?,
@@ -238,19 +300,19 @@ pub(crate) fn store_op(cmd: Cmd) -> Result<ExitCode> {
             );
         }
         Cmd::Compact { dir, seq } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let mut s = open_store(&dir, cfg, false)?;
             let n = on!(&mut s, x => x.compact(seq))?;
             s.close()?;
             println!("removed {n} messages");
         }
         Cmd::Truncate { dir, seq } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let mut s = open_store(&dir, cfg, false)?;
             let n = on!(&mut s, x => x.truncate(seq))?;
             s.close()?;
             println!("removed {n} messages");
         }
         Cmd::State { dir, json } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let mut s = open_store(&dir, cfg, false)?;
             let st = s.state()?;
             if json {
                 println!(
@@ -266,7 +328,7 @@ pub(crate) fn store_op(cmd: Cmd) -> Result<ExitCode> {
             s.close()?;
         }
         Cmd::Dump { dir, json } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let mut s = open_store(&dir, cfg, false)?;
             let mut from = 0;
             while let Some(m) = on!(&mut s, x => x.next_matching(">", from))? {
                 print_msg(&m, json);
@@ -299,7 +361,7 @@ pub(crate) fn read_op(cmd: Cmd, cfg: Config) -> Result<()> {
             from,
             json,
         } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let mut s = open_store(&dir, cfg, false)?;
             let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
             match s.next_multi(&filters, from)? {
                 Some(m) => print_msg(&m, json),
@@ -313,7 +375,7 @@ pub(crate) fn read_op(cmd: Cmd, cfg: Config) -> Result<()> {
             from,
             json,
         } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let mut s = open_store(&dir, cfg, false)?;
             let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
             let from = from.unwrap_or(u64::MAX);
             match s.prev_multi(&filters, from)? {
@@ -330,7 +392,7 @@ pub(crate) fn read_op(cmd: Cmd, cfg: Config) -> Result<()> {
             last_per_subject,
             json,
         } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let mut s = open_store(&dir, cfg, false)?;
             let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
             let (n, through) =
                 on!(&mut s, x => x.num_pending_multi(from, &filters, last_per_subject))?;
@@ -342,7 +404,7 @@ pub(crate) fn read_op(cmd: Cmd, cfg: Config) -> Result<()> {
             s.close()?;
         }
         Cmd::TimeSeq { dir, ts, json } => {
-            let mut s = open_store(&dir.dir, cfg, false, dir.guest)?;
+            let mut s = open_store(&dir, cfg, false)?;
             let seq = on!(&mut s, x => x.seq_from_time(ts))?;
             if json {
                 println!("{}", json!({"seq": seq}));

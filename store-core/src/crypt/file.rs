@@ -39,8 +39,8 @@ struct State {
     cache: Vec<(u64, Arc<Vec<u8>>)>,
 }
 
-/// A file of [`super::CryptFs`].
-pub struct CryptFile<FF> {
+/// A file in the layer's format.
+pub(super) struct Framed<FF> {
     inner: FF,
     shared: Arc<Shared>,
     nonce: [u8; NONCE],
@@ -81,7 +81,7 @@ impl<FF: FsFile> Window<'_, FF> {
     }
 }
 
-impl<FF: FsFile> CryptFile<FF> {
+impl<FF: FsFile> Framed<FF> {
     pub(super) fn open(inner: FF, shared: Arc<Shared>, write: bool) -> io::Result<Self> {
         let plen = inner.len()?;
         let mut hdr = vec![0u8; (plen as usize).min(FILE_HDR)];
@@ -90,7 +90,7 @@ impl<FF: FsFile> CryptFile<FF> {
             HeaderCheck::Valid(nonce) => nonce,
             HeaderCheck::Blank if !write => {
                 // nothing durable here, and nothing to write: an empty file
-                let f = CryptFile {
+                let f = Framed {
                     inner,
                     shared,
                     nonce: [0; NONCE],
@@ -112,7 +112,7 @@ impl<FF: FsFile> CryptFile<FF> {
                     phys_end: FILE_HDR as u64,
                     ..State::default()
                 };
-                return Ok(CryptFile {
+                return Ok(Framed {
                     inner,
                     shared,
                     nonce,
@@ -120,7 +120,7 @@ impl<FF: FsFile> CryptFile<FF> {
                 });
             }
         };
-        let f = CryptFile {
+        let f = Framed {
             inner,
             shared,
             nonce,
@@ -376,7 +376,7 @@ fn truncate(map: &mut BTreeMap<u64, Ext>, len: u64) {
     let _ = map.split_off(&len);
 }
 
-impl<FF: FsFile> FsFile for CryptFile<FF> {
+impl<FF: FsFile> FsFile for Framed<FF> {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let mut st = self.st();
         if offset >= st.len || buf.is_empty() {

@@ -14,6 +14,7 @@
 //! [`crate::Config::encryption`] / [`crate::Config::compression`]; a plain [`crate::Store::open`]
 //! with either set is refused, so a store is never written in the clear by mistake.
 
+mod either;
 mod file;
 mod format;
 #[cfg(test)]
@@ -22,7 +23,8 @@ mod store_tests;
 mod tests;
 
 use crate::fs::{DirEntry, Fs, OpenOptions};
-pub use file::CryptFile;
+pub use either::CryptFile;
+use either::Either;
 use format::{Sealer, NONCE};
 use std::fmt;
 use std::io;
@@ -187,7 +189,8 @@ impl Shared {
 }
 
 /// The encrypting and compressing [`Fs`] over `F`. Cloning shares the instance (its nonce
-/// sequence); each new instance draws a new nonce prefix.
+/// sequence); each new instance draws a new nonce prefix. With neither encryption nor
+/// compression it passes every call through unchanged (the files are plain store files).
 pub struct CryptFs<F> {
     inner: F,
     cfg: LayerConfig,
@@ -258,8 +261,12 @@ impl<F: Fs> Fs for CryptFs<F> {
     fn open(&self, path: &str, opts: OpenOptions) -> io::Result<Self::File> {
         opts.validate()?;
         // the layer reads what it finds even through a handle opened write-only
+        if self.cfg.is_plain() {
+            return Ok(CryptFile(Either::Plain(self.inner.open(path, opts)?)));
+        }
         let file = self.inner.open(path, opts.read(true))?;
-        CryptFile::open(file, self.shared.clone(), opts.write)
+        let framed = file::Framed::open(file, self.shared.clone(), opts.write)?;
+        Ok(CryptFile(Either::Framed(framed)))
     }
     fn create_dir(&self, path: &str) -> io::Result<()> {
         self.inner.create_dir(path)

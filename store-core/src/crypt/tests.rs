@@ -259,3 +259,14 @@ fn debug_does_not_print_the_key() {
     let s = format!("{cfg:?}");
     assert!(s.contains("redacted") && !s.contains("171"), "{s}");
 }
+
+#[test]
+fn a_plain_layer_passes_bytes_through() {
+    let mem = MemFs::new();
+    let fs = layer(&mem, &LayerConfig::default(), 1);
+    let f = fs.open("f", OpenOptions::read_write_create()).unwrap();
+    f.write_all_at(b"hello", 0).unwrap();
+    f.set_len(3).unwrap();
+    assert_eq!(mem.bytes("f"), b"hel");
+    assert!(fs.nonces_used().is_empty());
+}
