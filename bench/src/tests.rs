@@ -66,6 +66,7 @@ fn tiny_run_produces_every_key() {
             &[
                 "seqstore",
                 "seqstore_encrypted",
+                "seqstore_xchacha",
                 "baseline",
                 "okaywal",
                 "fjall",

@@ -40,6 +40,7 @@ pub(crate) const STREAM_TABLES: &[&str] = &[REBUILD, INDEX, GET, PURGE, READS, B
 pub(crate) const NOSYNC_ENGINES: &[&str] = &[
     "seqstore",
     "seqstore_encrypted",
+    "seqstore_xchacha",
     "baseline",
     "okaywal",
     "fjall",
@@ -49,6 +50,7 @@ pub(crate) const NOSYNC_ENGINES: &[&str] = &[
 pub(crate) const NOSYNC_ENGINES: &[&str] = &[
     "seqstore",
     "seqstore_encrypted",
+    "seqstore_xchacha",
     "baseline",
     "okaywal",
     "fjall",
@@ -107,19 +109,17 @@ pub(crate) fn open_store(path: &Path, sync: SyncPolicy) -> Result<Store<HostFs>>
         .with_context(|| format!("open store {}", path.display()))
 }
 
-/// A store encrypted at rest (XChaCha20-Poly1305 under a fixed bench key, no compression:
-/// the bench payload is random) on `path`, through the crypt layer.
+/// A store encrypted at rest with `cipher` under a fixed bench key (no compression: the bench
+/// payload is random) on `path`, through the crypt layer.
 pub(crate) fn open_encrypted_store(
     path: &Path,
     sync: SyncPolicy,
+    cipher: store_core::Cipher,
 ) -> Result<Store<store_core::CryptFs<HostFs>>> {
     let fs = HostFs::create(path).with_context(|| format!("store root {}", path.display()))?;
     let cfg = Config {
         sync,
-        encryption: Some(store_core::Encryption::new(
-            store_core::Cipher::XChaCha20Poly1305,
-            [0x5e; 32],
-        )),
+        encryption: Some(store_core::Encryption::new(cipher, [0x5e; 32])),
         ..Config::default()
     };
     Store::open_layered_with_clock(fs, cfg, Box::new(SystemClock))

@@ -37,7 +37,13 @@ struct State {
     /// A write failed: the bytes at `phys_end` are unknown, so nothing more is appended.
     broken: bool,
     cache: Vec<(u64, Arc<Vec<u8>>)>,
+    /// The frames of the last write, kept for the next (a fresh buffer of a few hundred KiB
+    /// per write costs the allocator an mmap and the first touch of every page).
+    out: Vec<u8>,
 }
+
+/// The most of `State::out` kept between writes.
+const OUT_KEEP: usize = 1 << 20;
 
 /// A file in the layer's format.
 pub(super) struct Framed<FF> {
@@ -417,13 +423,19 @@ impl<FF: FsFile> FsFile for Framed<FF> {
         let mut st = self.st();
         Self::writable(&st)?;
         let frames = buf.len().div_ceil(FRAME_MAX);
-        let mut out = Vec::with_capacity(buf.len() + frames * FRAME_OVERHEAD);
+        let mut out = std::mem::take(&mut st.out);
+        out.clear();
+        out.reserve(buf.len() + frames * FRAME_OVERHEAD);
         let mut hdrs = Vec::with_capacity(frames);
         for (i, chunk) in buf.chunks(FRAME_MAX).enumerate() {
             let logical = offset + (i * FRAME_MAX) as u64;
             hdrs.push(self.push_frame(&mut out, KIND_DATA, logical, chunk, st.synced)?);
         }
-        self.append(&mut st, &out, &hdrs)
+        let r = self.append(&mut st, &out, &hdrs);
+        if out.capacity() <= OUT_KEEP {
+            st.out = out;
+        }
+        r
     }
 
     fn len(&self) -> io::Result<u64> {

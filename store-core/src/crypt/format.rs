@@ -3,8 +3,12 @@
 //! at rest", draws the layout.
 
 use super::{Cipher, Compression, Fault};
+use aes_gcm::aes::cipher::BlockEncrypt;
+use aes_gcm::aes::Aes256;
+use aes_gcm::Aes256Gcm;
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
+use std::sync::{Arc, Mutex};
 
 /// `magic[8] version[1] cipher[1] zero[6] nonce[24] tag[16]`.
 pub(super) const FILE_HDR: usize = 56;
@@ -106,6 +110,48 @@ pub(super) fn frame_aad(
 pub(super) enum Sealer {
     Crc,
     XChaCha(Box<XChaCha20Poly1305>),
+    Aes(Box<AesSealer>),
+}
+
+/// AES-256-GCM has a 96-bit nonce: too short to draw at random for every frame. Each
+/// instance's 16-byte nonce prefix instead names a subkey, `AES_k(id || 1) || AES_k(id || 2)`
+/// with `id` its first 15 bytes (the 16th is zero), and the frame's 64-bit counter (unique
+/// under that prefix) followed by four zero bytes is the GCM nonce under that subkey.
+pub(super) struct AesSealer {
+    master: Aes256,
+    /// Subkeys by prefix: this instance's, and those of the frames read lately.
+    subkeys: Mutex<Vec<([u8; 16], Arc<Aes256Gcm>)>>,
+}
+
+impl AesSealer {
+    fn subkey(&self, nonce: &[u8; NONCE]) -> Arc<Aes256Gcm> {
+        let prefix: [u8; 16] = nonce[..16].try_into().unwrap_or_default();
+        let mut keys = self.subkeys.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, k)) = keys.iter().find(|(p, _)| *p == prefix) {
+            return k.clone();
+        }
+        let mut key = [0u8; 32];
+        for (i, half) in key.chunks_mut(16).enumerate() {
+            let mut block = prefix;
+            block[15] = i as u8 + 1;
+            let mut b = block.into();
+            self.master.encrypt_block(&mut b);
+            half.copy_from_slice(&b);
+        }
+        let k = Arc::new(Aes256Gcm::new(&key.into()));
+        if keys.len() == 8 {
+            keys.remove(0);
+        }
+        keys.push((prefix, k.clone()));
+        k
+    }
+}
+
+/// The GCM nonce of a frame nonce: its counter, then zeros.
+fn gcm_nonce(nonce: &[u8; NONCE]) -> aes_gcm::Nonce<aes_gcm::aead::consts::U12> {
+    let mut n = [0u8; 12];
+    n[..8].copy_from_slice(&nonce[16..]);
+    n.into()
 }
 
 impl Sealer {
@@ -115,7 +161,16 @@ impl Sealer {
             Some((Cipher::XChaCha20Poly1305, key)) => {
                 Sealer::XChaCha(Box::new(XChaCha20Poly1305::new(key.into())))
             }
+            Some((Cipher::Aes256Gcm, key)) => Sealer::Aes(Box::new(AesSealer {
+                master: Aes256::new(key.into()),
+                subkeys: Mutex::new(Vec::new()),
+            })),
         }
+    }
+
+    /// Whether the 16th byte of a nonce prefix must be zero (AES-256-GCM's subkey names).
+    pub fn short_prefix(&self) -> bool {
+        matches!(self, Sealer::Aes(_))
     }
 
     /// The cipher byte of the file header.
@@ -123,6 +178,7 @@ impl Sealer {
         match self {
             Sealer::Crc => 0,
             Sealer::XChaCha(_) => 1,
+            Sealer::Aes(_) => 2,
         }
     }
 
@@ -137,6 +193,11 @@ impl Sealer {
             Sealer::Crc => Ok(crc_tag(aad, body)),
             Sealer::XChaCha(c) => c
                 .encrypt_in_place_detached(XNonce::from_slice(nonce), aad, body)
+                .map(|t| t.into())
+                .map_err(|_| std::io::Error::other("encryption failed")),
+            Sealer::Aes(a) => a
+                .subkey(nonce)
+                .encrypt_in_place_detached(&gcm_nonce(nonce), aad, body)
                 .map(|t| t.into())
                 .map_err(|_| std::io::Error::other("encryption failed")),
         }
@@ -154,6 +215,10 @@ impl Sealer {
                     body,
                     Tag::from_slice(tag),
                 )
+                .is_ok(),
+            Sealer::Aes(a) => a
+                .subkey(nonce)
+                .decrypt_in_place_detached(&gcm_nonce(nonce), aad, body, Tag::from_slice(tag))
                 .is_ok(),
         }
     }
@@ -207,6 +272,7 @@ pub(super) fn check_header(sealer: &Sealer, b: &[u8]) -> Result<HeaderCheck, Fau
         let name = |id| match id {
             0 => "no cipher",
             1 => "XChaCha20-Poly1305",
+            2 => "AES-256-GCM",
             _ => "an unknown cipher",
         };
         return Err(Fault::WrongKey(format!(
@@ -222,7 +288,7 @@ pub(super) fn check_header(sealer: &Sealer, b: &[u8]) -> Result<HeaderCheck, Fau
                 offset: 0,
                 reason: "file header checksum mismatch".into(),
             },
-            Sealer::XChaCha(_) => Fault::WrongKey("the key check of the file header fails".into()),
+            _ => Fault::WrongKey("the key check of the file header fails".into()),
         });
     }
     Ok(HeaderCheck::Valid(nonce))

@@ -39,6 +39,9 @@ pub enum Cipher {
     /// drawn at random without a birthday bound to worry about.
     #[default]
     XChaCha20Poly1305,
+    /// AES-256-GCM (RustCrypto `aes-gcm`, AES-NI and CLMUL where the CPU has them): faster
+    /// on x86. Its 96-bit nonce is made safe by a subkey per layer instance (ARCHITECTURE.md).
+    Aes256Gcm,
 }
 
 /// Encryption at rest: the cipher and the embedder's 256-bit key. Its `Debug` does not print
@@ -229,6 +232,9 @@ impl<F: Fs> CryptFs<F> {
         let mut prefix = [0u8; 16];
         entropy.fill(&mut prefix)?;
         let sealer = Sealer::new(cfg.encryption.as_ref().map(|e| (e.cipher, &e.key)));
+        if sealer.short_prefix() {
+            prefix[15] = 0;
+        }
         let shared = Arc::new(Shared {
             sealer,
             compression: cfg.compression,

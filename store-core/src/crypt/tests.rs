@@ -25,6 +25,10 @@ fn layers() -> Vec<LayerConfig> {
             encryption: None,
             compression: Compression::Lz4,
         },
+        LayerConfig {
+            encryption: Some(Encryption::new(Cipher::Aes256Gcm, [7; 32])),
+            compression: Compression::Lz4,
+        },
     ]
 }
 
@@ -213,6 +217,10 @@ fn the_wrong_key_or_no_key_is_wrong_key() {
             encryption: None,
             compression: Compression::Lz4,
         },
+        LayerConfig {
+            encryption: Some(Encryption::new(Cipher::Aes256Gcm, [7; 32])),
+            compression: Compression::Lz4,
+        },
     ] {
         let e = layer(&mem, &other, 2)
             .open("f", OpenOptions::read_only())
@@ -269,4 +277,74 @@ fn a_plain_layer_passes_bytes_through() {
     f.set_len(3).unwrap();
     assert_eq!(mem.bytes("f"), b"hel");
     assert!(fs.nonces_used().is_empty());
+}
+
+#[test]
+#[ignore = "a timing probe: cargo test --release -p store-core --lib crypt::tests::probe -- --ignored --nocapture"]
+fn probe_throughput() {
+    use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+    let c = chacha20poly1305::XChaCha20Poly1305::new(&[1u8; 32].into());
+    let mut buf = vec![7u8; FRAME_MAX];
+    let t = std::time::Instant::now();
+    let n = 20_000;
+    for i in 0..n {
+        let mut nonce = [0u8; 24];
+        nonce[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        let _ = c.encrypt_in_place_detached((&nonce).into(), b"aad", &mut buf);
+    }
+    let s = t.elapsed().as_secs_f64();
+    println!(
+        "xchacha20poly1305: {:.2} GB/s",
+        (n * FRAME_MAX) as f64 / s / 1e9
+    );
+    let mem = MemFs::new();
+    for cipher in [Cipher::XChaCha20Poly1305, Cipher::Aes256Gcm] {
+        let cfg = LayerConfig {
+            encryption: Some(Encryption::new(cipher, [1; 32])),
+            compression: Compression::None,
+        };
+        let fs = CryptFs::new(mem.clone(), cfg).unwrap();
+        let f = fs
+            .open("f", OpenOptions::read_write_create().truncate(true))
+            .unwrap();
+        let chunk = vec![9u8; 256 << 10];
+        let t = std::time::Instant::now();
+        for _ in 0..400u64 {
+            f.write_all_at(&chunk, 0).unwrap();
+        }
+        let s = t.elapsed().as_secs_f64();
+        println!(
+            "layer writes {cipher:?}: {:.2} GB/s",
+            (400 * chunk.len()) as f64 / s / 1e9
+        );
+    }
+}
+
+#[test]
+#[ignore = "a timing probe"]
+fn probe_aes() {
+    use aes_gcm::aead::{AeadInPlace, KeyInit};
+    let c = aes_gcm::Aes256Gcm::new(&[1u8; 32].into());
+    let mut buf = vec![7u8; FRAME_MAX];
+    let t = std::time::Instant::now();
+    let n = 20_000;
+    for i in 0..n {
+        let mut nonce = [0u8; 12];
+        nonce[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        let _ = c.encrypt_in_place_detached((&nonce).into(), b"aad", &mut buf);
+    }
+    let s = t.elapsed().as_secs_f64();
+    println!("aes256gcm: {:.2} GB/s", (n * FRAME_MAX) as f64 / s / 1e9);
+    let c = chacha20poly1305::ChaCha20Poly1305::new(&[1u8; 32].into());
+    let t = std::time::Instant::now();
+    for i in 0..n {
+        let mut nonce = [0u8; 12];
+        nonce[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        let _ = c.encrypt_in_place_detached((&nonce).into(), b"aad", &mut buf);
+    }
+    let s = t.elapsed().as_secs_f64();
+    println!(
+        "chacha20poly1305: {:.2} GB/s",
+        (n * FRAME_MAX) as f64 / s / 1e9
+    );
 }
