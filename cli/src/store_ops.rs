@@ -164,9 +164,6 @@ pub(crate) fn open_store_at(
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let store = if guest {
-        if cfg.encryption.is_some() || cfg.compression != store_core::Compression::None {
-            bail!("--key-file and --compress run natively only (not with --guest)");
-        }
         let g = wasm_host::GuestStore::open_dir(dir, cfg, Box::new(SystemClock))
             .with_context(|| format!("recovering the store in {} (guest)", dir.display()))?;
         AnyStore::Guest(g)

@@ -46,6 +46,10 @@ fn an_encrypted_store_needs_its_key() {
     let out = run(&dir, &["get", "3", "--key-file", k, "--compress"]);
     assert!(out.status.success(), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("secret message 2"));
+    // the wasm guest reads and writes the same encrypted files
+    let out = run(&dir, &["get", "2", "--key-file", k, "--guest"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("secret message 1"));
     let out = run(&dir, &["verify", "--key-file", k, "--compress"]);
     assert!(out.status.success(), "{out:?}");
     // without the key, or with another: refused, the message never printed

@@ -59,6 +59,11 @@ impl Encryption {
     pub fn new(cipher: Cipher, key: [u8; 32]) -> Self {
         Encryption { cipher, key }
     }
+
+    /// The key, for an embedder that hands the configuration on (the wasm host to its guest).
+    pub fn key(&self) -> &[u8; 32] {
+        &self.key
+    }
 }
 
 impl fmt::Debug for Encryption {
