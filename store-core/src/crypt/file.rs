@@ -16,14 +16,15 @@ const CACHE_FRAMES: usize = 4;
 /// Bytes the open scan reads at a time.
 const SCAN_WINDOW: usize = 1 << 20;
 
-/// A logical range `[key, end)` held by the frame at physical offset `frame`, from byte `skip`
-/// of its plaintext on.
+/// A logical range `[key, end)` held by the frame at physical offset `frame` (`total` bytes),
+/// from byte `skip` of its plaintext on. Small: a file has one per frame (24 bytes; the
+/// frame's header is read again, authenticated, with its body).
 #[derive(Clone, Copy, Debug)]
 struct Ext {
     end: u64,
     frame: u64,
-    hdr: FrameHdr,
-    skip: u64,
+    skip: u32,
+    total: u32,
 }
 
 #[derive(Default)]
@@ -213,11 +214,11 @@ impl<FF: FsFile> Framed<FF> {
         let Some(bytes) = w.get(pos, h.total())? else {
             return Ok(None);
         };
-        Ok(self.open_frame(&h, bytes, scratch).then_some(h))
+        Ok(self.open_frame(&h, pos, bytes, scratch).then_some(h))
     }
 
     /// Authenticates and decrypts the whole frame `bytes` (header included) into `out`.
-    fn open_frame(&self, h: &FrameHdr, bytes: &[u8], out: &mut Vec<u8>) -> bool {
+    fn open_frame(&self, h: &FrameHdr, at: u64, bytes: &[u8], out: &mut Vec<u8>) -> bool {
         let hdr: [u8; FRAME_HDR] = h.encode();
         if bytes[..FRAME_HDR] != hdr {
             return false;
@@ -225,15 +226,17 @@ impl<FF: FsFile> Framed<FF> {
         let body = FRAME_HDR + h.stored as usize;
         out.clear();
         out.extend_from_slice(&bytes[FRAME_HDR..body]);
-        let aad = frame_aad(&hdr, &self.nonce);
+        let aad = frame_aad(&hdr, &self.nonce, at);
         self.shared
             .sealer
             .open(&h.nonce, &aad, out, &bytes[body..body + TAG])
     }
 
-    /// Appends one frame for `plain` (at `logical`) to `out`.
+    /// Appends one frame for `plain` (at `logical`) to `out`, which goes to physical offset
+    /// `base`.
     fn push_frame(
         &self,
+        base: u64,
         out: &mut Vec<u8>,
         kind: u8,
         logical: u64,
@@ -255,7 +258,7 @@ impl<FF: FsFile> Framed<FF> {
         };
         let hdr = h.encode();
         out[at..at + FRAME_HDR].copy_from_slice(&hdr);
-        let aad = frame_aad(&hdr, &self.nonce);
+        let aad = frame_aad(&hdr, &self.nonce, base + at as u64);
         let tag = self
             .shared
             .sealer
@@ -295,12 +298,15 @@ impl<FF: FsFile> Framed<FF> {
             return Ok(hit.1);
         }
         let mut bytes = Vec::new();
-        self.inner.read_vec_at(&mut bytes, e.hdr.total(), e.frame)?;
+        let total = e.total as usize;
+        self.inner.read_vec_at(&mut bytes, total, e.frame)?;
+        let bad = || tampered(e.frame, "a frame no longer authenticates");
+        let h = FrameHdr::decode(&bytes[..total], e.frame).ok_or_else(bad)?;
         let mut body = Vec::new();
-        if !self.open_frame(&e.hdr, &bytes[..e.hdr.total()], &mut body) {
-            return Err(tampered(e.frame, "a frame no longer authenticates"));
+        if h.total() != total || !self.open_frame(&h, e.frame, &bytes[..total], &mut body) {
+            return Err(bad());
         }
-        let plain = decompress(&e.hdr, body)
+        let plain = decompress(&h, body)
             .ok_or_else(|| tampered(e.frame, "an authenticated frame does not decompress"))?;
         let plain = Arc::new(plain);
         if st.cache.len() == CACHE_FRAMES {
@@ -334,8 +340,8 @@ fn apply(st: &mut State, at: u64, h: FrameHdr) {
                 Ext {
                     end,
                     frame: at,
-                    hdr: h,
                     skip: 0,
+                    total: h.total() as u32,
                 },
             );
             st.len = st.len.max(end);
@@ -352,7 +358,7 @@ fn cover(map: &mut BTreeMap<u64, Ext>, start: u64, new: Ext) {
             e.end = start;
             if old.end > end {
                 let tail = Ext {
-                    skip: old.skip + (end - s),
+                    skip: old.skip + (end - s) as u32,
                     ..old
                 };
                 map.insert(end, tail);
@@ -364,7 +370,7 @@ fn cover(map: &mut BTreeMap<u64, Ext>, start: u64, new: Ext) {
         if let Some(old) = map.remove(&k) {
             if old.end > end {
                 let tail = Ext {
-                    skip: old.skip + (end - k),
+                    skip: old.skip + (end - k) as u32,
                     ..old
                 };
                 map.insert(end, tail);
@@ -403,9 +409,11 @@ impl<FF: FsFile> FsFile for Framed<FF> {
                 continue;
             }
             let plain = self.plaintext(&mut st, &e)?;
-            let src = (e.skip + (a - s)) as usize;
-            buf[(a - offset) as usize..(b - offset) as usize]
-                .copy_from_slice(&plain[src..src + (b - a) as usize]);
+            let src = e.skip as usize + (a - s) as usize;
+            let part = plain
+                .get(src..src + (b - a) as usize)
+                .ok_or_else(|| tampered(e.frame, "a frame shorter than its range"))?;
+            buf[(a - offset) as usize..(b - offset) as usize].copy_from_slice(part);
         }
         Ok(n)
     }
@@ -429,7 +437,14 @@ impl<FF: FsFile> FsFile for Framed<FF> {
         let mut hdrs = Vec::with_capacity(frames);
         for (i, chunk) in buf.chunks(FRAME_MAX).enumerate() {
             let logical = offset + (i * FRAME_MAX) as u64;
-            hdrs.push(self.push_frame(&mut out, KIND_DATA, logical, chunk, st.synced)?);
+            hdrs.push(self.push_frame(
+                st.phys_end,
+                &mut out,
+                KIND_DATA,
+                logical,
+                chunk,
+                st.synced,
+            )?);
         }
         let r = self.append(&mut st, &out, &hdrs);
         if out.capacity() <= OUT_KEEP {
@@ -446,7 +461,7 @@ impl<FF: FsFile> FsFile for Framed<FF> {
         let mut st = self.st();
         Self::writable(&st)?;
         let mut out = Vec::with_capacity(FRAME_OVERHEAD);
-        let h = self.push_frame(&mut out, KIND_LEN, len, &[], st.synced)?;
+        let h = self.push_frame(st.phys_end, &mut out, KIND_LEN, len, &[], st.synced)?;
         self.append(&mut st, &out, &[h])
     }
 

@@ -93,15 +93,18 @@ impl FrameHdr {
     }
 }
 
-/// Associated data of a frame: its header, then the file's header nonce (so that a frame
-/// copied into another file does not authenticate there).
+/// Associated data of a frame: its header, the file's header nonce and the frame's physical
+/// offset, so that a frame copied into another file, or replayed elsewhere in its own (an old
+/// version of a range after the frame that superseded it), does not authenticate.
 pub(super) fn frame_aad(
     hdr: &[u8; FRAME_HDR],
     file_nonce: &[u8; NONCE],
-) -> [u8; FRAME_HDR + NONCE] {
-    let mut a = [0u8; FRAME_HDR + NONCE];
+    at: u64,
+) -> [u8; FRAME_HDR + NONCE + 8] {
+    let mut a = [0u8; FRAME_HDR + NONCE + 8];
     a[..FRAME_HDR].copy_from_slice(hdr);
-    a[FRAME_HDR..].copy_from_slice(file_nonce);
+    a[FRAME_HDR..FRAME_HDR + NONCE].copy_from_slice(file_nonce);
+    a[FRAME_HDR + NONCE..].copy_from_slice(&at.to_le_bytes());
     a
 }
 

@@ -348,3 +348,28 @@ fn probe_aes() {
         (n * FRAME_MAX) as f64 / s / 1e9
     );
 }
+
+#[test]
+fn a_frame_replayed_elsewhere_in_its_file_does_not_bring_old_data_back() {
+    for cfg in layers().into_iter().filter(|c| c.encryption.is_some()) {
+        let mem = MemFs::new();
+        let fs = layer(&mem, &cfg, 1);
+        let f = fs.open("f", OpenOptions::read_write_create()).unwrap();
+        f.write_all_at(b"old secret", 0).unwrap();
+        f.sync_data().unwrap();
+        let first = mem.bytes("f");
+        f.write_all_at(b"new", 0).unwrap();
+        f.sync_data().unwrap();
+        f.write_all_at(b"!", 10).unwrap();
+        drop(f);
+        // the frame of "old secret", appended again, then a copy of the last frame after it
+        let mut b = mem.bytes("f");
+        let old = first[FILE_HDR..].to_vec();
+        b.extend_from_slice(&old);
+        mem.set_bytes("f", b);
+        let f = layer(&mem, &cfg, 2)
+            .open("f", OpenOptions::read_only())
+            .unwrap();
+        assert_eq!(read_all(&f).unwrap(), b"new secret!");
+    }
+}
