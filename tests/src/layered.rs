@@ -58,3 +58,23 @@ impl Backend for Layered {
         Ok(Box::new(Store::open_with_clock(fs, cfg, Box::new(clock))?))
     }
 }
+
+/// The store in the wasm guest with the matrix's encryption and compression in its WIT
+/// config: the guest runs the layer itself (its nonce prefixes from WASI's random).
+#[cfg(feature = "guest")]
+pub struct LayeredGuest;
+
+#[cfg(feature = "guest")]
+impl Backend for LayeredGuest {
+    fn name(&self) -> &'static str {
+        "layered-guest"
+    }
+    fn open(
+        &self,
+        fs: FaultFs,
+        cfg: Config,
+        clock: ManualClock,
+    ) -> Result<Box<dyn StreamOps>, Error> {
+        Guest.open(fs, layered_config(cfg), clock)
+    }
+}

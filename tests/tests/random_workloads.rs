@@ -117,6 +117,12 @@ fn random_workloads_are_clean_encrypted_and_compressed() {
 
 #[cfg(feature = "guest")]
 #[test]
+fn a_sample_of_random_workloads_is_clean_encrypted_in_the_wasm_guest() {
+    assert_clean(&crash_matrix::LayeredGuest, seed(5), count(3).min(3));
+}
+
+#[cfg(feature = "guest")]
+#[test]
 fn a_sample_of_random_workloads_is_clean_in_the_wasm_guest() {
     assert_clean(&crash_matrix::Guest, seed(3), count(5).min(5));
 }
