@@ -8,6 +8,7 @@ use host_fs::HostFs;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use store_core::crypt::LayerConfig;
 use store_core::{AckPolicy, Clock, Config, ConsumerConfig, ConsumerState, Store};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -75,8 +76,13 @@ pub(crate) enum ConsumerCmd {
     },
 }
 
-fn open(dir: &Path) -> Result<Store<store_core::CryptFs<HostFs>>> {
-    match crate::store_ops::open_store_at(dir, Config::default(), false, false)? {
+fn open(dir: &Path, layer: &LayerConfig) -> Result<Store<store_core::CryptFs<HostFs>>> {
+    let cfg = Config {
+        encryption: layer.encryption.clone(),
+        compression: layer.compression,
+        ..Config::default()
+    };
+    match crate::store_ops::open_store_at(dir, cfg, false, false)? {
         AnyStore::Native(s) => Ok(s),
         AnyStore::Guest(_) => bail!("consumers run natively"),
     }
@@ -100,7 +106,7 @@ pub(crate) fn info_json(cfg: &ConsumerConfig, st: &ConsumerState) -> Value {
            "num_pending": st.pending.len(), "pending": pending, "redelivered": redelivered})
 }
 
-pub(crate) fn run(cmd: ConsumerCmd) -> Result<ExitCode> {
+pub(crate) fn run(cmd: ConsumerCmd, layer: &LayerConfig) -> Result<ExitCode> {
     match cmd {
         ConsumerCmd::Add {
             dir,
@@ -108,7 +114,7 @@ pub(crate) fn run(cmd: ConsumerCmd) -> Result<ExitCode> {
             ack,
             max_deliver,
         } => {
-            let mut s = open(&dir)?;
+            let mut s = open(&dir, layer)?;
             let ack_policy = match ack {
                 AckArg::Explicit => AckPolicy::Explicit,
                 AckArg::All => AckPolicy::All,
@@ -127,16 +133,16 @@ pub(crate) fn run(cmd: ConsumerCmd) -> Result<ExitCode> {
             name,
             count,
             json,
-        } => return next(&dir, &name, count, json),
+        } => return next(&dir, &name, count, json, layer),
         ConsumerCmd::Ack { dir, name, seq } => {
-            let mut s = open(&dir)?;
+            let mut s = open(&dir, layer)?;
             let st = s.consumer_state(&name)?;
             let dseq = st.pending.get(&seq).map_or(0, |p| p.sequence);
             s.update_acks(&name, dseq, seq)?;
             s.close()?;
         }
         ConsumerCmd::Info { dir, name, json } => {
-            let s = open(&dir)?;
+            let s = open(&dir, layer)?;
             let (cfg, st) = (s.consumer_config(&name)?, s.consumer_state(&name)?);
             if json {
                 println!("{}", info_json(&cfg, &st));
@@ -150,7 +156,7 @@ pub(crate) fn run(cmd: ConsumerCmd) -> Result<ExitCode> {
             s.close()?;
         }
         ConsumerCmd::List { dir, json } => {
-            let s = open(&dir)?;
+            let s = open(&dir, layer)?;
             let names = s.consumer_names();
             if json {
                 println!("{}", json!({ "consumers": names }));
@@ -160,7 +166,7 @@ pub(crate) fn run(cmd: ConsumerCmd) -> Result<ExitCode> {
             s.close()?;
         }
         ConsumerCmd::Rm { dir, name } => {
-            let mut s = open(&dir)?;
+            let mut s = open(&dir, layer)?;
             s.consumer_delete(&name)?;
             s.close()?;
         }
@@ -170,8 +176,8 @@ pub(crate) fn run(cmd: ConsumerCmd) -> Result<ExitCode> {
 
 /// `consumer next`: delivers up to `count` messages after the consumer's last delivery;
 /// exit code 1 when there was none to deliver.
-fn next(dir: &Path, name: &str, count: u64, json: bool) -> Result<ExitCode> {
-    let mut s = open(dir)?;
+fn next(dir: &Path, name: &str, count: u64, json: bool, layer: &LayerConfig) -> Result<ExitCode> {
+    let mut s = open(dir, layer)?;
     let mut delivered = 0;
     while delivered < count {
         let st = s.consumer_state(name)?;

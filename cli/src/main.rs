@@ -276,6 +276,12 @@ enum Cmd {
     },
     /// Durable consumers: add, next (deliver), ack, info, list, rm.
     Consumer {
+        /// The key of an encrypted store (as the store commands' `--key-file`).
+        #[arg(long, global = true, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+        /// The store is compressed without a key (as the store commands' `--compress`).
+        #[arg(long, global = true)]
+        compress: bool,
         #[command(subcommand)]
         cmd: consumer::ConsumerCmd,
     },
@@ -329,7 +335,11 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
              cargo run --release -p seqstore --features ablation -- demo"
         ),
         Cmd::Verify { dir, json } => verify(&dir, json),
-        Cmd::Consumer { cmd } => consumer::run(cmd),
+        Cmd::Consumer {
+            key_file,
+            compress,
+            cmd,
+        } => consumer::run(cmd, &store_ops::layer_from(key_file.as_deref(), compress)?),
         Cmd::Bench {
             quick,
             json,

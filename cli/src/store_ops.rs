@@ -97,14 +97,22 @@ pub(crate) fn read_key(path: &Path) -> Result<[u8; 32]> {
 
 /// The encryption and compression `--key-file` and `--compress` ask for.
 pub(crate) fn layer_config(dir: &DirArg) -> Result<store_core::crypt::LayerConfig> {
-    let encryption = match &dir.key_file {
+    layer_from(dir.key_file.as_deref(), dir.compress)
+}
+
+/// The layer of a key file (if any) and the compression flag.
+pub(crate) fn layer_from(
+    key_file: Option<&Path>,
+    compress: bool,
+) -> Result<store_core::crypt::LayerConfig> {
+    let encryption = match key_file {
         Some(p) => Some(store_core::Encryption::new(
             store_core::Cipher::XChaCha20Poly1305,
             read_key(p)?,
         )),
         None => None,
     };
-    let compression = if dir.compress {
+    let compression = if compress {
         store_core::Compression::Lz4
     } else {
         store_core::Compression::None

@@ -83,4 +83,27 @@ fn an_encrypted_store_needs_its_key() {
         String::from_utf8_lossy(&out.stderr).contains("wrong key"),
         "{out:?}"
     );
+    // consumers of an encrypted store: the same key
+    let consumer = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_seqstore"))
+            .arg("consumer")
+            .args(args)
+            .arg("--dir")
+            .arg(&dir)
+            .output()
+            .expect("run seqstore")
+    };
+    let out = consumer(&["add", "c1", "--key-file", k]);
+    assert!(out.status.success(), "{out:?}");
+    let out = consumer(&["list", "--key-file", k]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("c1"),
+        "{out:?}"
+    );
+    let out = consumer(&["list"]);
+    assert!(
+        !out.status.success(),
+        "consumer list without the key: {out:?}"
+    );
 }
