@@ -14,6 +14,8 @@ pub const MATRIX_KEY: [u8; 32] = *b"seqstore crash matrix test key!!";
 /// run in one process replays the same bytes.
 pub struct Layered {
     opens: AtomicU64,
+    /// Every nonce of every open, when recording.
+    nonces: Option<store_core::crypt::NonceLog>,
 }
 
 impl Layered {
@@ -21,7 +23,25 @@ impl Layered {
     pub const fn new() -> Self {
         Layered {
             opens: AtomicU64::new(1),
+            nonces: None,
         }
+    }
+
+    /// A backend that records the nonces of all its opens (the workload's, and every
+    /// recovery of a crash image) in one log: [`Layered::nonces`].
+    pub fn recording() -> Self {
+        Layered {
+            opens: AtomicU64::new(1),
+            nonces: Some(Default::default()),
+        }
+    }
+
+    /// The nonces recorded so far.
+    pub fn nonces(&self) -> Vec<[u8; 24]> {
+        self.nonces
+            .as_ref()
+            .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .unwrap_or_default()
     }
 }
 
@@ -53,8 +73,12 @@ impl Backend for Layered {
         let cfg = layered_config(cfg);
         let seed = self.opens.fetch_add(1, Ordering::Relaxed);
         let entropy = SeededEntropy::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let fs = CryptFs::with_entropy(fs, LayerConfig::of(&cfg), &entropy)
-            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let layer = LayerConfig::of(&cfg);
+        let fs = match &self.nonces {
+            Some(log) => CryptFs::record_nonces_into(fs, layer, &entropy, log.clone()),
+            None => CryptFs::with_entropy(fs, layer, &entropy),
+        }
+        .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         Ok(Box::new(Store::open_with_clock(fs, cfg, Box::new(clock))?))
     }
 }

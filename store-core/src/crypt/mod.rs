@@ -166,6 +166,10 @@ impl LayerConfig {
     }
 }
 
+/// Where [`CryptFs::record_nonces_into`] records nonces.
+#[doc(hidden)]
+pub type NonceLog = Arc<Mutex<Vec<[u8; 24]>>>;
+
 /// What every file of one layer instance shares: the sealer and the nonce sequence.
 pub(crate) struct Shared {
     sealer: Sealer,
@@ -174,7 +178,7 @@ pub(crate) struct Shared {
     prefix: [u8; 16],
     counter: AtomicU64,
     /// Every nonce used, when a test asked ([`CryptFs::record_nonces`]).
-    log: Option<Mutex<Vec<[u8; NONCE]>>>,
+    log: Option<NonceLog>,
 }
 
 impl Shared {
@@ -223,17 +227,34 @@ impl<F: Fs> CryptFs<F> {
 
     /// The layer with its nonce prefix from `entropy` (tests that replay exactly).
     pub fn with_entropy(inner: F, cfg: LayerConfig, entropy: &dyn Entropy) -> io::Result<Self> {
-        Self::build(inner, cfg, entropy, false)
+        Self::build(inner, cfg, entropy, None)
     }
 
     /// As [`CryptFs::with_entropy`], recording every nonce the instance uses (for tests:
     /// [`CryptFs::nonces_used`]).
     #[doc(hidden)]
     pub fn record_nonces(inner: F, cfg: LayerConfig, entropy: &dyn Entropy) -> io::Result<Self> {
-        Self::build(inner, cfg, entropy, true)
+        Self::build(inner, cfg, entropy, Some(NonceLog::default()))
     }
 
-    fn build(inner: F, cfg: LayerConfig, entropy: &dyn Entropy, log: bool) -> io::Result<Self> {
+    /// As [`CryptFs::record_nonces`], into a log that many instances share (a test that
+    /// checks every nonce of a run with crashes and reopens).
+    #[doc(hidden)]
+    pub fn record_nonces_into(
+        inner: F,
+        cfg: LayerConfig,
+        entropy: &dyn Entropy,
+        log: NonceLog,
+    ) -> io::Result<Self> {
+        Self::build(inner, cfg, entropy, Some(log))
+    }
+
+    fn build(
+        inner: F,
+        cfg: LayerConfig,
+        entropy: &dyn Entropy,
+        log: Option<NonceLog>,
+    ) -> io::Result<Self> {
         let mut prefix = [0u8; 16];
         entropy.fill(&mut prefix)?;
         let sealer = Sealer::new(cfg.encryption.as_ref().map(|e| (e.cipher, &e.key)));
@@ -245,7 +266,7 @@ impl<F: Fs> CryptFs<F> {
             compression: cfg.compression,
             prefix,
             counter: AtomicU64::new(0),
-            log: log.then(|| Mutex::new(Vec::new())),
+            log,
         });
         Ok(CryptFs { inner, cfg, shared })
     }
