@@ -110,6 +110,8 @@ fn tiny_run_produces_every_key() {
                 "large",
                 "small_reopen",
                 "large_reopen",
+                "small_entry_bytes_per_msg",
+                "large_entry_bytes_per_msg",
                 "small_msgs",
                 "large_msgs",
             ],
@@ -257,12 +259,13 @@ fn parses_vmhwm() {
 fn parses_a_memory_childs_result() {
     use crate::mem::{parse_result, Peaks};
     let out = "\nrunning 1 test\ntest tests::memory_child_entry ... \
-               seqstore-bench-memory-child: vmhwm_kib=9772 reopen_kib=8000\nok\n";
+               seqstore-bench-memory-child: vmhwm_kib=9772 reopen_kib=8000 entry_bytes=4.625\nok\n";
     assert_eq!(
         parse_result(out),
         Some(Peaks {
             all: 9772,
-            reopen: 8000
+            reopen: 8000,
+            entry_bytes: 4.625,
         })
     );
     assert_eq!(

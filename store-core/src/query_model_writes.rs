@@ -31,7 +31,7 @@ pub(super) fn one_write15(
 /// `append_with_ttl`: deadlines from the next nanosecond to ~50 ns on (the clock moves 0-2 a
 /// plain append and up to 40 a jump), so that many run out while the test reads.
 fn ttl_append(s: &mut Store<MemFs>, m: &mut Model, g: &mut Gen, clock: &ManualClock, ctx: &str) {
-    clock.advance(g.n(3) as i64);
+    clock.advance(g.n(3) as i64 * g.1);
     let subject = SUBJECTS[g.n(SUBJECTS.len() as u64) as usize];
     let payload = vec![b't'; g.n(60) as usize];
     let ttl = 1 + g.n(50);
@@ -48,7 +48,7 @@ fn ttl_append(s: &mut Store<MemFs>, m: &mut Model, g: &mut Gen, clock: &ManualCl
 /// `append_raw` at the next sequence and the clock's time; one in six at a wrong sequence
 /// (`SequenceMismatch`), one in eight below the last timestamp (`InvalidArgument`).
 fn raw_append(s: &mut Store<MemFs>, m: &mut Model, g: &mut Gen, clock: &ManualClock, ctx: &str) {
-    clock.advance(g.n(3) as i64);
+    clock.advance(g.n(3) as i64 * g.1);
     let subject = SUBJECTS[g.n(SUBJECTS.len() as u64) as usize];
     let payload = vec![b'r'; g.n(60) as usize];
     let last_ts = s.state().last_ts;

@@ -51,7 +51,14 @@ pub(super) fn new_tables() -> [Table; 13] {
         MEMORY,
         "peak RSS of a child: write, sync, reopen, read all (MiB)",
         Unit::MiB,
-        &["small", "large", "small_reopen", "large_reopen"],
+        &[
+            "small",
+            "large",
+            "small_reopen",
+            "large_reopen",
+            "small_entry_bytes_per_msg",
+            "large_entry_bytes_per_msg",
+        ],
     );
     let rebuild = Table::new(
         REBUILD,
@@ -261,6 +268,14 @@ pub(super) fn goals(tables: &[Table]) -> Vec<Goal> {
             op: "<=",
             paired: None,
             target: 1.3,
+        },
+        Goal {
+            name: "entry_bytes_per_loaded_msg",
+            what: "heap bytes a message of sealed blocks' loaded entries (4N stream, after reads)",
+            value: m(MEMORY, "large_entry_bytes_per_msg"),
+            op: "<=",
+            paired: None,
+            target: 8.0,
         },
         // The wasm guest against the native store (issue #5); `None` without the `guest`
         // feature.
