@@ -16,6 +16,24 @@ pub fn run<B: Backend, X: Args>(
     clock: &dyn Clock,
 ) -> Result<Output> {
     use StoreCmd::*;
+    match cmd {
+        Append { .. } | Skip { .. } | Delete { .. } | Erase { .. } | Purge { .. } => {
+            write(store, cmd)
+        }
+        Compact { .. } | Truncate { .. } | Sync { .. } | Checkpoint { .. } => write(store, cmd),
+        Get { .. } | Last { .. } | Next { .. } | Prev { .. } => message(store, cmd),
+        Pending { .. } | TimeSeq { .. } | Subjects { .. } | State { .. } | Dump { .. } => {
+            read(store, cmd)
+        }
+        Report { .. } => read(store, cmd),
+        Verify { .. } => unreachable!("verify reads the directory, not a store: see execute"),
+        Consumer { cmd } => consumer(store, cmd, clock),
+    }
+}
+
+/// The commands that change the stream.
+fn write<B: Backend, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Output> {
+    use StoreCmd::*;
     Ok(match cmd {
         Append {
             subject,
@@ -35,67 +53,13 @@ pub fn run<B: Backend, X: Args>(
             Output::Seq(store.append(subject, headers.as_bytes(), &payload, *ttl)?)
         }
         Skip { seq, count, .. } => Output::LastSeq(store.skip_many(*seq, *count)?),
-        Get { seq, .. } => Output::Msg((&store.get(*seq)?).into()),
-        Last { subject, .. } => match store.last_for_subject(subject)? {
-            Some(m) => Output::Msg((&m).into()),
-            None => return Err(no_message(format!("with subject {subject:?}"))),
-        },
-        Next { filter, from, .. } => {
-            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
-            match store.next_matching_multi(&filters, *from)? {
-                Some(m) => Output::Msg((&m).into()),
-                None => {
-                    return Err(no_message(format!(
-                        "matching {filter:?} at or after {from}"
-                    )))
-                }
-            }
-        }
-        Prev { filter, from, .. } => {
-            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
-            let at = from.unwrap_or(u64::MAX);
-            match store.prev_matching_multi(&filters, at)? {
-                Some(m) => Output::Msg((&m).into()),
-                None if from.is_none() => return Err(no_message(format!("matching {filter:?}"))),
-                None => return Err(no_message(format!("matching {filter:?} at or before {at}"))),
-            }
-        }
-        Pending {
-            filter,
-            from,
-            last_per_subject,
-            ..
+        Delete {
+            seq, erase: false, ..
         } => {
-            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
-            let (pending, valid_through) =
-                store.num_pending_multi(*from, &filters, *last_per_subject)?;
-            Output::Pending {
-                pending,
-                valid_through,
-            }
+            store.delete(*seq)?;
+            Output::Deleted(*seq)
         }
-        TimeSeq { ts, .. } => Output::Seq(store.seq_from_time(*ts)?),
-        Subjects { filter, .. } => Output::Subjects(self::Subjects(store.subjects_state(filter)?)),
-        State { .. } => Output::State(StateOut::from(&store.state()?)),
-        Dump { .. } => {
-            let mut msgs = Vec::new();
-            let mut from = 0;
-            while let Some(m) = store.next_matching_multi(&[">"], from)? {
-                from = m.seq + 1;
-                msgs.push(Msg::from(&m));
-            }
-            Output::Msgs(msgs)
-        }
-        Delete { seq, erase, .. } => {
-            if *erase {
-                store.erase(*seq)?;
-                Output::Erased(*seq)
-            } else {
-                store.delete(*seq)?;
-                Output::Deleted(*seq)
-            }
-        }
-        Erase { seq, .. } => {
+        Delete { seq, .. } | Erase { seq, .. } => {
             store.erase(*seq)?;
             Output::Erased(*seq)
         }
@@ -126,9 +90,75 @@ pub fn run<B: Backend, X: Args>(
             store.checkpoint()?;
             Output::Checkpoint
         }
+        _ => unreachable!("run sends only writes here"),
+    })
+}
+
+/// The reads of one message; none is an error ([`Error::NoMessage`]).
+fn message<B: Backend, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Output> {
+    use StoreCmd::*;
+    let (found, what) = match cmd {
+        Get { seq, .. } => (Some(store.get(*seq)?), String::new()),
+        Last { subject, .. } => (
+            store.last_for_subject(subject)?,
+            format!("with subject {subject:?}"),
+        ),
+        Next { filter, from, .. } => {
+            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
+            (
+                store.next_matching_multi(&filters, *from)?,
+                format!("matching {filter:?} at or after {from}"),
+            )
+        }
+        Prev { filter, from, .. } => {
+            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
+            let at = from.unwrap_or(u64::MAX);
+            let what = match from {
+                None => format!("matching {filter:?}"),
+                Some(_) => format!("matching {filter:?} at or before {at}"),
+            };
+            (store.prev_matching_multi(&filters, at)?, what)
+        }
+        _ => unreachable!("run sends only single-message reads here"),
+    };
+    match found {
+        Some(m) => Ok(Output::Msg((&m).into())),
+        None => Err(Error::NoMessage { what }),
+    }
+}
+
+/// The other reads.
+fn read<B: Backend, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Output> {
+    use StoreCmd::*;
+    Ok(match cmd {
+        Pending {
+            filter,
+            from,
+            last_per_subject,
+            ..
+        } => {
+            let filters: Vec<&str> = filter.iter().map(String::as_str).collect();
+            let (pending, valid_through) =
+                store.num_pending_multi(*from, &filters, *last_per_subject)?;
+            Output::Pending {
+                pending,
+                valid_through,
+            }
+        }
+        TimeSeq { ts, .. } => Output::Seq(store.seq_from_time(*ts)?),
+        Subjects { filter, .. } => Output::Subjects(self::Subjects(store.subjects_state(filter)?)),
+        State { .. } => Output::State(StateOut::from(&store.state()?)),
+        Dump { .. } => {
+            let mut msgs = Vec::new();
+            let mut from = 0;
+            while let Some(m) = store.next_matching_multi(&[">"], from)? {
+                from = m.seq + 1;
+                msgs.push(Msg::from(&m));
+            }
+            Output::Msgs(msgs)
+        }
         Report { .. } => Output::Report(self::Report::from(&store.recovery_report())),
-        Verify { .. } => unreachable!("verify reads the directory, not a store: see execute"),
-        Consumer { cmd } => consumer(store, cmd, clock)?,
+        _ => unreachable!("run sends only reads here"),
     })
 }
 
@@ -142,10 +172,6 @@ pub fn run_and_close<B: Backend, X: Args>(
     let out = run(&mut store, cmd, clock)?;
     store.close()?;
     Ok(out)
-}
-
-fn no_message(what: String) -> Error {
-    Error::NoMessage { what }
 }
 
 fn consumer<B: Backend, X: Args>(
