@@ -284,7 +284,7 @@ fn random_command_sequences_print_the_same_in_both_binaries() {
 }
 
 #[test]
-fn the_issue_line_works_natively() {
+fn dir_after_the_command_works_natively() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let d = tmp.path().join("s");
     let out = Command::new(native_guest())

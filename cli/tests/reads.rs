@@ -1,4 +1,4 @@
-//! The reads of issue #15 on the command line: `next` with several filters, `prev`,
+//! The NATS stream reads on the command line: `next` with several filters, `prev`,
 //! `pending`, `time-seq`, on a real directory.
 
 mod common;

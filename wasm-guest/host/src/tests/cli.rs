@@ -91,8 +91,8 @@ fn command_cannot_leave_its_directory() {
     );
 }
 
-/// The line a new user types, `seqstore`'s syntax (`--dir` after the command): it once failed
-/// with `unexpected "--dir"`.
+/// `seqstore`'s syntax as it is, `--dir` after the command (the `wasmtime run … append --dir
+/// /data …` line a `seqstore` user types), and `--dir` before it refused as a usage error.
 #[test]
 fn dir_after_the_command_as_in_seqstore() {
     let dir = tempfile::tempdir().unwrap();
