@@ -33,20 +33,7 @@ pub(crate) fn store_cmd(cmd: &StoreCmd<CliExtra>) -> ExitCode {
         execute(cmd, base, "seqstore")
     };
     match result {
-        Ok(out) => {
-            let lines = if at.json {
-                out.json_lines()
-            } else {
-                out.text_lines()
-            };
-            for l in lines {
-                println!("{l}");
-            }
-            if let Some(note) = out.failure_note() {
-                eprintln!("seqstore: {note}");
-            }
-            ExitCode::from(out.exit_code())
-        }
+        Ok(out) => ExitCode::from(out.print(at.json, "seqstore")),
         Err(e) => {
             eprintln!("seqstore: {}", report(&e));
             ExitCode::from(EXIT_FAILED)
@@ -106,31 +93,12 @@ impl Backend for Guest {
         }
         .map_err(backend)
     }
-    forward! {
-        fn skip_many(&mut self, first: u64, count: u64) -> u64;
-        fn get(&mut self, seq: u64) -> StoredMsg;
-        fn last_for_subject(&mut self, subject: &str) -> Option<StoredMsg>;
-        fn next_matching_multi(&mut self, filters: &[&str], from: u64) -> Option<StoredMsg>;
-        fn prev_matching_multi(&mut self, filters: &[&str], from: u64) -> Option<StoredMsg>;
-        fn num_pending_multi(&mut self, from: u64, filters: &[&str], lps: bool) -> (u64, u64);
-        fn seq_from_time(&mut self, ts: i64) -> u64;
-        fn subjects_state(&mut self, filter: &str) -> BTreeMap<String, u64>;
-        fn state(&mut self) -> StreamState;
-        fn delete(&mut self, seq: u64) -> ();
-        fn erase(&mut self, seq: u64) -> ();
-        fn purge(&mut self) -> u64;
-        fn purge_ex(&mut self, filter: &str, up_to: u64, keep: u64) -> u64;
-        fn compact(&mut self, seq: u64) -> u64;
-        fn truncate(&mut self, seq: u64) -> u64;
-        fn sync(&mut self) -> ();
-        fn checkpoint(&mut self) -> ();
-        fn consumer_add(&mut self, cfg: &ConsumerConfig) -> ();
-        fn update_delivered(&mut self, name: &str, dseq: u64, sseq: u64, dc: u64, ts: i64) -> ();
-        fn update_acks(&mut self, name: &str, dseq: u64, sseq: u64) -> ();
-        fn consumer_state(&mut self, name: &str) -> ConsumerState;
-        fn consumer_config(&mut self, name: &str) -> ConsumerConfig;
-        fn consumer_delete(&mut self, name: &str) -> ();
-        fn consumer_names(&mut self) -> Vec<String>;
+    seqstore_commands::for_each_forwarded!(forward);
+    fn state(&mut self) -> seqstore_commands::Result<StreamState> {
+        self.0.state().map_err(backend)
+    }
+    fn consumer_names(&mut self) -> seqstore_commands::Result<Vec<String>> {
+        self.0.consumer_names().map_err(backend)
     }
     fn recovery_report(&self) -> RecoveryReport {
         self.0.recovery_report().clone()

@@ -60,7 +60,40 @@ pub trait Backend {
     fn close(self) -> Result<()>;
 }
 
-/// Forwards to the inherent method of the same name, errors as [`crate::Error::Store`].
+/// Calls `$forward! { fn name(&mut self, args…) -> T; … }` with every [`Backend`] method that
+/// store-core's `Store` and wasm-host's `GuestStore` both have as `fn(&mut self, …) ->
+/// Result<T>`: one list for each implementation's forwarding macro.
+#[macro_export]
+macro_rules! for_each_forwarded {
+    ($forward:ident) => {
+        $forward! {
+            fn skip_many(&mut self, first: u64, count: u64) -> u64;
+            fn get(&mut self, seq: u64) -> StoredMsg;
+            fn last_for_subject(&mut self, subject: &str) -> Option<StoredMsg>;
+            fn next_matching_multi(&mut self, filters: &[&str], from: u64) -> Option<StoredMsg>;
+            fn prev_matching_multi(&mut self, filters: &[&str], from: u64) -> Option<StoredMsg>;
+            fn num_pending_multi(&mut self, from: u64, filters: &[&str], lps: bool) -> (u64, u64);
+            fn seq_from_time(&mut self, ts: i64) -> u64;
+            fn subjects_state(&mut self, filter: &str) -> BTreeMap<String, u64>;
+            fn delete(&mut self, seq: u64) -> ();
+            fn erase(&mut self, seq: u64) -> ();
+            fn purge(&mut self) -> u64;
+            fn purge_ex(&mut self, filter: &str, up_to: u64, keep: u64) -> u64;
+            fn compact(&mut self, seq: u64) -> u64;
+            fn truncate(&mut self, seq: u64) -> u64;
+            fn sync(&mut self) -> ();
+            fn checkpoint(&mut self) -> ();
+            fn consumer_add(&mut self, cfg: &ConsumerConfig) -> ();
+            fn update_delivered(&mut self, name: &str, dseq: u64, sseq: u64, dc: u64, ts: i64) -> ();
+            fn update_acks(&mut self, name: &str, dseq: u64, sseq: u64) -> ();
+            fn consumer_state(&mut self, name: &str) -> ConsumerState;
+            fn consumer_config(&mut self, name: &str) -> ConsumerConfig;
+            fn consumer_delete(&mut self, name: &str) -> ();
+        }
+    };
+}
+
+/// Forwards to `Store`'s inherent method of the same name, errors as [`crate::Error::Store`].
 macro_rules! forward {
     ($( fn $name:ident(&mut self $(, $a:ident: $t:ty)*) -> $r:ty; )*) => {
         $( fn $name(&mut self $(, $a: $t)*) -> Result<$r> {
@@ -82,30 +115,7 @@ impl<F: Fs> Backend for Store<F> {
             Some(t) => self.append_with_ttl(subject, headers, payload, t)?,
         })
     }
-    forward! {
-        fn skip_many(&mut self, first: u64, count: u64) -> u64;
-        fn get(&mut self, seq: u64) -> StoredMsg;
-        fn last_for_subject(&mut self, subject: &str) -> Option<StoredMsg>;
-        fn next_matching_multi(&mut self, filters: &[&str], from: u64) -> Option<StoredMsg>;
-        fn prev_matching_multi(&mut self, filters: &[&str], from: u64) -> Option<StoredMsg>;
-        fn num_pending_multi(&mut self, from: u64, filters: &[&str], lps: bool) -> (u64, u64);
-        fn seq_from_time(&mut self, ts: i64) -> u64;
-        fn subjects_state(&mut self, filter: &str) -> BTreeMap<String, u64>;
-        fn delete(&mut self, seq: u64) -> ();
-        fn erase(&mut self, seq: u64) -> ();
-        fn purge(&mut self) -> u64;
-        fn purge_ex(&mut self, filter: &str, up_to: u64, keep: u64) -> u64;
-        fn compact(&mut self, seq: u64) -> u64;
-        fn truncate(&mut self, seq: u64) -> u64;
-        fn sync(&mut self) -> ();
-        fn checkpoint(&mut self) -> ();
-        fn consumer_add(&mut self, cfg: &ConsumerConfig) -> ();
-        fn update_delivered(&mut self, name: &str, dseq: u64, sseq: u64, dc: u64, ts: i64) -> ();
-        fn update_acks(&mut self, name: &str, dseq: u64, sseq: u64) -> ();
-        fn consumer_state(&mut self, name: &str) -> ConsumerState;
-        fn consumer_config(&mut self, name: &str) -> ConsumerConfig;
-        fn consumer_delete(&mut self, name: &str) -> ();
-    }
+    for_each_forwarded!(forward);
     fn state(&mut self) -> Result<StreamState> {
         Ok(Store::state(self))
     }

@@ -431,6 +431,24 @@ impl Output {
         }
     }
 
+    /// Prints the output on stdout (`json`: [`Output::json_lines`], else
+    /// [`Output::text_lines`]) and its [`Output::failure_note`] on stderr after `prog: `;
+    /// returns [`Output::exit_code`].
+    pub fn print(&self, json: bool, prog: &str) -> u8 {
+        let lines = if json {
+            self.json_lines()
+        } else {
+            self.text_lines()
+        };
+        for l in lines {
+            println!("{l}");
+        }
+        if let Some(note) = self.failure_note() {
+            eprintln!("{prog}: {note}");
+        }
+        self.exit_code()
+    }
+
     /// The exit code: [`EXIT_OK`], or [`EXIT_FAILED`] when `verify` found damage or
     /// `consumer next` had nothing to deliver (both still print what they found).
     pub fn exit_code(&self) -> u8 {

@@ -36,15 +36,8 @@ fn main() -> ExitCode {
     // clap prints usage errors and exits with 2 (seqstore_commands::EXIT_USAGE)
     let cli = Cli::parse();
     match execute(&cli.cmd, Config::default(), "seqstore-guest") {
-        Ok(out) => {
-            for line in out.json_lines() {
-                println!("{line}");
-            }
-            if let Some(note) = out.failure_note() {
-                eprintln!("seqstore-guest: {note}");
-            }
-            ExitCode::from(out.exit_code())
-        }
+        // JSON whether or not --json was given
+        Ok(out) => ExitCode::from(out.print(true, "seqstore-guest")),
         Err(e) => {
             eprintln!("seqstore-guest: {}", report(&e));
             ExitCode::from(EXIT_FAILED)
