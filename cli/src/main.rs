@@ -89,6 +89,9 @@ enum Cmd {
         #[arg(long, value_name = "PATH")]
         nats_server: Option<PathBuf>,
     },
+    /// The store commands (shared with the WASI command `seqstore-guest`).
+    #[command(flatten)]
+    Store(StoreCmd<CliExtra>),
     /// Crash-check any program from its syscall trace (strace): every crash image the model
     /// allows is checked by CHECK.
     Trace(trace::TraceArgs),
@@ -111,9 +114,6 @@ enum Cmd {
         #[arg(long)]
         from: Option<PathBuf>,
     },
-    /// The store commands (shared with the WASI command `seqstore-guest`).
-    #[command(flatten)]
-    Store(StoreCmd<CliExtra>),
 }
 
 fn main() -> ExitCode {

@@ -21,7 +21,7 @@ pub struct NoExtra {}
 /// Where a command runs and how it prints: the flags every store command takes.
 #[derive(Args, Clone, Debug)]
 pub struct Target<X: Args> {
-    /// The store directory (default: /data under WASI, the working directory natively).
+    /// The store directory.
     #[arg(long, short, default_value = DEFAULT_DIR)]
     pub dir: PathBuf,
     /// Print the result as JSON, one line per value (seqstore-guest always does).
