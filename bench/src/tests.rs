@@ -1,4 +1,4 @@
-//! A tiny run: every table runs and every key of the issue is in the JSON. No timing is
+//! A tiny run: every table runs and every key the report documents is in the JSON. No timing is
 //! asserted (the numbers of a tiny run mean nothing). Then the parts that can be tested
 //! alone: the goals line, VmHWM parsing, the nats-server config, and the NATS rows against a
 //! real nats-server (`$NATS_SERVER_BIN` or the PATH; skipped without one, except under

@@ -1,4 +1,4 @@
-//! The writes of issue #15 in `query_model.rs`'s random sequence: ttl appends, replica appends
+//! The ttl, replica and skip writes in `query_model.rs`'s random sequence: ttl appends, replica appends
 //! (with wrong sequences and timestamps now and then: refused, nothing changes), skips (also
 //! with a wrong first sequence), the clock moving past deadlines, and ticks that remove what
 //! expired. Each is applied to the store and the model alike.

@@ -93,7 +93,7 @@ pub(super) fn new_tables() -> [Table; 13] {
     );
     let reads = Table::new(
         READS,
-        "issue #15 reads on a warm stream from index.db (µs per call)",
+        "the NATS stream reads on a warm stream from index.db (µs per call)",
         Unit::Us,
         READ_CELLS,
     );
@@ -133,7 +133,6 @@ pub(super) fn goals(tables: &[Table]) -> Vec<Goal> {
             value: ratio(NOSYNC, "seqstore", "baseline"),
             op: ">=",
             paired: paired(NOSYNC, "seqstore", "baseline"),
-            // issue #19's figure (0.5 before it)
             target: 0.7,
         },
         Goal {
@@ -142,8 +141,7 @@ pub(super) fn goals(tables: &[Table]) -> Vec<Goal> {
             value: ratio(NOSYNC, "seqstore", "okaywal"),
             op: ">=",
             paired: paired(NOSYNC, "seqstore", "okaywal"),
-            // issue #19: not slower than the WAL a user would pick instead (an earlier
-            // target of 1.5 was judged out of reach: README)
+            // not slower than the WAL a user would pick instead (README says why not 1.5)
             target: 1.0,
         },
         Goal {
@@ -179,7 +177,7 @@ pub(super) fn goals(tables: &[Table]) -> Vec<Goal> {
             target: 10.0,
         },
         Goal {
-            // issue #16: 64 consumers acking at once share the group commit's fsyncs
+            // 64 consumers acking at once share the group commit's fsyncs
             name: "acks64_vs_1",
             what: "consumer acks, sync always: acks_64 / acks_1",
             value: ratio(crate::acks::ACKS, "acks_64", "acks_1"),
@@ -202,7 +200,6 @@ pub(super) fn goals(tables: &[Table]) -> Vec<Goal> {
             value: m(REBUILD, "seqstore"),
             op: "<=",
             paired: None,
-            // issue #19's figure (0.5 before it)
             target: 0.4,
         },
         Goal {
@@ -277,7 +274,7 @@ pub(super) fn goals(tables: &[Table]) -> Vec<Goal> {
             paired: None,
             target: 8.0,
         },
-        // The wasm guest against the native store (issue #5); `None` without the `guest`
+        // The wasm guest against the native store; `None` without the `guest`
         // feature.
         Goal {
             name: "guest_nosync_vs_native",

@@ -1,4 +1,4 @@
-//! The NATS `StreamStore` reads beyond `get`/`next_matching` (issue #15): the previous match,
+//! The NATS `StreamStore` reads beyond `get`/`next_matching`: the previous match,
 //! matches of several filters, sequence by time, filtered and per-subject state, the last
 //! sequences of many subjects, pending counts and batches.
 //!
