@@ -1,4 +1,4 @@
-//! The consumer-ack table (issue #16): durable acks under `Always` through `SharedStore`,
+//! The consumer-ack table: durable acks under `Always` through `SharedStore`,
 //! one consumer acking alone (`acks_1`) against 64 consumers acking at once, one thread each
 //! (`acks_64`): their records share the group commit's fsyncs.
 

@@ -33,7 +33,7 @@
 //!   `seqstore_1`: `Config::default()` (`SyncPolicy::Always`), one thread; `seqstore_16/64`:
 //!   `SharedStore` (group commit) with 16/64 threads; `baseline_1`: record + flush +
 //!   `sync_data`; `fdatasync_probe_per_s`: a raw loop of write 128 B + `fdatasync` on one file.
-//! - `consumer_acks_always_per_s` (issue #16): durable consumer acks through `SharedStore`
+//! - `consumer_acks_always_per_s`: durable consumer acks through `SharedStore`
 //!   under `Always` for `always_secs` (or `always_max_syncs` acks per consumer): `acks_1`, one
 //!   consumer acking alone; `acks_64`, 64 consumers acking at once (one thread each), whose
 //!   journal records share the group commit's fsyncs. Goal `acks64_vs_1` >= 10.
@@ -63,7 +63,7 @@
 //!   a store (default `Config`, `SyncPolicy::Never`, 3 subjects), syncs, reopens it (rebuild),
 //!   gets every message once, and reports its VmHWM (peak RSS). Runs after the end probe.
 //!   `bytes_per_msg`: (large - small) / (3 × small_msgs), what each message costs in memory.
-//! - `reads15_us`: issue #15's reads, µs per call on the warm `small_msgs` (`_1k`) and
+//! - `reads15_us`: the NATS stream reads of `store/query.rs`, µs per call on the warm `small_msgs` (`_1k`) and
 //!   `big_msgs` (`_1m`) streams opened from index.db: `seq_from_time` at a random time,
 //!   `num_pending` from a random sequence (filter `orders.eu.*`: every subject) and
 //!   `filtered_state` from a random sequence (a literal subject, one in 64). The goals

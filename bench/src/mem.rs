@@ -21,11 +21,13 @@ use crate::BenchOpts;
 pub(crate) const MEMORY: &str = "memory_peak_rss_mib";
 /// Set in a child's environment: `N:DIR` (messages, the directory to create the store in).
 pub const CHILD_ENV: &str = "SEQSTORE_BENCH_MEMORY_CHILD";
-/// The child's one line of result on stdout: `…vmhwm_kib=A reopen_kib=B` (A the whole run's
-/// peak; B the peak from the reopen on, after a reset of the peak, or A where Linux refuses
-/// the reset).
+/// The child's one line of result on stdout: `…vmhwm_kib=A reopen_kib=B entry_bytes=C` (A the
+/// whole run's peak; B the peak from the reopen on, after a reset of the peak, or A where
+/// Linux refuses the reset; C the heap bytes a message of the sealed blocks' loaded entries
+/// after the reads).
 const RESULT_PREFIX: &str = "seqstore-bench-memory-child: vmhwm_kib=";
 const REOPEN_KEY: &str = "reopen_kib=";
+const ENTRY_KEY: &str = "entry_bytes=";
 
 /// How a child is started: a program and the arguments before nothing else (`CHILD_ENV` says
 /// what to do).
@@ -61,7 +63,12 @@ pub fn child_main() -> Option<ExitCode> {
 /// result line.
 pub(crate) fn child_run() -> Option<Result<()>> {
     let spec = std::env::var(CHILD_ENV).ok()?;
-    Some(run_child(&spec).map(|p| println!("{RESULT_PREFIX}{} {REOPEN_KEY}{}", p.all, p.reopen)))
+    Some(run_child(&spec).map(|p| {
+        println!(
+            "{RESULT_PREFIX}{} {REOPEN_KEY}{} {ENTRY_KEY}{:.3}",
+            p.all, p.reopen, p.entry_bytes
+        )
+    }))
 }
 
 /// A child's peaks (KiB).
@@ -71,6 +78,8 @@ pub(crate) struct Peaks {
     pub(crate) all: u64,
     /// VmHWM from the reopen on (reset by `/proc/self/clear_refs` after the write phase).
     pub(crate) reopen: u64,
+    /// Heap bytes a message of the sealed blocks' loaded entries, after the reads.
+    pub(crate) entry_bytes: f64,
 }
 
 /// This process's VmHWM in KiB.
@@ -87,7 +96,12 @@ pub(crate) fn parse_result(stdout: &str) -> Option<Peaks> {
         let mut w = rest.split_whitespace();
         let all = w.next()?.parse().ok()?;
         let reopen = w.next()?.strip_prefix(REOPEN_KEY)?.parse().ok()?;
-        Some(Peaks { all, reopen })
+        let entry_bytes = w.next()?.strip_prefix(ENTRY_KEY)?.parse().ok()?;
+        Some(Peaks {
+            all,
+            reopen,
+            entry_bytes,
+        })
     })
 }
 
@@ -130,6 +144,8 @@ fn run_child(spec: &str) -> Result<Peaks> {
         sum += s.get(seq)?.payload.len() as u64;
     }
     black_box(sum);
+    let (bytes, msgs) = s.sealed_entry_bytes();
+    let entry_bytes = bytes as f64 / msgs.max(1) as f64;
     drop(s);
     let reopen = vmhwm_kib()?;
     Ok(Peaks {
@@ -139,12 +155,13 @@ fn run_child(spec: &str) -> Result<Peaks> {
             reopen
         },
         reopen,
+        entry_bytes,
     })
 }
 
 /// Runs one child for `n` messages in a fresh directory under `dir`; its peaks in MiB (whole
-/// run, reopen phase).
-pub(crate) fn measure(cmd: &ChildCmd, dir: &Path, n: u64) -> Result<(f64, f64)> {
+/// run, reopen phase) and its entry bytes a message.
+pub(crate) fn measure(cmd: &ChildCmd, dir: &Path, n: u64) -> Result<(f64, f64, f64)> {
     let out = Command::new(&cmd.exe)
         .args(&cmd.args)
         .env(CHILD_ENV, format!("{n}:{}", dir.display()))
@@ -161,7 +178,11 @@ pub(crate) fn measure(cmd: &ChildCmd, dir: &Path, n: u64) -> Result<(f64, f64)> 
     }
     let p = parse_result(&stdout)
         .with_context(|| format!("memory child ({n} messages) printed no result: {stdout:?}"))?;
-    Ok((p.all as f64 / 1024.0, p.reopen as f64 / 1024.0))
+    Ok((
+        p.all as f64 / 1024.0,
+        p.reopen as f64 / 1024.0,
+        p.entry_bytes,
+    ))
 }
 
 /// The default child: this binary again.
@@ -190,10 +211,11 @@ pub(crate) fn run_table(
             "{MEMORY}: {cell}, a child process with {msgs} messages"
         ));
         let dir = ctx.tempdir(&format!("memory-{cell}"))?;
-        let (all, reopen) = measure(&cmd, dir.path(), msgs)?;
+        let (all, reopen, entry_bytes) = measure(&cmd, dir.path(), msgs)?;
         ctx.finish_dir(dir)?;
         table.push(cell, all);
         table.push(&format!("{cell}_reopen"), reopen);
+        table.push(&format!("{cell}_entry_bytes_per_msg"), entry_bytes);
     }
     table.extra.push(("small_msgs", n.into()));
     table.extra.push(("large_msgs", (4 * n).into()));

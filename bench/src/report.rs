@@ -93,7 +93,7 @@ impl Table {
     }
 }
 
-/// A goal of the issue, with its value measured in this run.
+/// A goal (a ratio and its target), with its value measured in this run.
 #[derive(Clone, Debug)]
 pub struct Goal {
     /// Short key (`nosync_vs_baseline`, …).
@@ -183,7 +183,7 @@ pub struct BenchReport {
     /// Median µs of write 128 B + fdatasync, at the start and at the end of the run.
     pub fsync_probe_us: (Option<f64>, Option<f64>),
     pub(crate) tables: Vec<Table>,
-    /// The issue's goals, measured.
+    /// The goals (each a ratio with its target), measured.
     pub goals: Vec<Goal>,
     /// Remarks on how the numbers were taken (and anything odd seen while taking them).
     pub notes: Vec<String>,
@@ -254,7 +254,7 @@ impl BenchReport {
         self.table_of(table)?.median(cell)
     }
 
-    /// One JSON object: every table's medians under the keys of the issue (null where not
+    /// One JSON object: every table's medians under the keys of `lib.rs`'s list (null where not
     /// measured), `ratios` (each goal's measured value, target and pass), `samples` (every
     /// sample behind each median), `meta` (sizes, repetitions, bytes written, time, notes,
     /// TODOs).

@@ -1,4 +1,4 @@
-//! A tiny run: every table runs and every key of the issue is in the JSON. No timing is
+//! A tiny run: every table runs and every key the report documents is in the JSON. No timing is
 //! asserted (the numbers of a tiny run mean nothing). Then the parts that can be tested
 //! alone: the goals line, VmHWM parsing, the nats-server config, and the NATS rows against a
 //! real nats-server (`$NATS_SERVER_BIN` or the PATH; skipped without one, except under
@@ -112,6 +112,8 @@ fn tiny_run_produces_every_key() {
                 "large",
                 "small_reopen",
                 "large_reopen",
+                "small_entry_bytes_per_msg",
+                "large_entry_bytes_per_msg",
                 "small_msgs",
                 "large_msgs",
             ],
@@ -259,12 +261,13 @@ fn parses_vmhwm() {
 fn parses_a_memory_childs_result() {
     use crate::mem::{parse_result, Peaks};
     let out = "\nrunning 1 test\ntest tests::memory_child_entry ... \
-               seqstore-bench-memory-child: vmhwm_kib=9772 reopen_kib=8000\nok\n";
+               seqstore-bench-memory-child: vmhwm_kib=9772 reopen_kib=8000 entry_bytes=4.625\nok\n";
     assert_eq!(
         parse_result(out),
         Some(Peaks {
             all: 9772,
-            reopen: 8000
+            reopen: 8000,
+            entry_bytes: 4.625,
         })
     );
     assert_eq!(

@@ -1,4 +1,4 @@
-//! `seqstore snapshot DIR` and `seqstore restore DIR` (issue #16): a consistent snapshot of a
+//! `seqstore snapshot DIR` and `seqstore restore DIR`: a consistent snapshot of a
 //! store as a tar stream, and its restore into an empty directory (both native only).
 
 use anyhow::{bail, Context, Result};

@@ -338,17 +338,9 @@ fn crashcheck(
 }
 
 /// The store commands' configuration: the default, with `--ablation` applied.
-pub(crate) fn store_config(cmd: &crate::Cmd) -> Result<Config> {
-    use crate::Cmd::*;
-    let dir = match cmd {
-        Append { dir, .. } | Get { dir, .. } | Last { dir, .. } | Next { dir, .. } => dir,
-        Prev { dir, .. } | Pending { dir, .. } | TimeSeq { dir, .. } => dir,
-        Delete { dir, .. } | Purge { dir, .. } | Compact { dir, .. } | Truncate { dir, .. } => dir,
-        State { dir, .. } | Dump { dir, .. } | Verify { dir, .. } => dir,
-        _ => return Ok(Config::default()),
-    };
-    let ablation: Ablation = dir.ablation.parse().map_err(anyhow::Error::msg)?;
-    if dir.guest && ablation != Ablation::Full {
+pub(crate) fn store_config(at: &seqstore_commands::Target<crate::CliExtra>) -> Result<Config> {
+    let ablation: Ablation = at.extra.ablation.parse().map_err(anyhow::Error::msg)?;
+    if at.extra.guest && ablation != Ablation::Full {
         bail!("--ablation is not available with --guest");
     }
     Ok(Config {

@@ -2,7 +2,6 @@
 //! directory.
 
 mod archive;
-mod consumer;
 #[cfg(feature = "ablation")]
 mod demo_nats;
 #[cfg(feature = "ablation")]
@@ -11,20 +10,18 @@ mod lab;
 mod random;
 mod store_ops;
 
-use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
-use host_fs::{HostFs, SystemClock};
+use anyhow::Result;
+use clap::{Parser, Subcommand};
 use indicatif::ProgressBar;
-use serde_json::{json, Value};
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use seqstore_commands::{StoreCmd, EXIT_FAILED};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use store_core::{Config, Store, StoredMsg, SyncPolicy};
+use store_core::Config;
 
 mod trace;
 
-use store_ops::{msg_json, parse_duration, store_op, AnyStore};
+use store_ops::store_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -37,32 +34,14 @@ struct Cli {
     cmd: Cmd,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum SyncArg {
-    Always,
-    Interval,
-    Never,
-}
-
-#[derive(clap::Args)]
-struct DirArg {
-    /// The store directory.
-    #[arg(long, short)]
-    dir: PathBuf,
+/// The flags `seqstore` adds to every store command (the shared ones are in
+/// `seqstore_commands::Target`).
+#[derive(clap::Args, Clone, Debug)]
+struct CliExtra {
     /// Run the operation inside the wasm sandbox (the store as a WASI guest under wasmtime,
     /// given only this directory), on the same files.
     #[arg(long)]
     guest: bool,
-    /// Encrypt the store at rest (XChaCha20-Poly1305) under the key in FILE: 32 raw bytes or
-    /// 64 hex digits. Every later command on the store needs the same key (a wrong one is
-    /// refused at open).
-    #[arg(long, value_name = "FILE")]
-    key_file: Option<PathBuf>,
-    /// Compress what the store writes (lz4 per frame of up to 16 KiB). Reading needs no flag
-    /// (each frame says whether it is compressed), but an unencrypted compressed store must be
-    /// opened with `--compress` or a key: plainly it is not a store.
-    #[arg(long)]
-    compress: bool,
     /// Remove an fsync on purpose (full, no-tombstone-sync, no-dir-sync, skip:<site>): the
     /// negative control of `seqstore trace`. Off (full) by default; only in the crash lab's
     /// build (feature `ablation`).
@@ -110,151 +89,12 @@ enum Cmd {
         #[arg(long, value_name = "PATH")]
         nats_server: Option<PathBuf>,
     },
-    /// Append a message (payload from --data or standard input); prints its sequence.
-    Append {
-        #[command(flatten)]
-        dir: DirArg,
-        /// The subject (tokens separated by '.').
-        #[arg(long)]
-        subject: String,
-        /// The payload; read from standard input when absent.
-        #[arg(long)]
-        data: Option<String>,
-        /// Opaque header bytes.
-        #[arg(long, default_value = "")]
-        headers: String,
-        /// Durability of the append.
-        #[arg(long, value_enum, default_value = "always")]
-        sync: SyncArg,
-        /// Time to live: the message expires this long after it is stored (e.g. 10s, 500ms,
-        /// 2m, 1h; units ns, us, ms, s, m, h).
-        #[arg(long, value_parser = parse_duration)]
-        ttl: Option<Duration>,
-    },
-    /// Mark sequences used without a message (NATS SkipMsgs): SEQ must be the next sequence;
-    /// prints the new last sequence. Durable when it returns.
-    Skip {
-        #[command(flatten)]
-        dir: DirArg,
-        seq: u64,
-        /// How many sequences from SEQ.
-        #[arg(long, default_value_t = 1)]
-        count: u64,
-    },
-    /// Print the message with sequence SEQ.
-    Get {
-        #[command(flatten)]
-        dir: DirArg,
-        seq: u64,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print the newest message of a subject.
-    Last {
-        #[command(flatten)]
-        dir: DirArg,
-        #[arg(long)]
-        subject: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print the first message at or after --from matching a filter (`*`, `>` wildcards;
-    /// --filter may be repeated: a message matching any of them).
-    Next {
-        #[command(flatten)]
-        dir: DirArg,
-        #[arg(long, default_value = ">")]
-        filter: Vec<String>,
-        #[arg(long, default_value_t = 0)]
-        from: u64,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print the last message at or before --from (default: the last sequence) matching a
-    /// filter (repeatable: any of them).
-    Prev {
-        #[command(flatten)]
-        dir: DirArg,
-        #[arg(long, default_value = ">")]
-        filter: Vec<String>,
-        #[arg(long)]
-        from: Option<u64>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print how many messages at or after --from match a filter (repeatable: any of them),
-    /// and the last sequence the count is valid through (NATS's NumPending).
-    Pending {
-        #[command(flatten)]
-        dir: DirArg,
-        #[arg(long, default_value = ">")]
-        filter: Vec<String>,
-        #[arg(long, default_value_t = 0)]
-        from: u64,
-        /// Count only the last message of each subject (subjects whose last message is at or
-        /// after --from).
-        #[arg(long)]
-        last_per_subject: bool,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print the first sequence whose timestamp is at or after TS (ns since the epoch), or
-    /// the last sequence + 1 when none is (NATS's GetSeqFromTime).
-    TimeSeq {
-        #[command(flatten)]
-        dir: DirArg,
-        ts: i64,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Delete a message (a tombstone); --erase also overwrites its bytes on disk.
-    Delete {
-        #[command(flatten)]
-        dir: DirArg,
-        seq: u64,
-        #[arg(long)]
-        erase: bool,
-    },
-    /// Purge the stream (or, with --filter/--keep/--up-to, some of it). The sequence survives.
-    Purge {
-        #[command(flatten)]
-        dir: DirArg,
-        #[arg(long)]
-        filter: Option<String>,
-        #[arg(long, default_value_t = 0)]
-        keep: u64,
-        #[arg(long, default_value_t = 0)]
-        up_to: u64,
-    },
-    /// Remove every message below SEQ.
-    Compact {
-        #[command(flatten)]
-        dir: DirArg,
-        seq: u64,
-    },
-    /// Remove every message above SEQ (lowers the last sequence).
-    Truncate {
-        #[command(flatten)]
-        dir: DirArg,
-        seq: u64,
-    },
-    /// Print the stream state.
-    State {
-        #[command(flatten)]
-        dir: DirArg,
-        #[arg(long)]
-        json: bool,
-    },
+    /// The store commands (shared with the WASI command `seqstore-guest`).
+    #[command(flatten)]
+    Store(StoreCmd<CliExtra>),
     /// Crash-check any program from its syscall trace (strace): every crash image the model
     /// allows is checked by CHECK.
     Trace(trace::TraceArgs),
-    /// Print every message.
-    Dump {
-        #[command(flatten)]
-        dir: DirArg,
-        #[arg(long)]
-        json: bool,
-    },
     /// Write a consistent snapshot of the store (a tar stream: its blocks and a manifest with
     /// every file's length and crc32) to standard output or to a new file.
     Snapshot {
@@ -274,24 +114,6 @@ enum Cmd {
         #[arg(long)]
         from: Option<PathBuf>,
     },
-    /// Durable consumers: add, next (deliver), ack, info, list, rm.
-    Consumer {
-        /// The key of an encrypted store (as the store commands' `--key-file`).
-        #[arg(long, global = true, value_name = "FILE")]
-        key_file: Option<PathBuf>,
-        /// The store is compressed without a key (as the store commands' `--compress`).
-        #[arg(long, global = true)]
-        compress: bool,
-        #[command(subcommand)]
-        cmd: consumer::ConsumerCmd,
-    },
-    /// Re-read every record and checksum without changing anything; non-zero exit on damage.
-    Verify {
-        #[command(flatten)]
-        dir: DirArg,
-        #[arg(long)]
-        json: bool,
-    },
 }
 
 fn main() -> ExitCode {
@@ -305,7 +127,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("seqstore: {e:#}");
-            ExitCode::from(2)
+            ExitCode::from(EXIT_FAILED)
         }
     }
 }
@@ -329,17 +151,15 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
         #[cfg(feature = "ablation")]
         Cmd::Crashcheck(a) => lab::crashcheck_cmd(a),
         #[cfg(not(feature = "ablation"))]
-        Cmd::LabOnly { .. } => bail!(
-            "demo and crashcheck run the store's deliberately broken fsync variants, which \
-             this build leaves out; run them from the crash lab build: \
-             cargo run --release -p seqstore --features ablation -- demo"
-        ),
-        Cmd::Verify { dir, json } => verify(&dir, json),
-        Cmd::Consumer {
-            key_file,
-            compress,
-            cmd,
-        } => consumer::run(cmd, &store_ops::layer_from(key_file.as_deref(), compress)?),
+        Cmd::LabOnly { .. } => {
+            eprintln!(
+                "seqstore: demo and crashcheck run the store's deliberately broken fsync \
+                 variants, which this build leaves out; run them from the crash lab build: \
+                 cargo run --release -p seqstore --features ablation -- demo"
+            );
+            Ok(ExitCode::from(seqstore_commands::EXIT_USAGE))
+        }
+        Cmd::Store(cmd) => Ok(store_cmd(&cmd)),
         Cmd::Bench {
             quick,
             json,
@@ -353,58 +173,7 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Restore { dir, from } => {
             archive::restore(&dir, from.as_ref(), Config::default()).map(|()| ExitCode::SUCCESS)
         }
-        other => store_op(other),
     }
-}
-
-fn verify(d: &DirArg, as_json: bool) -> Result<ExitCode> {
-    let dir = &d.dir;
-    let layer = store_ops::layer_config(d)?;
-    let fs = store_core::CryptFs::new(HostFs::open(dir)?, layer)?;
-    let r = store_core::verify(&fs).with_context(|| format!("verifying {}", dir.display()))?;
-    if as_json {
-        let problems: Vec<Value> = r
-            .problems
-            .iter()
-            .map(|p| json!({"file": p.file, "offset": p.offset, "what": p.what}))
-            .collect();
-        let lost: Vec<Value> = r
-            .lost
-            .iter()
-            .map(|l| json!({"first": l.first, "last": l.last}))
-            .collect();
-        println!(
-            "{}",
-            json!({"ok": r.is_clean(), "blocks": r.blocks, "records": r.records,
-                   "messages": r.messages, "last_seq": r.last_seq, "problems": problems,
-                   "lost": lost, "interrupted_purge": r.interrupted_purge,
-                   "index": format!("{:?}", r.index), "stray": r.stray})
-        );
-    } else {
-        println!(
-            "{} blocks, {} records ({} messages), last sequence {}",
-            r.blocks, r.records, r.messages, r.last_seq
-        );
-        println!("index.db: {:?}", r.index);
-        if let Some(p) = &r.interrupted_purge {
-            println!("interrupted purge: {p} (the next open completes or rolls it back)");
-        }
-        for s in &r.stray {
-            println!("stray: {s} (ignored by the store)");
-        }
-        for p in &r.problems {
-            println!("DAMAGE {} at offset {}: {}", p.file, p.offset, p.what);
-        }
-        for l in &r.lost {
-            println!("LOST sequences {}..={}", l.first, l.last);
-        }
-        println!("{}", if r.is_clean() { "ok" } else { "damaged" });
-    }
-    Ok(if r.is_clean() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
 }
 
 fn bench(

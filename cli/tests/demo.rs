@@ -40,7 +40,11 @@ fn store_commands_refuse_a_foreign_directory() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a store error, not a usage error"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a seqstore directory"));
     assert_eq!(
         std::fs::read(dir.path().join("notes.txt")).unwrap(),

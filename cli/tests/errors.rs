@@ -9,10 +9,11 @@ mod common;
 use common::{ok, seqstore};
 use std::path::Path;
 
-/// The one line `seqstore` printed on standard error, with the exit code 2 of a failure.
+/// The one line `seqstore` printed on standard error, with the exit code 1 of a store error
+/// (2 is a usage error: seqstore_commands' convention).
 fn failure(dir: &Path, args: &[&str]) -> String {
     let out = seqstore(dir, args);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
     String::from_utf8(out.stderr).expect("utf-8")
 }
 

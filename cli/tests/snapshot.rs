@@ -1,4 +1,4 @@
-//! `seqstore snapshot` and `seqstore restore` (issue #16) on real directories: through a pipe
+//! `seqstore snapshot` and `seqstore restore` on real directories: through a pipe
 //! and through files, and the refusals (non-empty target, damaged and truncated snapshots).
 
 use std::io::Write;

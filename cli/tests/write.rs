@@ -1,4 +1,4 @@
-//! The writes of issue #15 on the command line: `append --ttl`, `skip SEQ --count N`.
+//! The ttl and skip writes on the command line: `append --ttl`, `skip SEQ --count N`.
 
 mod common;
 

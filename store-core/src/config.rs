@@ -77,9 +77,10 @@ pub struct Config {
     /// block is cached whole once reads of it by `pread` have cost about as much as loading
     /// it; least recently used blocks leave first. See `Store::get`.
     pub block_cache: u64,
-    /// Bytes of sealed blocks' in-memory entries (32 bytes a message: where each record is,
-    /// its subject, whether it is deleted) kept loaded (default 32 MiB, about a million
-    /// messages; 0: only the newest block's). Beyond it the least recently used block's
+    /// Heap bytes of sealed blocks' in-memory entries (where each record is, its subject,
+    /// whether it is deleted; packed, about 5 bytes a message for a dense stream, at most 8
+    /// but for blocks too irregular to pack, which take 32) kept loaded (default 8 MiB, about
+    /// 1.5 million messages; 0: only the newest block's). Beyond it the least recently used block's
     /// entries are dropped, keeping only its deleted sequences, and read again from the block
     /// on its next use (one scan of the block), so memory does not grow with the stream.
     pub entry_cache: u64,
@@ -112,7 +113,7 @@ impl Default for Config {
             recovery: RecoveryMode::default(),
             write_buffer: 256 << 10,
             block_cache: 64 << 20,
-            entry_cache: 32 << 20,
+            entry_cache: 8 << 20,
             encryption: None,
             compression: crate::Compression::None,
             #[cfg(feature = "ablation")]

@@ -1,4 +1,4 @@
-//! The writes of issue #15 in `query_model.rs`'s random sequence: ttl appends, replica appends
+//! The ttl, replica and skip writes in `query_model.rs`'s random sequence: ttl appends, replica appends
 //! (with wrong sequences and timestamps now and then: refused, nothing changes), skips (also
 //! with a wrong first sequence), the clock moving past deadlines, and ticks that remove what
 //! expired. Each is applied to the store and the model alike.
@@ -31,7 +31,7 @@ pub(super) fn one_write15(
 /// `append_with_ttl`: deadlines from the next nanosecond to ~50 ns on (the clock moves 0-2 a
 /// plain append and up to 40 a jump), so that many run out while the test reads.
 fn ttl_append(s: &mut Store<MemFs>, m: &mut Model, g: &mut Gen, clock: &ManualClock, ctx: &str) {
-    clock.advance(g.n(3) as i64);
+    clock.advance(g.n(3) as i64 * g.1);
     let subject = SUBJECTS[g.n(SUBJECTS.len() as u64) as usize];
     let payload = vec![b't'; g.n(60) as usize];
     let ttl = 1 + g.n(50);
@@ -48,7 +48,7 @@ fn ttl_append(s: &mut Store<MemFs>, m: &mut Model, g: &mut Gen, clock: &ManualCl
 /// `append_raw` at the next sequence and the clock's time; one in six at a wrong sequence
 /// (`SequenceMismatch`), one in eight below the last timestamp (`InvalidArgument`).
 fn raw_append(s: &mut Store<MemFs>, m: &mut Model, g: &mut Gen, clock: &ManualClock, ctx: &str) {
-    clock.advance(g.n(3) as i64);
+    clock.advance(g.n(3) as i64 * g.1);
     let subject = SUBJECTS[g.n(SUBJECTS.len() as u64) as usize];
     let payload = vec![b'r'; g.n(60) as usize];
     let last_ts = s.state().last_ts;

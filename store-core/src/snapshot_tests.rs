@@ -1,4 +1,4 @@
-//! Tests of `Store::snapshot_to` and `restore` (issue #16) on the plain in-memory fs: a seeded
+//! Tests of `Store::snapshot_to` and `restore` on the plain in-memory fs: a seeded
 //! random workload snapshotted mid-way and restored, and hostile archives (every truncation,
 //! byte flips, another version, arbitrary bytes), which must be a typed error that leaves the
 //! target empty, never a panic or a store with other contents.

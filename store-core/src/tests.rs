@@ -1224,7 +1224,7 @@ fn entry_cache_stays_within_its_budget_and_changes_no_answer() {
     };
     let (fa, fb) = (MemFs::new(), MemFs::new());
     let (mut a, mut b) = (open(&fa, cfg(BUDGET)), open(&fb, cfg(1 << 30)));
-    let held = |s: &Store<MemFs>| s.loaded_entries().0 * 32;
+    let held = |s: &Store<MemFs>| s.sealed_entry_bytes().0;
     // an eighth of the budget may load before a trim, plus one operation's blocks
     let bound = BUDGET + BUDGET / 8 + 4096;
     for i in 0..6000u64 {

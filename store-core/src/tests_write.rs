@@ -1,4 +1,4 @@
-//! Tests of the write half of issue #15: per-message ttl, replica appends, skips.
+//! Tests of the ttl, replica and skip writes: per-message ttl, replica appends, skips.
 
 use crate::memfs::MemFs;
 use crate::record::{self, Decoded, Kind};
@@ -357,7 +357,7 @@ fn index_db_version_1_is_still_used() {
     assert_eq!(load(&v1), load(&v2));
 }
 
-/// `SharedStore`'s writes of issue #15 under `Always`: ttl appends from several threads share
+/// `SharedStore`'s ttl, replica and skip writes under `Always`: ttl appends from several threads share
 /// fsyncs as appends do (each returns durable: the group commit's own test covers that part),
 /// a replica append goes through the same path, and a skip fsyncs before it returns.
 #[test]

@@ -112,7 +112,7 @@ fn next_step(r: &mut Rng, m: &RefModel) -> Option<Step> {
         89..=92 => Step::Close,
         93..=95 => Step::Checkpoint,
         96..=99 => Step::TrimOnOpen(r.within(1, 4)),
-        // issue #16's consumers: two names, each added with a random ack policy (a second
+        // durable consumers: two names, each added with a random ack policy (a second
         // add of a live name changes nothing); a call on one that does not exist, or with
         // nothing to deliver or ack, is skipped by the runner
         100..=101 => Step::ConsumerAdd(pick(r, CONSUMERS), pick(r, &["explicit", "all", "none"])),

@@ -341,9 +341,9 @@ pub fn workloads() -> Vec<Workload> {
             block_size: 1 << 20,
         },
         Workload {
-            // found by a user (issue 13): the delete of seq 3 is unsynced under never and
-            // interval, so compact(4) found nothing to do in memory and used to return without
-            // a floor record or a sync: a crash brought back last=2, or seq 3
+            // the delete of seq 3 is unsynced under never and interval, so compact(4) finds
+            // nothing to do in memory; it must still write a floor record and sync (returning
+            // early without them let a crash bring back last=2, or seq 3)
             name: "compact-after-unsynced-delete",
             steps: vec![
                 Step::Open,
@@ -438,7 +438,7 @@ pub fn workloads() -> Vec<Workload> {
             ]),
             block_size: 1024,
         },
-        // issue #15's writes. Two 1 ms ttls fill the first block; the tick expires both (two
+        // the ttl writes. Two 1 ms ttls fill the first block; the tick expires both (two
         // tombstones, then the empty block goes); a 2 s ttl runs out before the crash image is
         // opened (at 4 s); a 60 s one does not.
         Workload {
@@ -492,7 +492,7 @@ pub fn workloads() -> Vec<Workload> {
             ],
             block_size: 1024,
         },
-        // issue #16's consumers: deliver, ack out of order, redeliver, ack; the journal's
+        // durable consumers: deliver, ack out of order, redeliver, ack; the journal's
         // records cross sector boundaries (torn record writes)
         Workload {
             name: "consumer-deliver-ack",

@@ -1,4 +1,4 @@
-//! Consumers in the crash matrix (issue #16): the consumer workloads under every policy and
+//! Consumers in the crash matrix: the consumer workloads under every policy and
 //! model, natively and through `SharedStore` (acks by group commit), clean; and each consumer
 //! fsync removed alone must show a violation (the negative controls).
 

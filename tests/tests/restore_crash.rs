@@ -1,4 +1,4 @@
-//! Crash *during* restore (issue #16): a snapshot is restored on fault-fs while the power is
+//! Crash *during* restore: a snapshot is restored on fault-fs while the power is
 //! cut at every operation boundary (both models, the enumerated and seeded crash images), and
 //! every operation of the restore fails with EIO and ENOSPC in turn. After either, the target
 //! must be the whole restored store or hold no store at all (so that restoring again succeeds):

@@ -1,4 +1,4 @@
-//! Durable consumer state (issue #16, "Consumers"): what NATS keeps per consumer in
+//! Durable consumer state: what NATS keeps per consumer in
 //! `server/store.go`'s `ConsumerState` — the last delivery (consumer and stream sequence),
 //! the ack floor, the pending acks with their delivery times, the redelivery counts — stored
 //! beside the stream in `consumers/` on the same [`crate::Fs`].

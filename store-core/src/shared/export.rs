@@ -1,4 +1,4 @@
-//! `SharedStore::snapshot_to`: a snapshot that lets appends go on while it streams (issue #16).
+//! `SharedStore::snapshot_to`: a snapshot that lets appends go on while it streams.
 //!
 //! Under the lock it syncs and fixes the snapshot point (state, subjects, each block's handle
 //! and length: `Store::export_plan`), then streams without the lock. What may run meanwhile is

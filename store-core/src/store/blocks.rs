@@ -1,5 +1,6 @@
 //! The blocks in memory: entries, loading them lazily, finding a sequence, marking removals.
 
+use super::entries::Entries;
 use super::subjects::SubjMemo;
 use super::*;
 
@@ -33,7 +34,7 @@ pub(super) struct Block<H> {
     pub(super) live_bytes: u64,
     pub(super) last_crc: u32,
     /// `None` until the block is read (blocks known from `index.db` are read on first use).
-    pub(super) entries: Option<Vec<Entry>>,
+    pub(super) entries: Option<Entries>,
     /// Deleted sequences of an unread block (from `index.db`, or kept when the entry cache
     /// dropped its entries), sorted.
     pub(super) dmap: Vec<u64>,
@@ -61,6 +62,51 @@ pub(super) struct Block<H> {
     pub(super) by_subj: Option<Box<super::subj_counts::SubjSeqs>>,
 }
 
+/// The blocks in memory, oldest first (`list`, which `Blocks` derefs to), with the
+/// bookkeeping of the two caches over them and the blocks a purge replaced.
+pub(super) struct Blocks<H> {
+    pub(super) list: Vec<Block<H>>,
+    /// The blocks a purge replaced (their memory) and whether `purge.old/` is still on disk:
+    /// released by `cleanup` (tick, close, the next purge), not inside `purge`.
+    pub(super) retired: Vec<Block<H>>,
+    pub(super) purge_old_pending: bool,
+    /// Reads since the block heats were last halved (the block cache, `cache.rs`).
+    pub(super) reads_since_decay: u64,
+    /// Uses of loaded entries so far (`Block::used` stamps; `entry_cache.rs`).
+    pub(super) entry_tick: u64,
+    /// Entries loaded or sealed since the entry cache was last trimmed, and how many make a
+    /// trim worth its walk over the blocks.
+    pub(super) untrimmed: u64,
+    pub(super) trim_at: u64,
+}
+
+impl<H> Blocks<H> {
+    pub(super) fn new(trim_at: u64) -> Self {
+        Blocks {
+            list: Vec::new(),
+            retired: Vec::new(),
+            purge_old_pending: false,
+            reads_since_decay: 0,
+            entry_tick: 0,
+            untrimmed: 0,
+            trim_at,
+        }
+    }
+}
+
+impl<H> std::ops::Deref for Blocks<H> {
+    type Target = Vec<Block<H>>;
+    fn deref(&self) -> &Vec<Block<H>> {
+        &self.list
+    }
+}
+
+impl<H> std::ops::DerefMut for Blocks<H> {
+    fn deref_mut(&mut self) -> &mut Vec<Block<H>> {
+        &mut self.list
+    }
+}
+
 impl<H> Block<H> {
     /// Block `index` of `msgs/` on `file`, `len` bytes, with no message yet and its entries
     /// loaded (empty), marked as having unsynced writes; `hi` is the previous block's. Each
@@ -78,7 +124,7 @@ impl<H> Block<H> {
             live: 0,
             live_bytes: 0,
             last_crc: 0,
-            entries: Some(Vec::new()),
+            entries: Some(Entries::Full(Vec::new())),
             dmap: Vec::new(),
             marks: Vec::new(),
             dirty: true,
@@ -185,7 +231,12 @@ impl<F: Fs> Store<F> {
                 "block contents disagree with index.db",
             ));
         }
-        self.untrimmed += entries.len() as u64;
+        self.blocks.untrimmed += entries.len() as u64;
+        let mut entries = Entries::from(entries);
+        // a sealed block's entries only take deleted marks: packed (`entries.rs`)
+        if pos + 1 < self.blocks.len() {
+            entries.pack();
+        }
         let b = &mut self.blocks[pos];
         b.entries = Some(entries);
         b.by_subj = None;
@@ -206,9 +257,11 @@ impl<F: Fs> Store<F> {
             if self.blocks[pos].live > 0 {
                 self.ensure_loaded(pos)?;
                 let entries = self.blocks[pos].entries.as_ref().expect("loaded");
-                if let Some(e) = entries.iter().find(|e| !e.deleted && e.seq >= from) {
-                    self.first_seq = e.seq;
-                    self.first_ts = e.ts;
+                let start = entries.seq_point(from);
+                let hit = entries.range(start, entries.len()).position(|e| !e.deleted);
+                if let Some(i) = hit.map(|k| start + k) {
+                    self.first_seq = entries.seq_at(i);
+                    self.first_ts = self.entry_ts(pos, i)?;
                     return Ok(());
                 }
             }
@@ -219,6 +272,16 @@ impl<F: Fs> Store<F> {
             0,
             "message count says more messages than the blocks hold",
         ))
+    }
+
+    /// The timestamp of entry `i` of block `pos` (loaded): from the entry, or from the record
+    /// where the block packed its entries without timestamps (`Entries::ts_exact`).
+    pub(super) fn entry_ts(&self, pos: usize, i: usize) -> Result<i64> {
+        let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+        if entries.ts_exact() {
+            return Ok(entries.at(i).ts);
+        }
+        Ok(self.read_entry(pos, i)?.ts)
     }
 
     /// Marks the live messages of block `pos` whose sequence `which` selects deleted (in
@@ -251,9 +314,10 @@ impl<F: Fs> Store<F> {
     /// by the caller (`set_first_from`) once a batch is done.
     pub(super) fn mark_deleted(&mut self, pos: usize, i: usize) {
         let b = &mut self.blocks[pos];
-        let e = &mut b.entries.as_mut().expect("loaded")[i];
+        let entries = b.entries.as_mut().expect("loaded");
+        let e = entries.at(i);
         debug_assert!(!e.deleted);
-        e.deleted = true;
+        entries.set_deleted(i);
         let (seq, len, sid) = (e.seq, e.len as u64, e.subj);
         if let Some(c) = b.subj_counts.as_mut() {
             super::subj_counts::bump(c, sid, -1);
@@ -277,21 +341,8 @@ impl<F: Fs> Store<F> {
         }
         self.ensure_loaded(pos)?;
         let entries = self.blocks[pos].entries.as_ref().expect("loaded");
-        // Sequences in a block are consecutive unless something left a gap: try the direct
-        // slot first (one memory access), search only if it is not there.
-        let found = match entries.first() {
-            Some(f) if seq >= f.seq => {
-                let g = (seq - f.seq) as usize;
-                if entries.get(g).is_some_and(|e| e.seq == seq) {
-                    Ok(g)
-                } else {
-                    entries.binary_search_by_key(&seq, |e| e.seq)
-                }
-            }
-            _ => Err(0),
-        };
-        Ok(match found {
-            Ok(i) if !entries[i].deleted => Some((pos, i)),
+        Ok(match entries.index_of(seq) {
+            Ok(i) if !entries.at(i).deleted => Some((pos, i)),
             _ => None,
         })
     }

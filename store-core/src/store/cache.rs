@@ -57,10 +57,10 @@ impl<F: Fs> Store<F> {
         if limit == 0 || pos + 1 >= self.blocks.len() {
             return Ok(());
         }
-        self.reads_since_decay += 1;
-        if self.reads_since_decay > 64 * self.blocks.len() as u64 {
-            self.reads_since_decay = 0;
-            for b in &mut self.blocks {
+        self.blocks.reads_since_decay += 1;
+        if self.blocks.reads_since_decay > 64 * self.blocks.len() as u64 {
+            self.blocks.reads_since_decay = 0;
+            for b in self.blocks.iter_mut() {
                 b.heat /= 2;
             }
         }

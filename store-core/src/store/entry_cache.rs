@@ -1,9 +1,10 @@
 //! The entry cache: the in-memory entries of sealed blocks, bounded by `Config::entry_cache`.
 //!
 //! A block's entries (one [`Entry`] a message) are what finds a sequence, a subject or a
-//! deleted mark without reading the block. Kept for every block ever used, they grow with the
-//! stream (32 bytes a message: 3 GiB for 100M messages). So the entries of sealed blocks are a
-//! cache: past the budget the least recently used block gives its entries up and keeps only
+//! deleted mark without reading the block. Kept for every block ever used, they would grow
+//! with the stream. So a sealed block's entries are packed (`entries.rs`: a few bytes a
+//! message instead of the newest block's 32) and are a cache: past the budget (their heap
+//! bytes) the least recently used block gives its entries up and keeps only
 //! its deleted sequences (`dmap`), as a block known from `index.db` starts out; its next use
 //! reads them again from the block (`load_entries`, which checks the scan against the block's
 //! counters). The newest block keeps its entries: every append indexes into them.
@@ -21,7 +22,8 @@
 use super::blocks::Entry;
 use super::*;
 
-/// Bytes one loaded entry costs.
+/// Bytes one full entry costs: what the trim counter assumes of every entry loaded (a packed
+/// one costs less, so a trim may come sooner than needed, never later).
 const ENTRY_BYTES: u64 = std::mem::size_of::<Entry>() as u64;
 
 /// One mark per this many message records of a block whose entries were dropped: half a
@@ -34,7 +36,7 @@ impl<F: Fs> Store<F> {
     /// the hot paths.
     #[inline]
     pub(super) fn trim_entries(&mut self) {
-        if self.untrimmed > self.trim_at {
+        if self.blocks.untrimmed > self.blocks.trim_at {
             self.trim_entries_now();
         }
     }
@@ -48,15 +50,15 @@ impl<F: Fs> Store<F> {
     /// `Config::entry_cache`.
     #[inline(never)]
     pub(super) fn trim_entries_now(&mut self) {
-        self.untrimmed = 0;
+        self.blocks.untrimmed = 0;
         let sealed = self.blocks.len().saturating_sub(1);
         let mut loaded: Vec<(u64, usize, u64)> = self.blocks[..sealed]
             .iter()
             .enumerate()
             .filter(|(_, b)| !b.pinned)
-            .filter_map(|(p, b)| b.entries.as_ref().map(|e| (b.used, p, e.len() as u64)))
+            .filter_map(|(p, b)| b.entries.as_ref().map(|e| (b.used, p, e.heap_bytes())))
             .collect();
-        let mut held: u64 = loaded.iter().map(|l| l.2 * ENTRY_BYTES).sum();
+        let mut held: u64 = loaded.iter().map(|l| l.2).sum();
         if held <= self.cfg.entry_cache {
             return;
         }
@@ -66,7 +68,7 @@ impl<F: Fs> Store<F> {
                 break;
             }
             self.evict_entries(pos);
-            held -= n * ENTRY_BYTES;
+            held -= n;
         }
     }
 
@@ -86,10 +88,12 @@ impl<F: Fs> Store<F> {
             // (a sequence too far above the block's first for a u32 gets no mark: the walk
             // from the mark before it is longer, never wrong)
             let first = b.msg_first;
-            b.marks = entries
-                .iter()
+            b.marks = (0..entries.len())
                 .step_by(MARK_EVERY)
-                .filter_map(|e| Some((u32::try_from(e.seq - first).ok()?, e.off)))
+                .filter_map(|i| {
+                    let e = entries.at(i);
+                    Some((u32::try_from(e.seq - first).ok()?, e.off))
+                })
                 .collect();
             debug_assert_eq!(entries.iter().filter(|e| !e.deleted).count() as u64, b.live);
         }
@@ -98,14 +102,14 @@ impl<F: Fs> Store<F> {
     /// Marks the entries of block `pos` used now (the cache's recency).
     #[inline]
     pub(super) fn touch_entries(&mut self, pos: usize) {
-        self.entry_tick += 1;
-        self.blocks[pos].used = self.entry_tick;
+        self.blocks.entry_tick += 1;
+        self.blocks[pos].used = self.blocks.entry_tick;
     }
 
     /// Changes `Config::entry_cache` on an open store, trimming to it at once.
     pub fn set_entry_cache(&mut self, bytes: u64) {
         self.cfg.entry_cache = bytes;
-        self.trim_at = Self::trim_threshold(bytes);
+        self.blocks.trim_at = Self::trim_threshold(bytes);
         self.trim_entries_now();
     }
 
@@ -119,6 +123,18 @@ impl<F: Fs> Store<F> {
         };
         let sealed = self.blocks.len().saturating_sub(1);
         (count(&self.blocks[..sealed]), count(&self.blocks))
+    }
+
+    /// Heap bytes held by the loaded entries of sealed blocks, and how many messages they
+    /// cover (the bench's bytes-a-message figure).
+    pub fn sealed_entry_bytes(&self) -> (u64, u64) {
+        let sealed = self.blocks.len().saturating_sub(1);
+        self.blocks[..sealed]
+            .iter()
+            .filter_map(|b| b.entries.as_ref())
+            .fold((0, 0), |(bytes, n), e| {
+                (bytes + e.heap_bytes(), n + e.len() as u64)
+            })
     }
 
     /// The block that would hold `seq`, if the entry cache dropped its entries (it has

@@ -1,4 +1,4 @@
-//! Snapshot of a live store as a tar stream (issue #16), and the manifest that lets a restore
+//! Snapshot of a live store as a tar stream, and the manifest that lets a restore
 //! check it. Restore is in `import.rs`.
 //!
 //! The archive, in this order (every entry a plain file, mode 0644, mtime 0):
@@ -6,7 +6,7 @@
 //!    snapshot of another format version before it writes anything;
 //! 2. `msgs/N.blk` for every block of the store, in index order, each exactly the bytes
 //!    `[0, len)` the store holds for it at the snapshot point;
-//! 3. `consumers/state` (issue #16, when the store has consumers): every consumer's
+//! 3. `consumers/state` (when the store has consumers): every consumer's
 //!    configuration and state at the snapshot point, in line with the stream, in the consumer
 //!    checkpoint's layout (generation 1; `consumer/codec.rs`);
 //! 4. `manifest`: the format version, the stream's state and a digest of its subjects at the

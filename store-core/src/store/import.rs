@@ -1,4 +1,4 @@
-//! Restore of a snapshot (`export.rs`) into an empty directory (issue #16).
+//! Restore of a snapshot (`export.rs`) into an empty directory.
 //!
 //! Every file is written into a staging directory, `restore.partial/`, inside the target, and
 //! checked against the manifest; only then does one rename, `restore.partial → msgs`, put the

@@ -26,12 +26,12 @@ impl<F: Fs> Store<F> {
     /// record; its name is made durable by the next sync (`msgs_dir_dirty`).
     pub(super) fn roll(&mut self) -> Result<()> {
         self.flush()?;
-        // the newest block's entries become a sealed block's: the entry cache's to bound
-        self.untrimmed += self
-            .blocks
-            .last()
-            .and_then(|b| b.entries.as_ref())
-            .map_or(0, |e| e.len() as u64);
+        // the newest block's entries become a sealed block's: packed, and the entry cache's
+        // to bound
+        if let Some(e) = self.blocks.last_mut().and_then(|b| b.entries.as_mut()) {
+            e.pack();
+            self.blocks.untrimmed += e.len() as u64;
+        }
         let index = self.blocks.last().map_or(1, |b| b.index + 1);
         let path = block_path(MSGS_DIR, index);
         let file = ioe(
@@ -75,7 +75,11 @@ impl<F: Fs> Store<F> {
     ) {
         let block_size = self.cfg.block_size;
         let b = &mut self.blocks[pos];
-        let entries = b.entries.as_mut().expect("the newest block is loaded");
+        let entries = b
+            .entries
+            .as_mut()
+            .expect("the newest block is loaded")
+            .full_mut();
         if entries.len() == entries.capacity() {
             reserve_by_density(entries, off + len, block_size.max(b.len));
         }

@@ -13,7 +13,7 @@ use crate::record::{
     FLAG_ERASED, HARD_MAX_RECORD, REC_OVERHEAD,
 };
 use crate::subject;
-use blocks::Block;
+use blocks::{Block, Blocks};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
@@ -26,6 +26,7 @@ mod append;
 mod batch;
 mod blocks;
 mod cache;
+mod entries;
 mod entry_cache;
 mod export;
 mod import;
@@ -67,7 +68,8 @@ pub struct Store<F: Fs> {
     pub(crate) fs: F,
     pub(crate) cfg: Config,
     clock: Box<dyn Clock>,
-    blocks: Vec<Block<F::File>>,
+    /// The blocks, oldest first, with the caches' bookkeeping and what a purge retired.
+    blocks: Blocks<F::File>,
     /// Pending bytes of the newest block, to be written at `blocks.last().len`.
     wbuf: Vec<u8>,
     first_seq: u64,
@@ -83,18 +85,6 @@ pub struct Store<F: Fs> {
     /// files in flight, the last sync's time (`sync.rs`).
     pub(crate) dur: Durability<F::File>,
     report: RecoveryReport,
-    /// The blocks a purge replaced (their memory) and whether `purge.old/` is still on disk:
-    /// released by `cleanup` (tick, close, the next purge), not inside `purge`.
-    retired: Vec<Block<F::File>>,
-    purge_old_pending: bool,
-    /// Reads since the block heats were last halved.
-    reads_since_decay: u64,
-    /// Uses of loaded entries so far (`Block::used` stamps; see `entry_cache.rs`).
-    entry_tick: u64,
-    /// Entries loaded or sealed since the entry cache was last trimmed, and how many make a
-    /// trim worth its walk over the blocks.
-    untrimmed: u64,
-    trim_at: u64,
     /// The messages with a time to live, by sequence and by deadline (`ttl.rs`).
     ttl: ttl::TtlIndex,
     /// The consumers and their journal (`crate::consumer`).
@@ -146,7 +136,7 @@ impl<F: Fs> Store<F> {
             fs,
             cfg,
             clock,
-            blocks: Vec::new(),
+            blocks: Blocks::new(Self::trim_threshold(entry_cache)),
             wbuf: Vec::new(),
             first_seq: 1,
             first_ts: 0,
@@ -159,12 +149,6 @@ impl<F: Fs> Store<F> {
             closed: false,
             dur: Durability::new(now),
             report: RecoveryReport::default(),
-            retired: Vec::new(),
-            purge_old_pending: false,
-            reads_since_decay: 0,
-            entry_tick: 0,
-            untrimmed: 0,
-            trim_at: Self::trim_threshold(entry_cache),
             ttl: ttl::TtlIndex::default(),
             consumers: Default::default(),
         };

@@ -203,7 +203,7 @@ impl<F: Fs> Store<F> {
         self.reset_to_purged(block, l);
         // 6. the old blocks go only now that the purge is durable. A failure here leaves
         //    purge.old behind, which the next open or purge removes: nothing is lost.
-        self.purge_old_pending = true;
+        self.blocks.purge_old_pending = true;
         Ok(purged)
     }
 
@@ -211,8 +211,8 @@ impl<F: Fs> Store<F> {
     /// nothing live; the old blocks are kept for `cleanup`.
     fn reset_to_purged(&mut self, b: PurgedBlock<F::File>, l: u64) {
         self.wbuf.clear();
-        self.retired = std::mem::take(&mut self.blocks);
-        self.blocks = vec![Block {
+        self.blocks.retired = std::mem::take(&mut self.blocks.list);
+        self.blocks.list = vec![Block {
             max_seq: l,
             last_crc: b.crc,
             dirty: !b.synced,
@@ -230,8 +230,8 @@ impl<F: Fs> Store<F> {
     /// Releases what a purge left for later: the old blocks' memory and `purge.old/` on disk
     /// (no fsync: recovery removes a leftover again). Called by `tick` and `close`.
     pub fn cleanup(&mut self) {
-        self.retired.clear();
-        if std::mem::take(&mut self.purge_old_pending) {
+        self.blocks.retired.clear();
+        if std::mem::take(&mut self.blocks.purge_old_pending) {
             let _ = self.fs.remove_dir_all(PURGE_OLD);
         }
     }

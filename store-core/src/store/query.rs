@@ -1,4 +1,4 @@
-//! The NATS `StreamStore` reads beyond `get`/`next_matching` (issue #15): the previous match,
+//! The NATS `StreamStore` reads beyond `get`/`next_matching`: the previous match,
 //! matches of several filters, sequence by time, filtered and per-subject state, the last
 //! sequences of many subjects, pending counts and batches.
 //!
@@ -9,6 +9,7 @@
 //! dropped between calls (an evictable entry cache) and re-read on demand.
 
 use super::blocks::Entry;
+use super::entries::EMPTY;
 use super::*;
 
 /// What a list of filters selects, decided once per subject id and remembered: matching a
@@ -95,20 +96,20 @@ impl<F: Fs> Store<F> {
             let Some(entries) = self.blocks[pos].entries.as_ref() else {
                 return Err(Error::corrupt(MSGS_DIR, 0, "block entries not loaded"));
             };
-            let start = entries.partition_point(|e| e.seq < from);
-            let end = entries.partition_point(|e| e.seq <= to).max(start);
+            let start = entries.seq_point(from);
+            let end = entries.seq_point(to.saturating_add(1)).max(start);
             // a message whose ttl ran out is gone to every read, before `tick` removes it
             let ttl_now = (!self.ttl.is_empty()).then(|| self.now());
             let ttl = &self.ttl;
             let expired =
                 |seq| ttl_now.is_some_and(|now| ttl.deadline(seq).is_some_and(|d| d <= now));
-            let live = |e: &&Entry| !e.deleted && e.seq >= first && !expired(e.seq);
+            let live = |e: &Entry| !e.deleted && e.seq >= first && !expired(e.seq);
             let names = self.subjects.names();
-            let run = entries[start..end].iter();
+            let run = entries.range(start, end);
             let more = if rev {
-                run.rev().filter(live).all(|e| visit(e, names))
+                run.rev().filter(live).all(|e| visit(&e, names))
             } else {
-                run.filter(live).all(|e| visit(e, names))
+                run.filter(live).all(|e| visit(&e, names))
             };
             if !more {
                 break;
@@ -227,13 +228,44 @@ impl<F: Fs> Store<F> {
         };
         self.ensure_loaded(pos)?;
         let first = self.first_seq;
-        let entries = self.blocks[pos].entries.as_deref().unwrap_or_default();
+        let entries = self.blocks[pos].entries.as_ref().unwrap_or(&EMPTY);
         let start = entries.partition_point(|e| e.ts < ts);
-        let found = entries[start..]
-            .iter()
-            .find(|e| !e.deleted && e.seq >= first && e.ts >= ts)
-            .map_or(none, |e| e.seq);
+        let found = if entries.ts_exact() {
+            entries
+                .range(start, entries.len())
+                .find(|e| !e.deleted && e.seq >= first && e.ts >= ts)
+                .map_or(none, |e| e.seq)
+        } else {
+            self.first_at_or_after(pos, start, first, ts)?
+                .unwrap_or(none)
+        };
         self.unexpired_from(found)
+    }
+
+    /// In block `pos`, whose packed entries hold only their runs' smallest timestamps: the
+    /// first live sequence ≥ `first` whose timestamp is ≥ `ts`, given that `start` is the
+    /// first entry whose lower bound is ≥ `ts`. Only the run before `start` can hold an
+    /// earlier one (a later run's smallest timestamp bounds every earlier one's): its
+    /// records are read for their timestamps.
+    fn first_at_or_after(
+        &self,
+        pos: usize,
+        start: usize,
+        first: u64,
+        ts: i64,
+    ) -> Result<Option<u64>> {
+        let entries = self.blocks[pos].entries.as_ref().unwrap_or(&EMPTY);
+        let from = start.saturating_sub(1) / super::entries::RUN * super::entries::RUN;
+        for i in from..entries.len() {
+            let e = entries.at(i);
+            if e.deleted || e.seq < first {
+                continue;
+            }
+            if (i >= start && e.ts >= ts) || self.entry_ts(pos, i)? >= ts {
+                return Ok(Some(e.seq));
+            }
+        }
+        Ok(None)
     }
 
     /// `seq` if it is not a message past its ttl's deadline, else the next stored message
@@ -253,12 +285,16 @@ impl<F: Fs> Store<F> {
     fn last_live_ts(&mut self, pos: usize) -> Result<Option<i64>> {
         self.ensure_loaded(pos)?;
         let first = self.first_seq;
-        let entries = self.blocks[pos].entries.as_deref().unwrap_or_default();
-        Ok(entries
+        let entries = self.blocks[pos].entries.as_ref().unwrap_or(&EMPTY);
+        let n = entries.len();
+        match entries
             .iter()
             .rev()
-            .find(|e| !e.deleted && e.seq >= first)
-            .map(|e| e.ts))
+            .position(|e| !e.deleted && e.seq >= first)
+        {
+            Some(k) => Ok(Some(self.entry_ts(pos, n - 1 - k)?)),
+            None => Ok(None),
+        }
     }
 
     /// How many stored messages at or after `from_seq` match `filter`, and the first and last

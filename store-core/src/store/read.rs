@@ -7,7 +7,7 @@ impl<F: Fs> Store<F> {
     /// kind and sequence), from the write buffer, the block's cache or the file.
     pub(super) fn read_entry(&self, pos: usize, i: usize) -> Result<StoredMsg> {
         let b = &self.blocks[pos];
-        let e = b.entries.as_ref().expect("loaded")[i];
+        let e = b.entries.as_ref().expect("loaded").at(i);
         let off = e.off as u64;
         let len = e.len as usize;
         let mut owned = Vec::new();
@@ -145,8 +145,9 @@ impl<F: Fs> Store<F> {
                 self.trim_entries();
                 self.ensure_loaded(pos)?;
                 let entries = self.blocks[pos].entries.as_ref().expect("loaded");
-                let start = entries.partition_point(|e| e.seq < from);
-                for (i, e) in entries.iter().enumerate().skip(start) {
+                let start = entries.seq_point(from);
+                for (i, e) in entries.range(start, entries.len()).enumerate() {
+                    let i = start + i;
                     if e.deleted || self.ttl_expired(e.seq) {
                         continue;
                     }

@@ -250,7 +250,7 @@ impl<F: Fs> Store<F> {
             entries.shrink_to_fit();
         }
         let hi = self.blocks.last().map_or(0, |b| b.hi);
-        self.untrimmed += entries.len() as u64;
+        self.blocks.untrimmed += entries.len() as u64;
         debug_assert_eq!(sb.path, block_path(MSGS_DIR, index));
         let last = entries.last().map_or(0, |e| e.seq);
         self.blocks.push(Block {
@@ -258,7 +258,7 @@ impl<F: Fs> Store<F> {
             msg_last: last,
             max_seq: sb.max_seq,
             last_crc: sb.last_crc,
-            entries: Some(entries),
+            entries: Some(entries.into()),
             // a previous process may never have synced it: the next sync does (`new` marks it)
             pinned: sb.pinned,
             ..Block::new(index, sb.file, sb.len, hi.max(last))
@@ -281,7 +281,11 @@ impl<F: Fs> Store<F> {
             ..
         } = &mut *self;
         let b = &mut blocks[pos];
-        let entries = b.entries.as_mut().expect("a rebuilt block is loaded");
+        let entries = b
+            .entries
+            .as_mut()
+            .expect("a rebuilt block is loaded")
+            .full_mut();
         for e in entries.iter_mut() {
             if e.seq <= *floor {
                 e.deleted = true;
@@ -294,6 +298,10 @@ impl<F: Fs> Store<F> {
         }
         *msgs += b.live;
         *bytes += b.live_bytes;
+        // the block before is sealed now: packed (the newest stays full for appends)
+        if let Some(prev) = pos.checked_sub(1).and_then(|p| blocks[p].entries.as_mut()) {
+            prev.pack();
+        }
     }
 
     /// A tombstone for `seq`, which is not in the block being read: marks it deleted in an
@@ -306,9 +314,9 @@ impl<F: Fs> Store<F> {
         }
         self.ensure_loaded(pos)?;
         let entries = self.blocks[pos].entries.as_ref().expect("loaded");
-        match entries.binary_search_by_key(&seq, |e| e.seq) {
+        match entries.index_of(seq) {
             Ok(i) => {
-                if !entries[i].deleted {
+                if !entries.at(i).deleted {
                     self.mark_deleted(pos, i);
                 }
                 Ok(true)

@@ -90,7 +90,7 @@ impl<F: Fs> Store<F> {
             self.sync_inner(S_ERASE)?;
             return Err(Error::NotFound { seq });
         };
-        let e = self.blocks[pos].entries.as_ref().expect("loaded")[i];
+        let e = self.blocks[pos].entries.as_ref().expect("loaded").at(i);
         let old = self.read_entry(pos, i)?;
         let mut erased = Vec::with_capacity(e.len as usize);
         let mut crc = encode(
@@ -225,7 +225,7 @@ impl<F: Fs> Store<F> {
         }
         let ts = self.now();
         for &(pos, i, _) in &cands {
-            let seq = self.blocks[pos].entries.as_ref().expect("loaded")[i].seq;
+            let seq = self.blocks[pos].entries.as_ref().expect("loaded").seq_at(i);
             self.marker(Kind::Tombstone, seq, ts)?;
             self.mark_deleted(pos, i);
         }

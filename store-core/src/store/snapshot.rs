@@ -142,7 +142,7 @@ impl<F: Fs> Store<F> {
                 ..Block::new(bs.index, file, bs.len, hi)
             });
         }
-        self.blocks = blocks;
+        self.blocks.list = blocks;
         self.first_seq = snap.first_seq;
         self.first_ts = snap.first_ts;
         self.last_seq = snap.last_seq;

@@ -16,7 +16,7 @@
 //! A message past its ttl deadline is still counted in both (the removal is what changes
 //! them): the callers walk the messages instead while one is pending (`expired_pending`).
 
-use super::blocks::Entry;
+use super::entries::{Entries, EMPTY};
 use super::*;
 
 /// `by_subj` of a block: `(subject id, live sequences ascending)`, sorted by id.
@@ -24,7 +24,7 @@ use super::*;
 pub(super) struct SubjSeqs(Vec<(u32, Vec<u64>)>);
 
 impl SubjSeqs {
-    fn build(entries: &[Entry]) -> Self {
+    fn build(entries: &Entries) -> Self {
         let mut v: Vec<(u32, Vec<u64>)> = Vec::new();
         for e in entries.iter().filter(|e| !e.deleted) {
             match v.binary_search_by_key(&e.subj, |x| x.0) {
@@ -86,7 +86,7 @@ impl<F: Fs> Store<F> {
             self.ensure_loaded(pos)?;
             let b = &mut self.blocks[pos];
             let mut counts = Vec::new();
-            for e in b.entries.as_deref().unwrap_or_default() {
+            for e in b.entries.as_ref().unwrap_or(&EMPTY).iter() {
                 if !e.deleted {
                     bump(&mut counts, e.subj, 1);
                 }
@@ -101,7 +101,7 @@ impl<F: Fs> Store<F> {
         self.ensure_loaded(pos)?;
         let b = &mut self.blocks[pos];
         if b.by_subj.is_none() {
-            let built = SubjSeqs::build(b.entries.as_deref().unwrap_or_default());
+            let built = SubjSeqs::build(b.entries.as_ref().unwrap_or(&EMPTY));
             b.by_subj = Some(Box::new(built));
         }
         Ok(b.by_subj.as_deref().expect("just built"))
@@ -189,9 +189,9 @@ impl<F: Fs> Store<F> {
         let b = &self.blocks[pos];
         let entries = b
             .entries
-            .as_deref()
+            .as_ref()
             .filter(|e| all && e.len() as u64 == b.live)?;
-        Some((entries.len() - entries.partition_point(|e| e.seq < from)) as u64)
+        Some((entries.len() - entries.seq_point(from)) as u64)
     }
 }
 

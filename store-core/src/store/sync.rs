@@ -286,7 +286,7 @@ impl<F: Fs> Store<F> {
         // one leader at a time (SharedStore): the previous ticket has ended
         debug_assert!(self.dur.group_inflight.is_empty());
         let mut files = Vec::new();
-        for b in &mut self.blocks {
+        for b in self.blocks.iter_mut() {
             if b.dirty {
                 // cleared now: a write after this point marks it again for the next leader
                 b.dirty = false;

@@ -72,7 +72,7 @@ impl<F: Fs> Store<F> {
             None => (Vec::new(), 0),
         };
         let ts = match self.find(seq)? {
-            Some((p, i)) => self.blocks[p].entries.as_ref().expect("loaded")[i].ts,
+            Some((p, i)) => self.entry_ts(p, i)?,
             None => self.now(),
         };
         // commit: new block with the preserved markers and the truncate record, fsynced
@@ -169,16 +169,19 @@ impl<F: Fs> Store<F> {
         self.dur.latch(r, "set_len", &b.path)?;
         b.len = off;
         let entries = b.entries.as_mut().expect("loaded");
-        entries.retain(|e| e.seq <= seq);
+        entries.keep_first(entries.seq_point(seq.saturating_add(1)));
         // (built again from the entries left, on first use)
         b.subj_counts = None;
         b.by_subj = None;
-        b.msg_first = entries.first().map_or(0, |e| e.seq);
-        b.msg_last = entries.last().map_or(0, |e| e.seq);
+        b.msg_first = entries.get(0).map_or(0, |e| e.seq);
+        b.msg_last = entries
+            .len()
+            .checked_sub(1)
+            .map_or(0, |i| entries.seq_at(i));
         b.max_seq = b.max_seq.min(seq);
         b.dirty = true;
         let mut hi = 0;
-        for b in &mut self.blocks {
+        for b in self.blocks.iter_mut() {
             hi = hi.max(b.msg_last);
             b.hi = hi;
         }

@@ -1,4 +1,4 @@
-//! Fuzz target `restore_archive` (issue #16): `store_core::restore` of arbitrary bytes on
+//! Fuzz target `restore_archive`: `store_core::restore` of arbitrary bytes on
 //! fault-fs. The seed corpus holds real snapshots, so mutations reach past the tar framing
 //! into the manifest and the blocks.
 

@@ -89,8 +89,8 @@ impl ModelPlan {
                 12 => FuzzOp::Truncate(inp.u8()),
                 13 => FuzzOp::Tick(inp.u8()),
                 14 => FuzzOp::Reopen,
-                // issue #15's writes behind one code (older inputs keep their meaning but
-                // for this byte)
+                // the ttl, replica and skip writes behind one code (older inputs keep their
+                // meaning but for this byte)
                 _ => match inp.u8() % 4 {
                     0 => FuzzOp::Append(inp.u8(), 0),
                     1 => FuzzOp::AppendTtl(inp.u8(), inp.u8()),

@@ -1,4 +1,4 @@
-//! The consumer calls of the `store` resource (issue #16): store-core's `Store` consumer
+//! The consumer calls of the `store` resource: store-core's `Store` consumer
 //! methods, their types and errors converted to the WIT ones.
 
 use super::{to_wit_error, wit, GuestStoreRes};

@@ -651,7 +651,7 @@ impl wit::GuestStore for GuestStoreRes {
         wr(res.0.into_inner().close())
     }
 
-    // ---- issue #16: durable consumers (consumers.rs) ----
+    // ---- durable consumers (consumers.rs) ----
     fn consumer_add(&self, c: wit::ConsumerConfig) -> Result<(), wit::ConsumerError> {
         GuestStoreRes::consumer_add(self, c)
     }

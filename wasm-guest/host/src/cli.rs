@@ -20,7 +20,7 @@ const OUTPUT_CAP: usize = 16 << 20;
 pub struct CommandOutput {
     /// The exit code. WASI preview 2 carries only success or failure: 0 or 1.
     pub code: i32,
-    /// What it wrote to stdout (one JSON line on success).
+    /// What it wrote to stdout (its JSON lines on success).
     pub stdout: Vec<u8>,
     /// What it wrote to stderr (the error, on failure).
     pub stderr: Vec<u8>,

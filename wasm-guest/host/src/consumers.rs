@@ -1,4 +1,4 @@
-//! The consumer calls of [`GuestStore`] (issue #16): the guest's `consumer-*` exports, with
+//! The consumer calls of [`GuestStore`]: the guest's `consumer-*` exports, with
 //! store-core's types and typed errors on this side.
 
 use crate::bindings::exports::seqstore::store::stream as wit;

@@ -130,7 +130,8 @@ fn gen_message(rng: &mut Rng, max_payload: usize) -> (String, Vec<u8>, Vec<u8>) 
     (subject, headers, rng.bytes(max))
 }
 
-/// One of issue #15's writes or reads (those the first `gen_op` draws do not reach): ttls
+/// One of the ttl, replica and skip writes or the multi-filter reads (those the first
+/// `gen_op` draws do not reach): ttls
 /// that run out within a few clock steps, replica appends and skips at the next sequence and
 /// now and then a wrong one, reads with several filters (bad ones included).
 fn gen_op15(rng: &mut Rng, last_seq: u64) -> Op {
@@ -515,7 +516,7 @@ fn native_and_guest_agree() {
         encoded_one > 0,
         "seed {seed}: no append went through append-encoded-one"
     );
-    // issue #15's writes ran, and SequenceMismatch crossed as its own variant
+    // the ttl, replica and skip writes ran, and SequenceMismatch crossed as its own variant
     assert!(
         write15_ok > 20 && mismatches > 0,
         "seed {seed}: {write15_ok} ttl/raw/skip writes, {mismatches} mismatches"

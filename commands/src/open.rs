@@ -1,0 +1,91 @@
+//! Opening the store a command names: the directory checks, the native store on host-fs
+//! (cap-std natively, WASI's filesystem under WASI), and the whole command.
+
+use clap::Args;
+use host_fs::{HostFs, SystemClock};
+use std::path::Path;
+use store_core::{Config, CryptFs, Store};
+
+use crate::{run_and_close, Error, Output, Result, StoreCmd};
+
+/// Checks that `dir` is a store, or (`create`) makes a missing or empty one a store
+/// directory. A non-empty directory that is not a store is refused either way, and nothing is
+/// written to it.
+pub fn prepare_dir(dir: &Path, create: bool) -> Result<()> {
+    // a crash during a purge can leave purge.new/purge.old and no msgs/ (recovery finishes it)
+    let looks_like_store = [
+        store_core::MSGS_DIR,
+        store_core::PURGE_NEW,
+        store_core::PURGE_OLD,
+    ]
+    .iter()
+    .any(|d| dir.join(d).is_dir());
+    if looks_like_store {
+        return Ok(());
+    }
+    let dir_err = |what, source| Error::Dir {
+        what,
+        dir: dir.to_path_buf(),
+        source,
+    };
+    match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if !create {
+                return Err(Error::NoStore {
+                    dir: dir.to_path_buf(),
+                    why: "the directory does not exist",
+                });
+            }
+        }
+        Err(e) => return Err(dir_err("reading", e)),
+        Ok(mut it) => {
+            if it.next().is_some() {
+                return Err(Error::NotAStore {
+                    dir: dir.to_path_buf(),
+                });
+            }
+            if !create {
+                return Err(Error::NoStore {
+                    dir: dir.to_path_buf(),
+                    why: "the directory is empty",
+                });
+            }
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|e| dir_err("creating", e))
+}
+
+/// The native store in `dir` (after [`prepare_dir`]), on host-fs with the system clock,
+/// through the encryption and compression layer `cfg` asks for (none: the files as they are).
+pub fn open_native(dir: &Path, cfg: Config) -> Result<Store<CryptFs<HostFs>>> {
+    // host-fs names the root in its error (`open root "DIR": …`); nothing repeats it.
+    let fs = HostFs::open(dir).map_err(Error::Root)?;
+    Store::open_layered_with_clock(fs, cfg, Box::new(SystemClock)).map_err(|e| Error::Recover {
+        dir: dir.to_path_buf(),
+        guest: false,
+        source: Box::new(e),
+    })
+}
+
+/// Runs `cmd` on the native store in its directory, from `base` with the command's flags
+/// applied (`verify` reads the directory without opening a store). `prog` prefixes the
+/// warning on stderr when recovery had to repair damage.
+pub fn execute<X: Args>(cmd: &StoreCmd<X>, base: Config, prog: &str) -> Result<Output> {
+    let at = cmd.target();
+    if let StoreCmd::Verify { .. } = cmd {
+        let fs = HostFs::open(&at.dir).map_err(Error::Root)?;
+        let fs = CryptFs::new(fs, at.layer()?).map_err(Error::Root)?;
+        let r = store_core::verify(&fs).map_err(|source| Error::Verify {
+            dir: at.dir.clone(),
+            source,
+        })?;
+        return Ok(Output::Verify((&r).into()));
+    }
+    prepare_dir(&at.dir, cmd.creates())?;
+    let store = open_native(&at.dir, at.layered_config(base)?)?;
+    let rep = store.recovery_report();
+    if rep.lost_data() {
+        eprintln!("{prog}: recovery repaired damage: {rep:?}");
+    }
+    run_and_close(store, cmd, &SystemClock)
+}
