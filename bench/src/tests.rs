@@ -138,7 +138,7 @@ fn tiny_run_produces_every_key() {
         have_nats
     );
     let ratios = j["ratios"].as_object().expect("ratios");
-    assert_eq!(ratios.len(), 20);
+    assert_eq!(ratios.len(), 21);
     for (name, r) in ratios {
         if (name.starts_with("guest_") && !cfg!(feature = "guest"))
             || (name.contains("nats") && !have_nats)
