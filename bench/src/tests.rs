@@ -65,6 +65,8 @@ fn tiny_run_produces_every_key() {
             "append_nosync_msgs_per_s",
             &[
                 "seqstore",
+                "seqstore_encrypted",
+                "seqstore_xchacha",
                 "baseline",
                 "okaywal",
                 "fjall",
@@ -136,7 +138,7 @@ fn tiny_run_produces_every_key() {
         have_nats
     );
     let ratios = j["ratios"].as_object().expect("ratios");
-    assert_eq!(ratios.len(), 20);
+    assert_eq!(ratios.len(), 21);
     for (name, r) in ratios {
         if (name.starts_with("guest_") && !cfg!(feature = "guest"))
             || (name.contains("nats") && !have_nats)

@@ -62,7 +62,15 @@ pub(crate) struct CrashcheckArgs {
     /// With --random: through SharedStore (group commit) instead of the plain store.
     #[arg(long, conflicts_with = "guest")]
     shared: bool,
+    /// With --random: on an encrypted (XChaCha20-Poly1305) and lz4-compressed store, natively
+    /// or with --guest in the wasm guest.
+    #[arg(long, conflicts_with = "shared")]
+    encrypted: bool,
 }
+
+/// The `--encrypted` backends (their open counters seed the nonce prefixes).
+static LAYERED: crash_matrix::Layered = crash_matrix::Layered::new();
+static LAYERED_GUEST: crash_matrix::LayeredGuest = crash_matrix::LayeredGuest;
 
 pub(crate) fn demo_cmd(a: DemoArgs) -> Result<ExitCode> {
     if a.nats {
@@ -86,7 +94,11 @@ pub(crate) fn crashcheck_cmd(a: CrashcheckArgs) -> Result<ExitCode> {
     if a.workload != "all" {
         bail!("--random explores random workloads: it takes no --workload");
     }
-    let backend: &dyn Backend = if a.guest {
+    let backend: &dyn Backend = if a.encrypted && a.guest {
+        &LAYERED_GUEST
+    } else if a.encrypted {
+        &LAYERED
+    } else if a.guest {
         &Guest
     } else if a.shared {
         &crash_matrix::Shared

@@ -49,13 +49,16 @@ fn in_guest(
 ) -> seqstore_commands::Result<Output> {
     let at = cmd.target();
     prepare_dir(&at.dir, cmd.creates())?;
-    let g =
-        wasm_host::GuestStore::open_dir(&at.dir, at.config(base), Box::new(host_fs::SystemClock))
-            .map_err(|e| Error::Recover {
-            dir: at.dir.clone(),
-            guest: true,
-            source: Box::new(e),
-        })?;
+    let g = wasm_host::GuestStore::open_dir(
+        &at.dir,
+        at.layered_config(base)?,
+        Box::new(host_fs::SystemClock),
+    )
+    .map_err(|e| Error::Recover {
+        dir: at.dir.clone(),
+        guest: true,
+        source: Box::new(e),
+    })?;
     let rep = g.recovery_report();
     if rep.lost_data() {
         eprintln!("seqstore: recovery repaired damage: {rep:?}");

@@ -34,6 +34,16 @@ pub struct Target<X: Args> {
     /// Block size in bytes (default: the store's).
     #[arg(long, value_name = "BYTES")]
     pub block_size: Option<u64>,
+    /// Encrypt the store at rest (XChaCha20-Poly1305) under the key in FILE: 32 raw bytes or
+    /// 64 hex digits. Every later command on the store needs the same key (another is
+    /// refused at open: wrong key).
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Compress what the store writes (lz4 per frame of up to 16 KiB). Reading needs no flag
+    /// (each frame says whether it is compressed), but a compressed store without a key must
+    /// be opened with `--compress`.
+    #[arg(long)]
+    pub compress: bool,
     #[command(flatten)]
     pub extra: X,
 }
@@ -47,6 +57,58 @@ impl<X: Args> Target<X> {
             ..base
         }
     }
+
+    /// [`Target::config`] with the encryption of `--key-file` and the compression of
+    /// `--compress`.
+    pub fn layered_config(&self, base: Config) -> crate::Result<Config> {
+        let layer = self.layer()?;
+        Ok(Config {
+            encryption: layer.encryption,
+            compression: layer.compression,
+            ..self.config(base)
+        })
+    }
+
+    /// The encryption and compression layer the flags ask for.
+    pub fn layer(&self) -> crate::Result<store_core::crypt::LayerConfig> {
+        let encryption = match &self.key_file {
+            Some(p) => Some(store_core::Encryption::new(
+                store_core::Cipher::XChaCha20Poly1305,
+                read_key(p)?,
+            )),
+            None => None,
+        };
+        let compression = if self.compress {
+            store_core::Compression::Lz4
+        } else {
+            store_core::Compression::None
+        };
+        Ok(store_core::crypt::LayerConfig {
+            encryption,
+            compression,
+        })
+    }
+}
+
+/// Reads a key file: 32 raw bytes, or 64 hex digits (whitespace around them ignored).
+fn read_key(path: &std::path::Path) -> crate::Result<[u8; 32]> {
+    let err = |why: String| crate::Error::Key {
+        path: path.to_path_buf(),
+        why,
+    };
+    let raw = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    if let Ok(k) = <[u8; 32]>::try_from(raw.as_slice()) {
+        return Ok(k);
+    }
+    let text = std::str::from_utf8(&raw).unwrap_or("").trim();
+    if text.len() != 64 || !text.is_ascii() {
+        return Err(err("expected 32 bytes or 64 hex digits".into()));
+    }
+    let mut key = [0u8; 32];
+    for (i, b) in key.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| err("not hex".into()))?;
+    }
+    Ok(key)
 }
 
 /// The store commands.

@@ -44,6 +44,8 @@ pub enum Error {
     Stdin(std::io::Error),
     /// A read found no message (`what` says which: `with subject "a"`, …).
     NoMessage { what: String },
+    /// The `--key-file` could not be read or is not a key.
+    Key { path: PathBuf, why: String },
 }
 
 /// The commands' result.
@@ -70,6 +72,7 @@ impl fmt::Display for Error {
             Error::Dir { what, dir, .. } => write!(f, "{what} {}", dir.display()),
             Error::Stdin(_) => f.write_str("reading the payload from standard input"),
             Error::NoMessage { what } => write!(f, "no message {what}"),
+            Error::Key { path, why } => write!(f, "key file {}: {why}", path.display()),
         }
     }
 }
@@ -83,7 +86,10 @@ impl StdError for Error {
             Error::Recover { source, .. } => Some(source.as_ref()),
             Error::Verify { source, .. } => Some(source),
             Error::Dir { source, .. } | Error::Stdin(source) => Some(source),
-            Error::NoStore { .. } | Error::NotAStore { .. } | Error::NoMessage { .. } => None,
+            Error::NoStore { .. }
+            | Error::NotAStore { .. }
+            | Error::NoMessage { .. }
+            | Error::Key { .. } => None,
         }
     }
 }

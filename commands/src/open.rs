@@ -4,7 +4,7 @@
 use clap::Args;
 use host_fs::{HostFs, SystemClock};
 use std::path::Path;
-use store_core::{Config, Store};
+use store_core::{Config, CryptFs, Store};
 
 use crate::{run_and_close, Error, Output, Result, StoreCmd};
 
@@ -55,11 +55,12 @@ pub fn prepare_dir(dir: &Path, create: bool) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| dir_err("creating", e))
 }
 
-/// The native store in `dir` (after [`prepare_dir`]), on host-fs with the system clock.
-pub fn open_native(dir: &Path, cfg: Config) -> Result<Store<HostFs>> {
+/// The native store in `dir` (after [`prepare_dir`]), on host-fs with the system clock,
+/// through the encryption and compression layer `cfg` asks for (none: the files as they are).
+pub fn open_native(dir: &Path, cfg: Config) -> Result<Store<CryptFs<HostFs>>> {
     // host-fs names the root in its error (`open root "DIR": …`); nothing repeats it.
     let fs = HostFs::open(dir).map_err(Error::Root)?;
-    Store::open_with_clock(fs, cfg, Box::new(SystemClock)).map_err(|e| Error::Recover {
+    Store::open_layered_with_clock(fs, cfg, Box::new(SystemClock)).map_err(|e| Error::Recover {
         dir: dir.to_path_buf(),
         guest: false,
         source: Box::new(e),
@@ -73,6 +74,7 @@ pub fn execute<X: Args>(cmd: &StoreCmd<X>, base: Config, prog: &str) -> Result<O
     let at = cmd.target();
     if let StoreCmd::Verify { .. } = cmd {
         let fs = HostFs::open(&at.dir).map_err(Error::Root)?;
+        let fs = CryptFs::new(fs, at.layer()?).map_err(Error::Root)?;
         let r = store_core::verify(&fs).map_err(|source| Error::Verify {
             dir: at.dir.clone(),
             source,
@@ -80,7 +82,7 @@ pub fn execute<X: Args>(cmd: &StoreCmd<X>, base: Config, prog: &str) -> Result<O
         return Ok(Output::Verify((&r).into()));
     }
     prepare_dir(&at.dir, cmd.creates())?;
-    let store = open_native(&at.dir, at.config(base))?;
+    let store = open_native(&at.dir, at.layered_config(base)?)?;
     let rep = store.recovery_report();
     if rep.lost_data() {
         eprintln!("{prog}: recovery repaired damage: {rep:?}");

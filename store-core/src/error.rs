@@ -124,6 +124,15 @@ pub enum Error {
         /// The last delivery (consumer, stream).
         delivered: (u64, u64),
     },
+    /// A file of the store was written under another key (or cipher) than the one it is
+    /// opened with, or the store is encrypted and opened without one (or the reverse). Nothing
+    /// was decrypted with the wrong key.
+    WrongKey {
+        /// The file, relative to the store root.
+        file: String,
+        /// What the key check found.
+        reason: String,
+    },
     /// An ack or a redelivery for a consumer whose ack policy is `None` (NATS
     /// `ErrNoAckPolicy`).
     NoAckPolicy {
@@ -134,6 +143,25 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(op: &'static str, path: impl Into<String>, source: io::Error) -> Self {
+        // what the encryption layer found is not a failure of the medium
+        if let Some(fault) = crate::crypt::fault_of(&source) {
+            let file = path.into();
+            return match fault {
+                crate::crypt::Fault::WrongKey(reason) => Error::WrongKey {
+                    file,
+                    reason: reason.clone(),
+                },
+                crate::crypt::Fault::NotLayered => Error::WrongKey {
+                    file,
+                    reason: fault.to_string(),
+                },
+                crate::crypt::Fault::Tampered { offset, reason } => Error::Corrupt {
+                    file,
+                    offset: *offset,
+                    reason: format!("encrypted file: {reason}"),
+                },
+            };
+        }
         Error::Io {
             op,
             path: path.into(),
@@ -210,6 +238,7 @@ impl fmt::Display for Error {
                 f,
                 "consumer {name:?}: delivery ({dseq}, {sseq}) does not move past the last one {delivered:?}"
             ),
+            Error::WrongKey { file, reason } => write!(f, "wrong key for {file}: {reason}"),
             Error::NoAckPolicy { name } => {
                 write!(f, "consumer {name:?} has ack policy none: nothing to ack or redeliver")
             }

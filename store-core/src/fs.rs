@@ -285,6 +285,15 @@ pub trait Fs: Send + Sync {
     /// directory and fsync it. `""` is the root.
     #[track_caller]
     fn sync_dir(&self, path: &str) -> io::Result<()>;
+
+    /// The encryption and compression this filesystem applies to what is written through it:
+    /// `None` for a plain one (the default); [`crate::crypt::CryptFs`] says what it does.
+    /// [`crate::Store::open`] compares it with [`crate::Config::encryption`] and
+    /// [`crate::Config::compression`], so that a store meant to be encrypted is never
+    /// written in the clear.
+    fn layer(&self) -> Option<&crate::crypt::LayerConfig> {
+        None
+    }
 }
 
 /// The default [`FsFile::read_framed_at`]: `file.read_vec_at`, then the frames' checksums

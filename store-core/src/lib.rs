@@ -27,6 +27,7 @@ pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod consumer;
+pub mod crypt;
 pub mod error;
 pub mod fs;
 // The byte layouts of index.db and of records, public for the wasm host (which encodes
@@ -60,6 +61,7 @@ pub use admit::Admission;
 pub use clock::{Clock, ManualClock};
 pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
+pub use crypt::{Cipher, Compression, CryptFs, Encryption};
 pub use error::{Error, Result};
 pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 pub use shared::SharedStore;

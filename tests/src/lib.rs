@@ -33,6 +33,7 @@ mod backend;
 mod cells;
 mod checker;
 mod consumers;
+mod layered;
 mod runner;
 mod workload;
 
@@ -44,5 +45,6 @@ pub use backend::*;
 pub use cells::*;
 pub use checker::*;
 use consumers::*;
+pub use layered::*;
 pub use runner::*;
 pub use workload::*;

@@ -4,7 +4,7 @@
 //! it to a short workload. Every run prints its seed; `SEQSTORE_SEED=S` replays it.
 
 use crash_matrix::random::{generate, literal, run_campaign, workload_seed, Campaign};
-use crash_matrix::{Backend, Native, Shared};
+use crash_matrix::{Backend, Layered, Native, Shared};
 use store_core::Ablation;
 
 fn seed(default: u64) -> u64 {
@@ -108,6 +108,29 @@ fn random_workloads_are_clean_natively() {
 #[test]
 fn random_workloads_are_clean_through_shared_store() {
     assert_clean(&Shared, seed(2), count(12));
+}
+
+#[test]
+fn random_workloads_are_clean_encrypted_and_compressed() {
+    assert_clean(&Layered::new(), seed(4), count(12));
+}
+
+#[test]
+fn no_nonce_repeats_across_the_crashes_and_recoveries_of_random_workloads() {
+    // every seal of the workloads and of every recovery of every crash image, one log
+    let backend = Layered::recording();
+    assert_clean(&backend, seed(6), count(4).min(4));
+    let nonces = backend.nonces();
+    let unique: std::collections::HashSet<_> = nonces.iter().collect();
+    println!("{} nonces, {} distinct", nonces.len(), unique.len());
+    assert!(nonces.len() > 1000);
+    assert_eq!(unique.len(), nonces.len(), "a nonce was used twice");
+}
+
+#[cfg(feature = "guest")]
+#[test]
+fn a_sample_of_random_workloads_is_clean_encrypted_in_the_wasm_guest() {
+    assert_clean(&crash_matrix::LayeredGuest, seed(5), count(3).min(3));
 }
 
 #[cfg(feature = "guest")]

@@ -41,6 +41,21 @@ pub(super) fn nosync_cell(ctx: &mut Ctx<'_>, engine: &str, n: u64) -> Result<f64
             drop(s);
             v
         }
+        "seqstore_encrypted" | "seqstore_xchacha" => {
+            let cipher = if engine == "seqstore_xchacha" {
+                store_core::Cipher::XChaCha20Poly1305
+            } else {
+                store_core::Cipher::Aes256Gcm
+            };
+            let mut s = open_encrypted_store(p, SyncPolicy::Never, cipher)?;
+            let t = Instant::now();
+            for i in 0..n {
+                s.append(ctx.subject(i), b"", payload)?;
+            }
+            let v = rate(n, t.elapsed());
+            drop(s);
+            v
+        }
         "baseline" => {
             let mut b = Baseline::create(p)?;
             let t = Instant::now();

@@ -10,6 +10,8 @@ pub(super) fn new_tables() -> [Table; 13] {
         Unit::PerSec,
         &[
             "seqstore",
+            "seqstore_encrypted",
+            "seqstore_xchacha",
             "baseline",
             "okaywal",
             "fjall",
@@ -143,6 +145,15 @@ pub(super) fn goals(tables: &[Table]) -> Vec<Goal> {
             paired: paired(NOSYNC, "seqstore", "okaywal"),
             // not slower than the WAL a user would pick instead (README says why not 1.5)
             target: 1.0,
+        },
+        Goal {
+            // issue #16: encryption at rest costs at most 40 % of the no-sync append rate
+            name: "encrypted_vs_plain_nosync",
+            what: "no sync: seqstore encrypted (AES-256-GCM) / seqstore plain",
+            value: ratio(NOSYNC, "seqstore_encrypted", "seqstore"),
+            op: ">=",
+            paired: paired(NOSYNC, "seqstore_encrypted", "seqstore"),
+            target: 0.6,
         },
         Goal {
             name: "nosync_vs_fjall",

@@ -37,11 +37,20 @@ pub(crate) const STREAM_TABLES: &[&str] = &[REBUILD, INDEX, GET, PURGE, READS, B
 
 /// Measured in this order in every round (A B A B …).
 #[cfg(not(feature = "guest"))]
-pub(crate) const NOSYNC_ENGINES: &[&str] =
-    &["seqstore", "baseline", "okaywal", "fjall", "fjall_manual"];
+pub(crate) const NOSYNC_ENGINES: &[&str] = &[
+    "seqstore",
+    "seqstore_encrypted",
+    "seqstore_xchacha",
+    "baseline",
+    "okaywal",
+    "fjall",
+    "fjall_manual",
+];
 #[cfg(feature = "guest")]
 pub(crate) const NOSYNC_ENGINES: &[&str] = &[
     "seqstore",
+    "seqstore_encrypted",
+    "seqstore_xchacha",
     "baseline",
     "okaywal",
     "fjall",
@@ -98,6 +107,23 @@ pub(crate) fn open_store(path: &Path, sync: SyncPolicy) -> Result<Store<HostFs>>
     };
     Store::open_with_clock(fs, cfg, Box::new(SystemClock))
         .with_context(|| format!("open store {}", path.display()))
+}
+
+/// A store encrypted at rest with `cipher` under a fixed bench key (no compression: the bench
+/// payload is random) on `path`, through the crypt layer.
+pub(crate) fn open_encrypted_store(
+    path: &Path,
+    sync: SyncPolicy,
+    cipher: store_core::Cipher,
+) -> Result<Store<store_core::CryptFs<HostFs>>> {
+    let fs = HostFs::create(path).with_context(|| format!("store root {}", path.display()))?;
+    let cfg = Config {
+        sync,
+        encryption: Some(store_core::Encryption::new(cipher, [0x5e; 32])),
+        ..Config::default()
+    };
+    Store::open_layered_with_clock(fs, cfg, Box::new(SystemClock))
+        .with_context(|| format!("open encrypted store {}", path.display()))
 }
 
 /// The 1-minute load average (Linux), if readable.

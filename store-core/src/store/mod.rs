@@ -129,6 +129,7 @@ impl<F: Fs> Store<F> {
     /// fsync what they removed.
     pub fn open_with_clock(fs: F, cfg: Config, clock: Box<dyn Clock>) -> Result<Self> {
         cfg.validate().map_err(Error::InvalidConfig)?;
+        crate::crypt::check_layer(&fs, &cfg).map_err(Error::InvalidConfig)?;
         let now = clock.now_ns();
         let entry_cache = cfg.entry_cache;
         let mut s = Store {

@@ -72,7 +72,9 @@ fn to_wit_state(s: ConsumerState) -> wit::ConsumerState {
 impl GuestStoreRes {
     fn consumer<T>(
         &self,
-        f: impl FnOnce(&mut store_core::Store<super::GuestFs>) -> store_core::Result<T>,
+        f: impl FnOnce(
+            &mut store_core::Store<store_core::CryptFs<super::GuestFs>>,
+        ) -> store_core::Result<T>,
     ) -> CR<T> {
         f(&mut self.0.borrow_mut()).map_err(to_consumer_error)
     }

@@ -102,6 +102,7 @@ pub(crate) fn to_wit_error(e: store_core::Error) -> wit::Error {
             wit::Error::SequenceMismatch(wit::SequenceMismatchError { seq, last_seq })
         }
         // `Error` is non-exhaustive: a variant added later still crosses, as its text.
+        E::WrongKey { file, reason } => wit::Error::WrongKey((file, reason)),
         other => wit::Error::Other(other.to_string()),
     }
 }
@@ -146,6 +147,21 @@ pub(crate) fn to_config(c: wit::Config) -> Config {
         write_buffer: usize::try_from(c.write_buffer).unwrap_or(usize::MAX),
         block_cache: c.block_cache,
         entry_cache: c.entry_cache,
+        encryption: c.encryption.and_then(|e| {
+            let cipher = match e.cipher {
+                wit::Cipher::Xchacha20Poly1305 => store_core::Cipher::XChaCha20Poly1305,
+                wit::Cipher::Aes256Gcm => store_core::Cipher::Aes256Gcm,
+            };
+            // a key of another length: no key, and `open` refuses the config (below)
+            <[u8; 32]>::try_from(e.key.as_slice())
+                .ok()
+                .map(|k| store_core::Encryption::new(cipher, k))
+        }),
+        compression: if c.compress {
+            store_core::Compression::Lz4
+        } else {
+            store_core::Compression::None
+        },
         ..Config::default()
     };
     #[cfg(feature = "test-hooks")]

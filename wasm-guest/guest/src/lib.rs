@@ -380,10 +380,13 @@ fn wr<T>(r: store_core::Result<T>) -> R<T> {
 
 /// The exported `store` resource: one store-core `Store`. The component model calls resource
 /// methods with `&self` and one call at a time, so a `RefCell` gives the `&mut` store-core needs.
-pub struct GuestStoreRes(RefCell<Store<GuestFs>>);
+pub struct GuestStoreRes(RefCell<Store<store_core::CryptFs<GuestFs>>>);
 
 impl GuestStoreRes {
-    fn with<T>(&self, f: impl FnOnce(&mut Store<GuestFs>) -> store_core::Result<T>) -> R<T> {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Store<store_core::CryptFs<GuestFs>>) -> store_core::Result<T>,
+    ) -> R<T> {
         wr(f(&mut self.0.borrow_mut()))
     }
 }
@@ -397,6 +400,15 @@ impl wit::Guest for Component {
 
 impl wit::GuestStore for GuestStoreRes {
     fn open(storage: wit::Storage, config: wit::Config) -> R<wit::Store> {
+        if config
+            .encryption
+            .as_ref()
+            .is_some_and(|e| e.key.len() != 32)
+        {
+            return Err(wit::Error::InvalidConfig(
+                "an encryption key is 32 bytes".into(),
+            ));
+        }
         let fs = match storage {
             wit::Storage::ImportedFs => GuestFs::Imported(ImportedFs),
             wit::Storage::PreopenedDir(dir) => {
@@ -408,7 +420,8 @@ impl wit::GuestStore for GuestStoreRes {
                 GuestFs::Wasi(wr(fs)?)
             }
         };
-        let store = wr(Store::open_with_clock(
+        // through the encryption and compression layer (which passes a plain config through)
+        let store = wr(Store::open_layered_with_clock(
             fs,
             to_config(config),
             Box::new(ImportedClock),

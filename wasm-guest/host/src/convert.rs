@@ -129,6 +129,7 @@ pub(crate) fn from_wit_error(e: wit::Error) -> store_core::Error {
             seq: m.seq,
             last_seq: m.last_seq,
         },
+        wit::Error::WrongKey((file, reason)) => E::WrongKey { file, reason },
         // A store-core variant this interface does not carry yet: keep its text.
         wit::Error::Other(s) => E::InvalidArgument(format!("(guest error) {s}")),
     }
@@ -168,6 +169,14 @@ pub(crate) fn to_wit_config(c: &Config) -> wit::Config {
         write_buffer: c.write_buffer as u64,
         block_cache: c.block_cache,
         entry_cache: c.entry_cache,
+        encryption: c.encryption.as_ref().map(|e| wit::Encryption {
+            cipher: match e.cipher {
+                store_core::Cipher::Aes256Gcm => wit::Cipher::Aes256Gcm,
+                _ => wit::Cipher::Xchacha20Poly1305,
+            },
+            key: e.key().to_vec(),
+        }),
+        compress: c.compression == store_core::Compression::Lz4,
     }
 }
 

@@ -314,7 +314,7 @@ impl GuestStore {
         }
         let iface = guest.seqstore_store_stream().store();
         let handle = iface
-            .call_open(&mut store, &storage, to_wit_config(&cfg))
+            .call_open(&mut store, &storage, &to_wit_config(&cfg))
             .map_err(|e| trap(e, &store))?
             .map_err(|e| Error::Store(from_wit_error(e)))?;
         store.set_epoch_deadline(deadline);

@@ -204,3 +204,37 @@ fn guest_rebuilds_records_larger_than_a_read() {
         assert_eq!(snapshot_guest(&mut g), written, "{ctx}");
     }
 }
+
+/// A store the guest writes encrypted (and compressed) opens natively with the key, and with
+/// another key in neither: a typed `WrongKey` across the WIT boundary too.
+#[test]
+fn an_encrypted_store_moves_between_guest_and_native() {
+    use store_core::{Cipher, Compression, Encryption, Error};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |k: u8| Config {
+        encryption: Some(Encryption::new(Cipher::Aes256Gcm, [k; 32])),
+        compression: Compression::Lz4,
+        ..Config::default()
+    };
+    let mut g = GuestStore::open_dir(dir.path(), cfg(1), Box::new(host_fs::SystemClock)).unwrap();
+    for i in 0..50u64 {
+        g.append("a.b", b"", format!("guest secret {i}").as_bytes())
+            .unwrap();
+    }
+    g.close().unwrap();
+    let fs = HostFs::open(dir.path()).unwrap();
+    let mut s = Store::open_layered(fs, cfg(1)).unwrap();
+    assert_eq!(s.get(7).unwrap().payload, b"guest secret 6");
+    s.append("a.b", b"", b"native secret").unwrap();
+    s.close().unwrap();
+    let mut g = GuestStore::open_dir(dir.path(), cfg(1), Box::new(host_fs::SystemClock)).unwrap();
+    assert_eq!(g.get(51).unwrap().payload, b"native secret");
+    g.close().unwrap();
+    match GuestStore::open_dir(dir.path(), cfg(2), Box::new(host_fs::SystemClock)) {
+        Err(e) => assert!(
+            matches!(e.store_error(), Some(Error::WrongKey { .. })),
+            "{e}"
+        ),
+        Ok(_) => panic!("the guest opened the store with another key"),
+    }
+}
