@@ -34,7 +34,7 @@ pub const INDEX_VERSION_NO_TTL: u32 = 1;
 /// One block as the snapshot saw it.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct BlockSummary {
-    pub index: u64,
+    pub number: u64,
     pub len: u64,
     pub msg_first: u64,
     pub msg_last: u64,
@@ -98,7 +98,7 @@ impl Snapshot {
         o.extend_from_slice(&(self.blocks.len() as u32).to_le_bytes());
         for b in &self.blocks {
             for v in [
-                b.index,
+                b.number,
                 b.len,
                 b.msg_first,
                 b.msg_last,
@@ -181,7 +181,7 @@ impl Snapshot {
         let nblocks = r.count(64)?;
         for _ in 0..nblocks {
             let mut bs = BlockSummary {
-                index: r.u64()?,
+                number: r.u64()?,
                 len: r.u64()?,
                 msg_first: r.u64()?,
                 msg_last: r.u64()?,
@@ -296,7 +296,7 @@ mod tests {
             msgs: 5,
             bytes: 500,
             blocks: vec![BlockSummary {
-                index: 1,
+                number: 1,
                 len: 900,
                 msg_first: 1,
                 msg_last: 9,

@@ -66,14 +66,14 @@ pub(crate) struct Loaded {
     pub(crate) ignored: Vec<String>,
 }
 
-fn ioe<T>(r: std::io::Result<T>, op: &'static str, path: &str) -> Result<T> {
+fn io_at<T>(r: std::io::Result<T>, op: &'static str, path: &str) -> Result<T> {
     r.map_err(|e| Error::io(op, path, e))
 }
 
 fn read_all<H: FsFile>(f: &H, path: &str) -> Result<Vec<u8>> {
-    let len = ioe(f.len(), "len", path)? as usize;
+    let len = io_at(f.len(), "len", path)? as usize;
     let mut buf = vec![0; len];
-    ioe(f.read_exact_at(&mut buf, 0), "read", path)?;
+    io_at(f.read_exact_at(&mut buf, 0), "read", path)?;
     Ok(buf)
 }
 
@@ -123,13 +123,13 @@ impl<H: FsFile> Consumers<H> {
     pub(crate) fn load<F: Fs<File = H>>(fs: &F) -> Result<(Self, Loaded)> {
         let mut c = Consumers::default();
         let mut done = Loaded::default();
-        let root = ioe(fs.read_dir(""), "read_dir", "")?;
+        let root = io_at(fs.read_dir(""), "read_dir", "")?;
         if !root.iter().any(|e| e.name == CONSUMERS_DIR && e.is_dir) {
             return Ok((c, done));
         }
-        let names = ioe(fs.read_dir(CONSUMERS_DIR), "read_dir", CONSUMERS_DIR)?;
+        let names = io_at(fs.read_dir(CONSUMERS_DIR), "read_dir", CONSUMERS_DIR)?;
         if names.iter().any(|e| e.name == "state") {
-            let f = ioe(
+            let f = io_at(
                 fs.open(STATE_FILE, OpenOptions::read_only()),
                 "open",
                 STATE_FILE,
@@ -149,13 +149,13 @@ impl<H: FsFile> Consumers<H> {
             };
             let path = format!("{CONSUMERS_DIR}/{}", e.name);
             if stale {
-                ioe(fs.remove_file(&path), "remove_file", &path)?;
+                io_at(fs.remove_file(&path), "remove_file", &path)?;
             } else if e.name != "state" && path != jpath {
                 done.ignored.push(path);
             }
         }
         let exists = names.iter().any(|e| path_is(&jpath, &e.name));
-        let f = ioe(
+        let f = io_at(
             fs.open(&jpath, OpenOptions::read_write_create()),
             "open",
             &jpath,
@@ -176,8 +176,8 @@ impl<H: FsFile> Consumers<H> {
         if !header_ok {
             // created and never synced, or torn: no record after it was ever acknowledged
             // (a record's fsync covers the header before it)
-            ioe(f.set_len(0), "set_len", path)?;
-            ioe(
+            io_at(f.set_len(0), "set_len", path)?;
+            io_at(
                 f.write_all_at(&codec::journal_header(self.gen), 0),
                 "write",
                 path,
@@ -198,7 +198,7 @@ impl<H: FsFile> Consumers<H> {
             at += n;
         }
         if at < buf.len() {
-            ioe(f.set_len(at as u64), "set_len", path)?;
+            io_at(f.set_len(at as u64), "set_len", path)?;
             done.cut = (buf.len() - at) as u64;
         }
         self.len = at as u64;

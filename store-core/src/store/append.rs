@@ -178,7 +178,7 @@ impl<F: Fs> Store<F> {
         // Nothing can fail from here: `write_record_from`'s and `append_inner`'s updates.
         let pos = self.blocks.len() - 1;
         self.note_written(pos, seq, r.crc);
-        self.index_msg(pos, seq, r.ts, off, len, sid);
+        self.add_entry(pos, seq, r.ts, off, len, sid);
         true
     }
 
@@ -246,7 +246,7 @@ impl<F: Fs> Store<F> {
             Some(id) => id,
             None => self.subjects.intern(subject),
         };
-        self.index_msg(pos, seq, ts, off, len as u64, sid);
+        self.add_entry(pos, seq, ts, off, len as u64, sid);
         if l != crate::config::Limits::default() {
             self.enforce_limits(Some(sid))?;
             if always {

@@ -60,7 +60,7 @@ impl<F: Fs> Store<F> {
             return Ok(&c[off as usize..off as usize + len]);
         }
         owned.resize(len, 0);
-        ioe(b.file.read_exact_at(owned, off), "read", &b.path)?;
+        io_at(b.file.read_exact_at(owned, off), "read", &b.path)?;
         Ok(owned)
     }
 

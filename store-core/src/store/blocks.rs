@@ -1,7 +1,7 @@
 //! The blocks in memory: entries, loading them lazily, finding a sequence, marking removals.
 
 use super::entries::Entries;
-use super::subjects::SubjMemo;
+use super::subjects::SubjectMemo;
 use super::*;
 
 #[derive(Clone, Copy, Debug)]
@@ -15,7 +15,7 @@ pub(super) struct Entry {
 }
 
 pub(super) struct Block<H> {
-    pub(super) index: u64,
+    pub(super) number: u64,
     pub(super) path: String,
     /// Shared so that a group commit can fsync it without holding the store (see
     /// `SharedStore`).
@@ -27,7 +27,7 @@ pub(super) struct Block<H> {
     pub(super) msg_last: u64,
     /// Highest message sequence in this or any earlier block: non-decreasing, so a lookup
     /// by sequence is a binary search over blocks.
-    pub(super) hi: u64,
+    pub(super) seq_ceiling: u64,
     /// Highest sequence of any record in the block.
     pub(super) max_seq: u64,
     pub(super) live: u64,
@@ -37,7 +37,7 @@ pub(super) struct Block<H> {
     pub(super) entries: Option<Entries>,
     /// Deleted sequences of an unread block (from `index.db`, or kept when the entry cache
     /// dropped its entries), sorted.
-    pub(super) dmap: Vec<u64>,
+    pub(super) deleted_seqs: Vec<u64>,
     /// When the entry cache dropped its entries: every `MARK_EVERY`-th message record's
     /// (sequence − `msg_first`, offset), so that a get finds its record by reading a few
     /// records instead of the whole block (empty otherwise).
@@ -59,7 +59,7 @@ pub(super) struct Block<H> {
     /// Live messages per subject id, sorted by id, once asked for (`subj_counts.rs`).
     pub(super) subj_counts: Option<Vec<(u32, u32)>>,
     /// Live sequences per subject id, once asked for; dropped with the entries.
-    pub(super) by_subj: Option<Box<super::subj_counts::SubjSeqs>>,
+    pub(super) by_subj: Option<Box<super::subj_counts::SubjectSeqs>>,
 }
 
 /// The blocks in memory, oldest first (`list`, which `Blocks` derefs to), with the
@@ -109,23 +109,23 @@ impl<H> std::ops::DerefMut for Blocks<H> {
 
 impl<H> Block<H> {
     /// Block `index` of `msgs/` on `file`, `len` bytes, with no message yet and its entries
-    /// loaded (empty), marked as having unsynced writes; `hi` is the previous block's. Each
+    /// loaded (empty), marked as having unsynced writes; `seq_ceiling` is the previous block's. Each
     /// place that makes a block sets what it knows beyond that.
-    pub(super) fn new(index: u64, file: H, len: u64, hi: u64) -> Self {
+    pub(super) fn new(number: u64, file: H, len: u64, seq_ceiling: u64) -> Self {
         Block {
-            index,
-            path: block_path(MSGS_DIR, index),
+            number,
+            path: block_path(MSGS_DIR, number),
             file: Arc::new(file),
             len,
             msg_first: 0,
             msg_last: 0,
-            hi,
+            seq_ceiling,
             max_seq: 0,
             live: 0,
             live_bytes: 0,
             last_crc: 0,
             entries: Some(Entries::Full(Vec::new())),
-            dmap: Vec::new(),
+            deleted_seqs: Vec::new(),
             marks: Vec::new(),
             dirty: true,
             cache: None,
@@ -177,8 +177,9 @@ impl<F: Fs> Store<F> {
             blocks, subjects, ..
         } = &mut *self;
         let b = &blocks[pos];
-        let mut entries = Vec::with_capacity((b.live as usize).saturating_add(b.dmap.len()));
-        let mut memo = SubjMemo::new();
+        let mut entries =
+            Vec::with_capacity((b.live as usize).saturating_add(b.deleted_seqs.len()));
+        let mut memo = SubjectMemo::new();
         let mut bad: Option<(u64, String)> = None;
         let end = scan_block(
             &*b.file,
@@ -189,7 +190,7 @@ impl<F: Fs> Store<F> {
                 if r.kind == Kind::Msg {
                     let deleted = r.flags & FLAG_ERASED != 0
                         || r.seq <= floor
-                        || b.dmap.binary_search(&r.seq).is_ok();
+                        || b.deleted_seqs.binary_search(&r.seq).is_ok();
                     entries.push(Entry {
                         seq: r.seq,
                         ts: r.ts,
@@ -240,7 +241,7 @@ impl<F: Fs> Store<F> {
         let b = &mut self.blocks[pos];
         b.entries = Some(entries);
         b.by_subj = None;
-        b.dmap = Vec::new();
+        b.deleted_seqs = Vec::new();
         b.marks = Vec::new();
         Ok(())
     }
@@ -252,7 +253,7 @@ impl<F: Fs> Store<F> {
             self.first_ts = 0;
             return Ok(());
         }
-        let mut pos = self.blocks.partition_point(|b| b.hi < from);
+        let mut pos = self.blocks.partition_point(|b| b.seq_ceiling < from);
         while pos < self.blocks.len() {
             if self.blocks[pos].live > 0 {
                 self.ensure_loaded(pos)?;
@@ -335,7 +336,7 @@ impl<F: Fs> Store<F> {
         if seq == 0 || seq < self.first_seq || seq > self.last_seq {
             return Ok(None);
         }
-        let pos = self.blocks.partition_point(|b| b.hi < seq);
+        let pos = self.blocks.partition_point(|b| b.seq_ceiling < seq);
         if pos >= self.blocks.len() || self.blocks[pos].msg_first > seq {
             return Ok(None);
         }

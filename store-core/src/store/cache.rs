@@ -88,7 +88,7 @@ impl<F: Fs> Store<F> {
         let b = &mut self.blocks[pos];
         b.uncached_reads = 0;
         let mut bytes = vec![0u8; need as usize].into_boxed_slice();
-        ioe(b.file.read_exact_at(&mut bytes, 0), "read", &b.path)?;
+        io_at(b.file.read_exact_at(&mut bytes, 0), "read", &b.path)?;
         b.cache = Some(bytes);
         Ok(())
     }

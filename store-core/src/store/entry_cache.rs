@@ -5,7 +5,7 @@
 //! with the stream. So a sealed block's entries are packed (`entries.rs`: a few bytes a
 //! message instead of the newest block's 32) and are a cache: past the budget (their heap
 //! bytes) the least recently used block gives its entries up and keeps only
-//! its deleted sequences (`dmap`), as a block known from `index.db` starts out; its next use
+//! its deleted sequences (`deleted_seqs`), as a block known from `index.db` starts out; its next use
 //! reads them again from the block (`load_entries`, which checks the scan against the block's
 //! counters). The newest block keeps its entries: every append indexes into them.
 //!
@@ -80,7 +80,7 @@ impl<F: Fs> Store<F> {
         let b = &mut self.blocks[pos];
         b.by_subj = None;
         if let Some(entries) = b.entries.take() {
-            b.dmap = entries
+            b.deleted_seqs = entries
                 .iter()
                 .filter(|e| e.deleted)
                 .map(|e| e.seq)
@@ -144,19 +144,19 @@ impl<F: Fs> Store<F> {
         if seq == 0 || seq < self.first_seq || seq > self.last_seq {
             return None;
         }
-        let pos = self.blocks.partition_point(|b| b.hi < seq);
+        let pos = self.blocks.partition_point(|b| b.seq_ceiling < seq);
         let b = self.blocks.get(pos)?;
         (b.entries.is_none() && !b.marks.is_empty() && b.msg_first <= seq).then_some(pos)
     }
 
     /// Message `seq` of block `pos`, whose entries were dropped: the records from the mark at
     /// or before `seq` to the next mark are read (block cache or one `pread`) and walked.
-    /// `None` if it is deleted (the floor, `dmap`, an erased record) or has no record. What
+    /// `None` if it is deleted (the floor, `deleted_seqs`, an erased record) or has no record. What
     /// is read is checked as `read_entry` checks a record: damage is `Corrupt`, never a wrong
     /// message.
     pub(super) fn read_marked(&self, pos: usize, seq: u64) -> Result<Option<StoredMsg>> {
         let b = &self.blocks[pos];
-        if seq <= self.floor || b.dmap.binary_search(&seq).is_ok() {
+        if seq <= self.floor || b.deleted_seqs.binary_search(&seq).is_ok() {
             return Ok(None);
         }
         let Ok(rel) = u32::try_from(seq - b.msg_first) else {
@@ -178,7 +178,7 @@ impl<F: Fs> Store<F> {
             Some(c) => &c[from as usize..to as usize],
             None => {
                 owned.resize((to - from) as usize, 0);
-                ioe(b.file.read_exact_at(&mut owned, from), "read", &b.path)?;
+                io_at(b.file.read_exact_at(&mut owned, from), "read", &b.path)?;
                 &owned
             }
         };

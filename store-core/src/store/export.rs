@@ -245,7 +245,7 @@ impl<F: Fs> Store<F> {
         let blocks = self
             .blocks
             .iter()
-            .map(|b| (block_path(MSGS_DIR, b.index), Arc::clone(&b.file), b.len))
+            .map(|b| (block_path(MSGS_DIR, b.number), Arc::clone(&b.file), b.len))
             .collect();
         Ok(ExportPlan {
             state,

@@ -45,8 +45,8 @@ fn bad(reason: impl Into<String>) -> Error {
 pub fn restore<F: Fs>(fs: F, cfg: Config, input: impl Read) -> Result<(Store<F>, SnapshotInfo)> {
     cfg.validate().map_err(Error::InvalidConfig)?;
     check_empty(&fs)?;
-    ioe(fs.create_dir(RESTORE_STAGE), "create_dir", RESTORE_STAGE)?;
-    let staged = ioe(fs.sync_dir(""), "sync_dir", "")
+    io_at(fs.create_dir(RESTORE_STAGE), "create_dir", RESTORE_STAGE)?;
+    let staged = io_at(fs.sync_dir(""), "sync_dir", "")
         .and_then(|()| unpack(&fs, input))
         .and_then(|info| commit(&fs, info));
     let info = match staged {
@@ -89,16 +89,16 @@ pub fn restore<F: Fs>(fs: F, cfg: Config, input: impl Read) -> Result<(Store<F>,
 
 /// Refuses a target with anything in it but a leftover staging directory (which it removes).
 fn check_empty<F: Fs>(fs: &F) -> Result<()> {
-    let names = ioe(fs.read_dir(""), "read_dir", "")?;
+    let names = io_at(fs.read_dir(""), "read_dir", "")?;
     match names.as_slice() {
         [] => Ok(()),
         [e] if e.name == RESTORE_STAGE && e.is_dir => {
-            ioe(
+            io_at(
                 fs.remove_dir_all(RESTORE_STAGE),
                 "remove_dir_all",
                 RESTORE_STAGE,
             )?;
-            ioe(fs.sync_dir(""), "sync_dir", "")
+            io_at(fs.sync_dir(""), "sync_dir", "")
         }
         [e, ..] => Err(Error::NotEmpty {
             entry: e.name.clone(),
@@ -118,9 +118,9 @@ fn discard<F: Fs>(fs: &F) {
 /// Makes the staged files' names durable, then renames the staging directory into place and
 /// makes that durable: the commit point.
 fn commit<F: Fs>(fs: &F, info: SnapshotInfo) -> Result<SnapshotInfo> {
-    ioe(fs.sync_dir(RESTORE_STAGE), "sync_dir", RESTORE_STAGE)?;
-    ioe(fs.rename(RESTORE_STAGE, MSGS_DIR), "rename", RESTORE_STAGE)?;
-    ioe(fs.sync_dir(""), "sync_dir", "")?;
+    io_at(fs.sync_dir(RESTORE_STAGE), "sync_dir", RESTORE_STAGE)?;
+    io_at(fs.rename(RESTORE_STAGE, MSGS_DIR), "rename", RESTORE_STAGE)?;
+    io_at(fs.sync_dir(""), "sync_dir", "")?;
     Ok(info)
 }
 
@@ -236,7 +236,7 @@ fn read_small(e: &mut impl Read, size: u64, max: u64) -> Result<String> {
 /// `Io`.
 fn write_file<F: Fs>(fs: &F, path: &str, e: &mut impl Read, size: u64) -> Result<u32> {
     let opts = OpenOptions::new().write(true).create_new(true);
-    let f = ioe(fs.open(path, opts), "open", path)?;
+    let f = io_at(fs.open(path, opts), "open", path)?;
     let mut buf = vec![0u8; CHUNK];
     let mut crc = crc32fast::Hasher::new();
     let mut off = 0u64;
@@ -248,9 +248,9 @@ fn write_file<F: Fs>(fs: &F, path: &str, e: &mut impl Read, size: u64) -> Result
             Err(err) => return Err(bad(format!("unreadable archive in {path}: {err}"))),
         };
         crc.update(&buf[..n]);
-        ioe(f.write_all_at(&buf[..n], off), "write_all_at", path)?;
+        io_at(f.write_all_at(&buf[..n], off), "write_all_at", path)?;
         off += n as u64;
     }
-    ioe(f.sync_all(), "sync_all", path)?;
+    io_at(f.sync_all(), "sync_all", path)?;
     Ok(crc.finalize())
 }

@@ -32,7 +32,7 @@ pub(crate) fn parse_block_name(name: &str) -> Option<u64> {
 
 impl<F: Fs> Store<F> {
     pub(super) fn root_names(&self) -> Result<BTreeMap<String, bool>> {
-        Ok(ioe(self.fs.read_dir(""), "read_dir", "")?
+        Ok(io_at(self.fs.read_dir(""), "read_dir", "")?
             .into_iter()
             .map(|e| (e.name, e.is_dir))
             .collect())
@@ -41,7 +41,7 @@ impl<F: Fs> Store<F> {
     /// Lists `msgs/`: block indexes in order; anything else is reported and left alone.
     pub(super) fn list_blocks(&mut self) -> Result<Vec<u64>> {
         let mut out = Vec::new();
-        for e in ioe(self.fs.read_dir(MSGS_DIR), "read_dir", MSGS_DIR)? {
+        for e in io_at(self.fs.read_dir(MSGS_DIR), "read_dir", MSGS_DIR)? {
             match parse_block_name(&e.name) {
                 Some(i) if !e.is_dir => out.push(i),
                 _ => self.report.ignored.push(format!("{MSGS_DIR}/{}", e.name)),

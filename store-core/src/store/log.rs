@@ -32,9 +32,9 @@ impl<F: Fs> Store<F> {
             e.pack();
             self.blocks.untrimmed += e.len() as u64;
         }
-        let index = self.blocks.last().map_or(1, |b| b.index + 1);
+        let index = self.blocks.last().map_or(1, |b| b.number + 1);
         let path = block_path(MSGS_DIR, index);
-        let file = ioe(
+        let file = io_at(
             self.fs.open(
                 &path,
                 OpenOptions::new().read(true).write(true).create_new(true),
@@ -43,7 +43,7 @@ impl<F: Fs> Store<F> {
             &path,
         )?;
         self.wbuf.extend_from_slice(&record::block_header(index));
-        let hi = self.blocks.last().map_or(0, |b| b.hi);
+        let hi = self.blocks.last().map_or(0, |b| b.seq_ceiling);
         self.blocks.push(Block::new(index, file, 0, hi));
         self.dur.msgs_dir_dirty = true;
         Ok(())
@@ -64,7 +64,7 @@ impl<F: Fs> Store<F> {
     /// `off` in block `pos` (loaded): its entry and every counter an append moves, once the
     /// record is written (and, under `Always`, durable). For `append_inner` and `append_in_run`.
     #[inline(always)]
-    pub(super) fn index_msg(
+    pub(super) fn add_entry(
         &mut self,
         pos: usize,
         seq: u64,
@@ -101,7 +101,7 @@ impl<F: Fs> Store<F> {
             b.msg_first = seq;
         }
         b.msg_last = seq;
-        b.hi = seq;
+        b.seq_ceiling = seq;
         b.live += 1;
         b.live_bytes += len;
         self.msgs += 1;

@@ -19,7 +19,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use subjects::{SubjInfo, SubjectTable};
+use subjects::{SubjectInfo, SubjectTable};
 use sync::{Durability, S_OPEN_LIMITS};
 
 mod append;
@@ -101,7 +101,7 @@ impl Clock for LogicalClock {
     }
 }
 
-pub(crate) fn ioe<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
+pub(crate) fn io_at<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
     r.map_err(|e| Error::io(op, path, e))
 }
 

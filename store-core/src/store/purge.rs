@@ -17,11 +17,11 @@ impl<F: Fs> Store<F> {
                 continue;
             };
             let path = block_path(PURGE_NEW, index);
-            let f = ioe(self.fs.open(&path, OpenOptions::read_only()), "open", &path)?;
-            let len = ioe(f.len(), "len", &path)?;
+            let f = io_at(self.fs.open(&path, OpenOptions::read_only()), "open", &path)?;
+            let len = io_at(f.len(), "len", &path)?;
             let mut h = [0u8; BLOCK_HEADER_LEN as usize];
             let n = (len as usize).min(h.len());
-            ioe(f.read_exact_at(&mut h[..n], 0), "read", &path)?;
+            io_at(f.read_exact_at(&mut h[..n], 0), "read", &path)?;
             if check_block_header(&path, &h[..n], index).ok() != Some(Header::Valid) {
                 continue;
             }
@@ -52,7 +52,7 @@ impl<F: Fs> Store<F> {
         if !(new || old) {
             if !msgs {
                 // made durable by open's root fsync ("open.root-dir")
-                ioe(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
+                io_at(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
             }
             return Ok(());
         }
@@ -60,17 +60,17 @@ impl<F: Fs> Store<F> {
             // Committed: the new block with the last sequence is durable. Finish the swap.
             if msgs {
                 if old {
-                    ioe(
+                    io_at(
                         self.fs.remove_dir_all(PURGE_OLD),
                         "remove_dir_all",
                         PURGE_OLD,
                     )?;
                 }
-                ioe(self.fs.rename(MSGS_DIR, PURGE_OLD), "rename", MSGS_DIR)?;
+                io_at(self.fs.rename(MSGS_DIR, PURGE_OLD), "rename", MSGS_DIR)?;
             }
             self.install_purge_new()?;
             if msgs || old {
-                ioe(
+                io_at(
                     self.fs.remove_dir_all(PURGE_OLD),
                     "remove_dir_all",
                     PURGE_OLD,
@@ -80,7 +80,7 @@ impl<F: Fs> Store<F> {
         } else {
             // Not committed (or only leftovers of a finished purge): keep the old blocks.
             if new {
-                ioe(
+                io_at(
                     self.fs.remove_dir_all(PURGE_NEW),
                     "remove_dir_all",
                     PURGE_NEW,
@@ -89,17 +89,17 @@ impl<F: Fs> Store<F> {
             }
             if old {
                 if msgs {
-                    ioe(
+                    io_at(
                         self.fs.remove_dir_all(PURGE_OLD),
                         "remove_dir_all",
                         PURGE_OLD,
                     )?;
                 } else {
-                    ioe(self.fs.rename(PURGE_OLD, MSGS_DIR), "rename", PURGE_OLD)?;
+                    io_at(self.fs.rename(PURGE_OLD, MSGS_DIR), "rename", PURGE_OLD)?;
                     self.report.purge_rolled_back = true;
                 }
             } else if !msgs {
-                ioe(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
+                io_at(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
             }
         }
         Ok(())
@@ -111,7 +111,7 @@ impl<F: Fs> Store<F> {
         if self.cfg.ablation == crate::Ablation::MovePurgeBlocks {
             return self.install_purge_new_by_moving();
         }
-        ioe(self.fs.rename(PURGE_NEW, MSGS_DIR), "rename", PURGE_NEW)
+        io_at(self.fs.rename(PURGE_NEW, MSGS_DIR), "rename", PURGE_NEW)
     }
 
     /// **Deliberately wrong** (ablation `MovePurgeBlocks`, the negative control of the
@@ -120,13 +120,13 @@ impl<F: Fs> Store<F> {
     /// `purge.new` that never comes (it is removed), so after a crash `msgs/` is empty.
     #[cfg(feature = "ablation")]
     pub(super) fn install_purge_new_by_moving(&mut self) -> Result<()> {
-        ioe(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
-        for e in ioe(self.fs.read_dir(PURGE_NEW), "read_dir", PURGE_NEW)? {
+        io_at(self.fs.create_dir(MSGS_DIR), "create_dir", MSGS_DIR)?;
+        for e in io_at(self.fs.read_dir(PURGE_NEW), "read_dir", PURGE_NEW)? {
             let from = format!("{PURGE_NEW}/{}", e.name);
             let to = format!("{MSGS_DIR}/{}", e.name);
-            ioe(self.fs.rename(&from, &to), "rename", &from)?;
+            io_at(self.fs.rename(&from, &to), "rename", &from)?;
         }
-        ioe(
+        io_at(
             self.fs.remove_dir_all(PURGE_NEW),
             "remove_dir_all",
             PURGE_NEW,
@@ -154,14 +154,14 @@ impl<F: Fs> Store<F> {
         let names = self.root_names()?;
         for d in [PURGE_NEW, PURGE_OLD] {
             if names.contains_key(d) {
-                ioe(self.fs.remove_dir_all(d), "remove_dir_all", d)?;
+                io_at(self.fs.remove_dir_all(d), "remove_dir_all", d)?;
             }
         }
         // 1. the new block: header + floor(L)
-        ioe(self.fs.create_dir(PURGE_NEW), "create_dir", PURGE_NEW)?;
-        let index = self.blocks.last().map_or(1, |b| b.index + 1);
+        io_at(self.fs.create_dir(PURGE_NEW), "create_dir", PURGE_NEW)?;
+        let index = self.blocks.last().map_or(1, |b| b.number + 1);
         let new_path = block_path(PURGE_NEW, index);
-        let file = ioe(
+        let file = io_at(
             self.fs.open(
                 &new_path,
                 OpenOptions::new().read(true).write(true).create_new(true),
@@ -194,7 +194,7 @@ impl<F: Fs> Store<F> {
         self.sync_dir("", SyncSite::PurgeSwapDir)?;
         // 5. memory: one block, nothing live, floor L
         let block = PurgedBlock {
-            index,
+            number: index,
             file,
             len: buf.len() as u64,
             crc,
@@ -216,7 +216,7 @@ impl<F: Fs> Store<F> {
             max_seq: l,
             last_crc: b.crc,
             dirty: !b.synced,
-            ..Block::new(b.index, b.file, b.len, 0)
+            ..Block::new(b.number, b.file, b.len, 0)
         }];
         self.msgs = 0;
         self.bytes = 0;
@@ -237,9 +237,9 @@ impl<F: Fs> Store<F> {
     }
 }
 
-/// The block a purge wrote: its index, file, length, last crc, and whether it was fsynced.
+/// The block a purge wrote: its number, file, length, last crc, and whether it was fsynced.
 struct PurgedBlock<H> {
-    index: u64,
+    number: u64,
     file: H,
     len: u64,
     crc: u32,

@@ -74,11 +74,11 @@ impl<F: Fs> Store<F> {
             return Ok(());
         }
         // message sequences rise from block to block, so the blocks that can hold `from..=to`
-        // are those from the first whose `hi` reaches `from` to the first whose `hi` reaches `to`
-        let lo = self.blocks.partition_point(|b| b.hi < from);
+        // are those from the first whose `seq_ceiling` reaches `from` to the first whose `seq_ceiling` reaches `to`
+        let lo = self.blocks.partition_point(|b| b.seq_ceiling < from);
         let hi = self
             .blocks
-            .partition_point(|b| b.hi < to)
+            .partition_point(|b| b.seq_ceiling < to)
             .min(self.blocks.len() - 1);
         if lo > hi {
             return Ok(());
@@ -335,7 +335,7 @@ impl<F: Fs> Store<F> {
             // two ends (each scan stops at its first match), unless every matching subject
             // knows its own first (last) sequence already
             let sids = self.matching_sids(m);
-            let info: Vec<SubjInfo> = sids.iter().map(|&i| self.subjects.info(i)).collect();
+            let info: Vec<SubjectInfo> = sids.iter().map(|&i| self.subjects.info(i)).collect();
             st.msgs = info.iter().map(|s| s.msgs).sum();
             if st.msgs == 0 || !edges {
                 return Ok(st);

@@ -18,7 +18,7 @@ impl<F: Fs> Store<F> {
             &c[off as usize..off as usize + len]
         } else {
             owned.resize(len, 0);
-            ioe(b.file.read_exact_at(&mut owned, off), "read", &b.path)?;
+            io_at(b.file.read_exact_at(&mut owned, off), "read", &b.path)?;
             &owned
         };
         match decode(bytes) {
@@ -43,7 +43,9 @@ impl<F: Fs> Store<F> {
         if s.first != 0 {
             return Ok(Some(s.first));
         }
-        let start = self.blocks.partition_point(|b| b.hi < self.first_seq);
+        let start = self
+            .blocks
+            .partition_point(|b| b.seq_ceiling < self.first_seq);
         for pos in start..self.blocks.len() {
             if self.blocks[pos].live == 0 {
                 continue;
@@ -138,7 +140,7 @@ impl<F: Fs> Store<F> {
         }
         // 0 unknown, 1 matches, 2 does not
         let mut cache: Vec<u8> = Vec::new();
-        let mut pos = self.blocks.partition_point(|b| b.hi < from);
+        let mut pos = self.blocks.partition_point(|b| b.seq_ceiling < from);
         while pos < self.blocks.len() {
             if self.blocks[pos].live > 0 {
                 // a scan for a rare subject may pass every block: keep the cache bounded

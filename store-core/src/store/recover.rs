@@ -2,7 +2,7 @@
 
 use super::blocks::{reserve_by_density, Block, Entry};
 use super::scan::{all_zero, scan_block_chunked, READ_CHUNK};
-use super::subjects::SubjMemo;
+use super::subjects::SubjectMemo;
 use super::*;
 
 /// Per-rebuild bookkeeping beside the replay's rules.
@@ -18,7 +18,7 @@ pub(super) struct Rebuild {
 impl<F: Fs> Store<F> {
     pub(super) fn load(&mut self) -> Result<()> {
         let indexes = self.list_blocks()?;
-        match self.try_index(&indexes) {
+        match self.try_index_db(&indexes) {
             Ok(true) => {
                 self.report.used_index = true;
                 return Ok(());
@@ -74,7 +74,7 @@ impl<F: Fs> Store<F> {
         self.subjects.clear();
         self.ttl.clear();
         (self.floor, self.msgs, self.bytes) = (0, 0, 0);
-        let mut memo = SubjMemo::new();
+        let mut memo = SubjectMemo::new();
         let mut scan_buf = Vec::new();
         for (i, &index) in indexes.iter().enumerate() {
             let newest = i + 1 == indexes.len();
@@ -125,11 +125,11 @@ impl<F: Fs> Store<F> {
     fn open_for_rebuild(&mut self, index: u64) -> Result<Option<(F::File, String, u64)>> {
         let path = block_path(MSGS_DIR, index);
         let rw = OpenOptions::new().read(true).write(true);
-        let file = ioe(self.fs.open(&path, rw), "open", &path)?;
-        let flen = ioe(file.len(), "len", &path)?;
+        let file = io_at(self.fs.open(&path, rw), "open", &path)?;
+        let flen = io_at(file.len(), "len", &path)?;
         let mut h = [0u8; BLOCK_HEADER_LEN as usize];
         let hn = (flen as usize).min(h.len());
-        ioe(file.read_exact_at(&mut h[..hn], 0), "read", &path)?;
+        io_at(file.read_exact_at(&mut h[..hn], 0), "read", &path)?;
         if check_block_header(&path, &h[..hn], index)? != Header::Blank {
             return Ok(Some((file, path, flen)));
         }
@@ -145,7 +145,7 @@ impl<F: Fs> Store<F> {
                 reason: "block header missing".into(),
             });
         }
-        ioe(self.fs.remove_file(&path), "remove_file", &path)?;
+        io_at(self.fs.remove_file(&path), "remove_file", &path)?;
         self.report.removed_blank.push(path);
         Ok(None)
     }
@@ -154,7 +154,7 @@ impl<F: Fs> Store<F> {
     fn rebuild_block(
         &mut self,
         rb: &mut Rebuild,
-        memo: &mut SubjMemo,
+        memo: &mut SubjectMemo,
         scan_buf: &mut Vec<u8>,
         file: F::File,
         path: String,
@@ -227,14 +227,14 @@ impl<F: Fs> Store<F> {
             // (the rebuild's visitor never stops the scan)
             ScanEnd::Clean | ScanEnd::Stopped { .. } => {}
             ScanEnd::Zeros { offset } => {
-                ioe(sb.file.set_len(offset), "set_len", &sb.path)?;
+                io_at(sb.file.set_len(offset), "set_len", &sb.path)?;
                 sb.len = offset;
             }
             ScanEnd::Damaged { offset, reason } => {
                 if strict && !newest {
                     return Err(Error::corrupt(sb.path, offset, reason));
                 }
-                ioe(sb.file.set_len(offset), "set_len", &sb.path)?;
+                io_at(sb.file.set_len(offset), "set_len", &sb.path)?;
                 self.report.cuts.push(Cut {
                     file: sb.path.clone(),
                     offset,
@@ -249,7 +249,7 @@ impl<F: Fs> Store<F> {
             // `reserve_by_density` guessed high (records grew along the block)
             entries.shrink_to_fit();
         }
-        let hi = self.blocks.last().map_or(0, |b| b.hi);
+        let hi = self.blocks.last().map_or(0, |b| b.seq_ceiling);
         self.blocks.untrimmed += entries.len() as u64;
         debug_assert_eq!(sb.path, block_path(MSGS_DIR, index));
         let last = entries.last().map_or(0, |e| e.seq);
@@ -308,7 +308,7 @@ impl<F: Fs> Store<F> {
     /// earlier block (reading its entries again if the cache dropped them). Whether a message
     /// record holds `seq`.
     fn rebuild_delete(&mut self, seq: u64) -> Result<bool> {
-        let pos = self.blocks.partition_point(|b| b.hi < seq);
+        let pos = self.blocks.partition_point(|b| b.seq_ceiling < seq);
         if pos >= self.blocks.len() || self.blocks[pos].msg_first > seq {
             return Ok(false);
         }
@@ -346,7 +346,7 @@ impl<F: Fs> Store<F> {
     /// The first message record above `s` in the blocks read so far: (block position,
     /// offset).
     fn first_void(&mut self, s: u64) -> Result<Option<(usize, u64)>> {
-        let pos = self.blocks.partition_point(|b| b.hi <= s);
+        let pos = self.blocks.partition_point(|b| b.seq_ceiling <= s);
         if pos >= self.blocks.len() {
             return Ok(None);
         }
@@ -364,7 +364,7 @@ impl<F: Fs> Store<F> {
     fn visit_record(
         &mut self,
         rb: &mut Rebuild,
-        memo: &mut SubjMemo,
+        memo: &mut SubjectMemo,
         entries: &mut Vec<Entry>,
         at: &RecordAt<'_>,
         r: &record::Record<'_>,

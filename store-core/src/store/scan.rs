@@ -100,11 +100,11 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
         let n = (want.max(chunk) as u64).min(len - pos) as usize;
         if batch {
             w.crcs.clear();
-            ioe(file.read_framed_at(buf, n, pos, &mut w.crcs), "read", path)?;
+            io_at(file.read_framed_at(buf, n, pos, &mut w.crcs), "read", path)?;
             w.pre_i = 0;
             w.frame_at = 0;
         } else {
-            ioe(file.read_vec_at(buf, n, pos), "read", path)?;
+            io_at(file.read_vec_at(buf, n, pos), "read", path)?;
         }
         // Checked after the read, as before a write: the scan trusts these bounds (a broken
         // `Fs` gets a typed error, not a panic).
@@ -179,7 +179,7 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
                 let mut chunk = vec![0u8; 64 << 10];
                 while p < len {
                     let n = ((len - p) as usize).min(chunk.len());
-                    ioe(file.read_exact_at(&mut chunk[..n], p), "read", path)?;
+                    io_at(file.read_exact_at(&mut chunk[..n], p), "read", path)?;
                     if chunk[..n].iter().any(|&b| b != 0) {
                         // A hole of zeros with records after it: e.g. a write whose fsync
                         // failed and was dropped (fsyncgate) while later writes were synced.
@@ -210,7 +210,7 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
                     Some(l) if pos + l as u64 + 4 <= len => {
                         let mut h = [0u8; REC_OVERHEAD];
                         let n = ((len - pos - l as u64) as usize).min(REC_OVERHEAD);
-                        ioe(
+                        io_at(
                             file.read_exact_at(&mut h[..n], pos + l as u64),
                             "read",
                             path,
@@ -258,7 +258,7 @@ pub(super) fn resync<H: FsFile>(file: &H, path: &str, from: u64, len: u64) -> Re
     let mut buf = vec![0u8; WINDOW];
     while base + REC_OVERHEAD as u64 <= len {
         let n = ((len - base) as usize).min(WINDOW);
-        ioe(file.read_exact_at(&mut buf[..n], base), "read", path)?;
+        io_at(file.read_exact_at(&mut buf[..n], base), "read", path)?;
         // offsets whose 36-byte header lies inside this window
         let last = n.saturating_sub(REC_OVERHEAD);
         for i in 0..=last {
@@ -277,7 +277,7 @@ pub(super) fn resync<H: FsFile>(file: &H, path: &str, from: u64, len: u64) -> Re
                 matches!(decode(&buf[i..i + rl]), Decoded::Record(_))
             } else {
                 let mut rec = vec![0u8; rl];
-                ioe(file.read_exact_at(&mut rec, at), "read", path)?;
+                io_at(file.read_exact_at(&mut rec, at), "read", path)?;
                 matches!(decode(&rec), Decoded::Record(_))
             };
             if ok {
@@ -323,7 +323,7 @@ pub(super) fn all_zero<H: FsFile>(file: &H, path: &str, len: u64) -> Result<bool
     let mut p = 0;
     while p < len {
         let n = ((len - p) as usize).min(chunk.len());
-        ioe(file.read_exact_at(&mut chunk[..n], p), "read", path)?;
+        io_at(file.read_exact_at(&mut chunk[..n], p), "read", path)?;
         if chunk[..n].iter().any(|&b| b != 0) {
             return Ok(false);
         }

@@ -2,7 +2,7 @@
 
 use super::blocks::Block;
 use super::scan::scan_block_chunked;
-use super::subjects::SubjInfo;
+use super::subjects::SubjectInfo;
 use super::sync::S_SYNC;
 use super::*;
 
@@ -20,14 +20,14 @@ pub(crate) fn load_index<F: Fs>(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("open", INDEX_FILE, e)),
     };
-    let len = ioe(f.len(), "len", INDEX_FILE)?;
+    let len = io_at(f.len(), "len", INDEX_FILE)?;
     if len > 1 << 30 {
         return Err(Error::corrupt(INDEX_FILE, 0, "index larger than 1 GiB"));
     }
     let mut b = vec![0u8; len as usize];
-    ioe(f.read_exact_at(&mut b, 0), "read", INDEX_FILE)?;
+    io_at(f.read_exact_at(&mut b, 0), "read", INDEX_FILE)?;
     let snap = Snapshot::decode(INDEX_FILE, &b)?;
-    let listed: Vec<u64> = snap.blocks.iter().map(|b| b.index).collect();
+    let listed: Vec<u64> = snap.blocks.iter().map(|b| b.number).collect();
     if listed != indexes {
         return Err(Error::corrupt(INDEX_FILE, 0, "stale: block files differ"));
     }
@@ -59,25 +59,25 @@ pub(crate) fn load_index<F: Fs>(
 /// the same length, a valid header, the same last record (its crc), a summary that holds
 /// together.
 fn open_vouched_block<F: Fs>(fs: &F, bs: &BlockSummary, write: bool) -> Result<F::File> {
-    let path = block_path(MSGS_DIR, bs.index);
-    let file = ioe(
+    let path = block_path(MSGS_DIR, bs.number);
+    let file = io_at(
         fs.open(&path, OpenOptions::new().read(true).write(write)),
         "open",
         &path,
     )?;
-    let flen = ioe(file.len(), "len", &path)?;
+    let flen = io_at(file.len(), "len", &path)?;
     if flen != bs.len || flen < BLOCK_HEADER_LEN {
         return Err(Error::corrupt(path, flen, "stale: block length differs"));
     }
     // the header too: a block the index vouches for must still be a block
     let mut h = [0u8; BLOCK_HEADER_LEN as usize];
-    ioe(file.read_exact_at(&mut h, 0), "read", &path)?;
-    if check_block_header(&path, &h, bs.index)? != Header::Valid {
+    io_at(file.read_exact_at(&mut h, 0), "read", &path)?;
+    if check_block_header(&path, &h, bs.number)? != Header::Valid {
         return Err(Error::corrupt(path, 0, "block header blank"));
     }
     if flen > BLOCK_HEADER_LEN {
         let mut c = [0u8; 4];
-        ioe(file.read_exact_at(&mut c, flen - 4), "read", &path)?;
+        io_at(file.read_exact_at(&mut c, flen - 4), "read", &path)?;
         if u32::from_le_bytes(c) != bs.last_crc {
             return Err(Error::corrupt(path, flen - 4, "stale: last record differs"));
         }
@@ -120,7 +120,7 @@ fn sequences_possible(snap: &Snapshot, hi: u64) -> bool {
 
 impl<F: Fs> Store<F> {
     /// Loads state from `index.db` if it matches the blocks exactly. `Ok(false)`: no index.
-    pub(super) fn try_index(&mut self, indexes: &[u64]) -> Result<bool> {
+    pub(super) fn try_index_db(&mut self, indexes: &[u64]) -> Result<bool> {
         let Some((snap, files)) = load_index(&self.fs, indexes, true)? else {
             return Ok(false);
         };
@@ -138,8 +138,8 @@ impl<F: Fs> Store<F> {
                 // read on first use; a previous process may never have synced it: the next
                 // sync does (`new` marks it)
                 entries: None,
-                dmap: bs.deleted.clone(),
-                ..Block::new(bs.index, file, bs.len, hi)
+                deleted_seqs: bs.deleted.clone(),
+                ..Block::new(bs.number, file, bs.len, hi)
             });
         }
         self.blocks.list = blocks;
@@ -155,7 +155,7 @@ impl<F: Fs> Store<F> {
         }
         for s in &snap.subjects {
             let id = self.subjects.intern(&s.name);
-            let info = SubjInfo {
+            let info = SubjectInfo {
                 msgs: s.msgs,
                 first: s.first,
                 last: s.last,
@@ -200,7 +200,7 @@ impl<F: Fs> Store<F> {
                 let live = r.kind == Kind::Msg
                     && r.flags & FLAG_ERASED == 0
                     && r.seq > floor
-                    && b.dmap.binary_search(&r.seq).is_err();
+                    && b.deleted_seqs.binary_search(&r.seq).is_err();
                 if live {
                     found = Some((r.seq, r.ts));
                     return Ok(ControlFlow::Break(()));
@@ -224,7 +224,7 @@ impl<F: Fs> Store<F> {
         self.checkpoint_consumers()?;
         let snap = self.snapshot();
         let bytes = snap.encode();
-        let f = ioe(
+        let f = io_at(
             self.fs.open(
                 INDEX_TMP,
                 OpenOptions::new().write(true).create(true).truncate(true),
@@ -232,9 +232,9 @@ impl<F: Fs> Store<F> {
             "create",
             INDEX_TMP,
         )?;
-        ioe(f.write_all_at(&bytes, 0), "write", INDEX_TMP)?;
+        io_at(f.write_all_at(&bytes, 0), "write", INDEX_TMP)?;
         drop(f);
-        ioe(self.fs.rename(INDEX_TMP, INDEX_FILE), "rename", INDEX_TMP)
+        io_at(self.fs.rename(INDEX_TMP, INDEX_FILE), "rename", INDEX_TMP)
     }
 
     pub(super) fn snapshot(&self) -> Snapshot {
@@ -250,7 +250,7 @@ impl<F: Fs> Store<F> {
                 .blocks
                 .iter()
                 .map(|b| BlockSummary {
-                    index: b.index,
+                    number: b.number,
                     len: b.len,
                     msg_first: b.msg_first,
                     msg_last: b.msg_last,
@@ -260,7 +260,7 @@ impl<F: Fs> Store<F> {
                     last_crc: b.last_crc,
                     deleted: match &b.entries {
                         Some(e) => e.iter().filter(|e| e.deleted).map(|e| e.seq).collect(),
-                        None => b.dmap.clone(),
+                        None => b.deleted_seqs.clone(),
                     },
                 })
                 .collect(),

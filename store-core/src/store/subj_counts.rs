@@ -5,12 +5,12 @@
 //!
 //! - `Block::subj_counts`: live messages per subject id, sorted by id (8 bytes a subject
 //!   present in the block). Kept when the entry cache drops the entries (it stays true: a
-//!   removal loads the entries first); `mark_deleted` and `index_msg` update it in place, a
+//!   removal loads the entries first); `mark_deleted` and `add_entry` update it in place, a
 //!   truncate or a reload drops it. For the blocks a range covers whole.
 //! - `Block::by_subj`: per subject id its live sequences, ascending (8 bytes a message). For
 //!   the (at most two) blocks a range cuts: a count or the first and last match of a range
 //!   inside the block is a binary search per matching subject. Dropped with the entries (it
-//!   is as large as a quarter of them), by a removal and by a truncate; `index_msg` appends
+//!   is as large as a quarter of them), by a removal and by a truncate; `add_entry` appends
 //!   to it.
 //!
 //! A message past its ttl deadline is still counted in both (the removal is what changes
@@ -21,9 +21,9 @@ use super::*;
 
 /// `by_subj` of a block: `(subject id, live sequences ascending)`, sorted by id.
 #[derive(Default)]
-pub(super) struct SubjSeqs(Vec<(u32, Vec<u64>)>);
+pub(super) struct SubjectSeqs(Vec<(u32, Vec<u64>)>);
 
-impl SubjSeqs {
+impl SubjectSeqs {
     fn build(entries: &Entries) -> Self {
         let mut v: Vec<(u32, Vec<u64>)> = Vec::new();
         for e in entries.iter().filter(|e| !e.deleted) {
@@ -32,7 +32,7 @@ impl SubjSeqs {
                 Err(k) => v.insert(k, (e.subj, vec![e.seq])),
             }
         }
-        SubjSeqs(v)
+        SubjectSeqs(v)
     }
 
     /// A message appended to the block (its sequence above every one held).
@@ -97,11 +97,11 @@ impl<F: Fs> Store<F> {
     }
 
     /// Block `pos`'s live sequences per subject id (built from its entries on first use).
-    fn block_seqs(&mut self, pos: usize) -> Result<&SubjSeqs> {
+    fn block_seqs(&mut self, pos: usize) -> Result<&SubjectSeqs> {
         self.ensure_loaded(pos)?;
         let b = &mut self.blocks[pos];
         if b.by_subj.is_none() {
-            let built = SubjSeqs::build(b.entries.as_ref().unwrap_or(&EMPTY));
+            let built = SubjectSeqs::build(b.entries.as_ref().unwrap_or(&EMPTY));
             b.by_subj = Some(Box::new(built));
         }
         Ok(b.by_subj.as_deref().expect("just built"))
@@ -126,7 +126,7 @@ impl<F: Fs> Store<F> {
         if sids.is_empty() || from > self.last_seq || self.blocks.is_empty() {
             return Ok(t);
         }
-        let lo = self.blocks.partition_point(|b| b.hi < from);
+        let lo = self.blocks.partition_point(|b| b.seq_ceiling < from);
         let (mut first_pos, mut last_pos) = (None, None);
         for pos in lo..self.blocks.len() {
             let b = &self.blocks[pos];

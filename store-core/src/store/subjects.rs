@@ -37,10 +37,10 @@ impl Hasher for FxHasher {
     }
 }
 
-pub(crate) type SubjMap = HashMap<String, u32, BuildHasherDefault<FxHasher>>;
+pub(crate) type SubjectMap = HashMap<String, u32, BuildHasherDefault<FxHasher>>;
 
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct SubjInfo {
+pub(super) struct SubjectInfo {
     pub(super) msgs: u64,
     /// First and last live sequence; 0 means "not known, search".
     pub(super) first: u64,
@@ -57,9 +57,9 @@ pub(super) struct SubjInfo {
 /// grows; the store's memo is reset with it in `rebuild`), and a hit is checked against the
 /// name (its first 16 bytes here, the rest against the interned string), so it cannot change
 /// an answer.
-pub(super) struct SubjMemo(pub(super) [MemoSlot; 2 * MEMO_SETS]);
+pub(super) struct SubjectMemo(pub(super) [MemoSlot; 2 * MEMO_SETS]);
 
-/// Sets of [`SubjMemo`] (a power of two: the set is the top bits of a multiplicative hash).
+/// Sets of [`SubjectMemo`] (a power of two: the set is the top bits of a multiplicative hash).
 pub(super) const MEMO_SETS: usize = 256;
 
 /// A memo slot: the id, and the name's length and first 16 bytes (zero-padded), so that a hit
@@ -71,9 +71,9 @@ pub(super) struct MemoSlot {
     pub(super) head: [u64; 2],
 }
 
-impl SubjMemo {
+impl SubjectMemo {
     pub(super) fn new() -> Self {
-        SubjMemo(
+        SubjectMemo(
             [MemoSlot {
                 id: u32::MAX,
                 len: usize::MAX,
@@ -142,7 +142,7 @@ impl SubjMemo {
 
     /// The id of `name` if the store holds it (memo, then map; a map hit is remembered).
     #[inline]
-    pub(super) fn lookup(&mut self, names: &[String], ids: &SubjMap, name: &str) -> Option<u32> {
+    pub(super) fn lookup(&mut self, names: &[String], ids: &SubjectMap, name: &str) -> Option<u32> {
         let (k, head, hit) = self.probe(names, name.as_bytes());
         if hit.is_some() {
             return hit;
@@ -177,9 +177,9 @@ pub(super) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// the names, so it never holds an id of an older table).
 pub(super) struct SubjectTable {
     names: Vec<String>,
-    ids: SubjMap,
-    info: Vec<SubjInfo>,
-    memo: Box<SubjMemo>,
+    ids: SubjectMap,
+    info: Vec<SubjectInfo>,
+    memo: Box<SubjectMemo>,
     /// Subjects with at least one live message.
     live: u64,
 }
@@ -188,9 +188,9 @@ impl SubjectTable {
     pub(super) fn new() -> Self {
         SubjectTable {
             names: Vec::new(),
-            ids: SubjMap::default(),
+            ids: SubjectMap::default(),
             info: Vec::new(),
-            memo: Box::new(SubjMemo::new()),
+            memo: Box::new(SubjectMemo::new()),
             live: 0,
         }
     }
@@ -200,7 +200,7 @@ impl SubjectTable {
         self.names.clear();
         self.ids.clear();
         self.info.clear();
-        *self.memo = SubjMemo::new();
+        *self.memo = SubjectMemo::new();
         self.live = 0;
     }
 
@@ -212,13 +212,13 @@ impl SubjectTable {
         let id = self.names.len() as u32;
         self.names.push(name.to_string());
         self.ids.insert(name.to_string(), id);
-        self.info.push(SubjInfo::default());
+        self.info.push(SubjectInfo::default());
         id
     }
 
     /// The id of `name`, interning it if new, through a scan's own `memo`.
     #[inline]
-    pub(super) fn intern_with(&mut self, memo: &mut SubjMemo, name: &str) -> u32 {
+    pub(super) fn intern_with(&mut self, memo: &mut SubjectMemo, name: &str) -> u32 {
         let (k, head, hit) = memo.probe(&self.names, name.as_bytes());
         if let Some(id) = hit {
             return id;
@@ -259,16 +259,16 @@ impl SubjectTable {
         self.names.len()
     }
 
-    pub(super) fn info(&self, id: u32) -> SubjInfo {
+    pub(super) fn info(&self, id: u32) -> SubjectInfo {
         self.info[id as usize]
     }
 
-    pub(super) fn info_mut(&mut self, id: u32) -> &mut SubjInfo {
+    pub(super) fn info_mut(&mut self, id: u32) -> &mut SubjectInfo {
         &mut self.info[id as usize]
     }
 
     /// Every subject's counts, by id.
-    pub(super) fn infos(&self) -> &[SubjInfo] {
+    pub(super) fn infos(&self) -> &[SubjectInfo] {
         &self.info
     }
 
@@ -296,7 +296,7 @@ impl SubjectTable {
         debug_assert!(s.msgs > 0, "removing from an empty subject");
         s.msgs -= 1;
         if s.msgs == 0 {
-            *s = SubjInfo::default();
+            *s = SubjectInfo::default();
             self.live -= 1;
         } else {
             if s.first == seq {
@@ -309,7 +309,7 @@ impl SubjectTable {
     }
 
     /// Sets the counts of `id` as `index.db` gives them.
-    pub(super) fn set(&mut self, id: u32, info: SubjInfo) {
+    pub(super) fn set(&mut self, id: u32, info: SubjectInfo) {
         let s = &mut self.info[id as usize];
         self.live -= u64::from(s.msgs > 0);
         self.live += u64::from(info.msgs > 0);
@@ -318,7 +318,7 @@ impl SubjectTable {
 
     /// No subject has a live message any more (a purge); the names stay.
     pub(super) fn clear_counts(&mut self) {
-        self.info.fill(SubjInfo::default());
+        self.info.fill(SubjectInfo::default());
         self.live = 0;
     }
 
@@ -334,7 +334,7 @@ impl SubjectTable {
 
 #[cfg(test)]
 mod memo_tests {
-    use super::{same_bytes, SubjMemo, SubjectTable, MEMO_SETS};
+    use super::{same_bytes, SubjectMemo, SubjectTable, MEMO_SETS};
 
     #[test]
     fn memo_answers_as_the_map_does() {
@@ -347,7 +347,7 @@ mod memo_tests {
             })
             .collect();
         let mut t = SubjectTable::new();
-        let mut memo = SubjMemo::new();
+        let mut memo = SubjectMemo::new();
         let mut got = Vec::new();
         for _ in 0..2 {
             for n in &names {

@@ -15,11 +15,11 @@ impl<F: Fs> Store<F> {
                 continue;
             }
             let path = self.blocks[pos].path.clone();
-            ioe(self.fs.remove_file(&path), "remove_file", &path)?;
+            io_at(self.fs.remove_file(&path), "remove_file", &path)?;
         }
         let b = &self.blocks[bpos];
         if bpos != tpos {
-            ioe(b.file.set_len(off), "set_len", &b.path)?;
+            io_at(b.file.set_len(off), "set_len", &b.path)?;
         }
         self.blocks.clear();
         Ok(())
@@ -60,7 +60,7 @@ impl<F: Fs> Store<F> {
         }
         self.flush()?;
         // where the first message record above seq is
-        let cut_pos = self.blocks.partition_point(|b| b.hi <= seq);
+        let cut_pos = self.blocks.partition_point(|b| b.seq_ceiling <= seq);
         let mut cut_off = None;
         if cut_pos < self.blocks.len() {
             self.ensure_loaded(cut_pos)?;
@@ -183,14 +183,14 @@ impl<F: Fs> Store<F> {
         let mut hi = 0;
         for b in self.blocks.iter_mut() {
             hi = hi.max(b.msg_last);
-            b.hi = hi;
+            b.seq_ceiling = hi;
         }
         self.dur.msgs_dir_dirty = true;
         // the cut block's last crc is no longer known without a read: re-read it
         let b = &mut self.blocks[cut_pos];
         if b.len > BLOCK_HEADER_LEN {
             let mut c = [0u8; 4];
-            ioe(b.file.read_exact_at(&mut c, b.len - 4), "read", &b.path)?;
+            io_at(b.file.read_exact_at(&mut c, b.len - 4), "read", &b.path)?;
             b.last_crc = u32::from_le_bytes(c);
         }
         Ok(())
