@@ -117,9 +117,12 @@ impl Entropy for OsEntropy {
 
 /// A deterministic source for tests that must replay exactly (splitmix64 over a seed). **Never
 /// use one seed twice under one key**: two instances drawing the same prefix would reuse nonces.
+/// A test switch: only with the `ablation` feature (the crash tests'), never in a user's build.
+#[cfg(any(test, feature = "ablation"))]
 #[derive(Debug)]
 pub struct SeededEntropy(Mutex<u64>);
 
+#[cfg(any(test, feature = "ablation"))]
 impl SeededEntropy {
     /// A source seeded with `seed`.
     pub fn new(seed: u64) -> Self {
@@ -127,6 +130,7 @@ impl SeededEntropy {
     }
 }
 
+#[cfg(any(test, feature = "ablation"))]
 impl Entropy for SeededEntropy {
     fn fill(&self, buf: &mut [u8]) -> io::Result<()> {
         let mut x = self.0.lock().unwrap_or_else(|p| p.into_inner());
@@ -233,6 +237,7 @@ impl<F: Fs> CryptFs<F> {
     /// As [`CryptFs::with_entropy`], recording every nonce the instance uses (for tests:
     /// [`CryptFs::nonces_used`]).
     #[doc(hidden)]
+    #[cfg(any(test, feature = "ablation"))]
     pub fn record_nonces(inner: F, cfg: LayerConfig, entropy: &dyn Entropy) -> io::Result<Self> {
         Self::build(inner, cfg, entropy, Some(NonceLog::default()))
     }
@@ -240,6 +245,7 @@ impl<F: Fs> CryptFs<F> {
     /// As [`CryptFs::record_nonces`], into a log that many instances share (a test that
     /// checks every nonce of a run with crashes and reopens).
     #[doc(hidden)]
+    #[cfg(any(test, feature = "ablation"))]
     pub fn record_nonces_into(
         inner: F,
         cfg: LayerConfig,
