@@ -84,24 +84,51 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
         stray: Vec::new(),
     };
     let root = names(fs, "")?;
+    let dir = blocks_dir(&root)?;
+    note_root(&root, &mut r);
+    let numbers = block_numbers(fs, dir, &mut r)?;
+    r.index = match load_index(fs, &numbers, false) {
+        Ok(None) => IndexStatus::Missing,
+        Ok(Some(_)) => IndexStatus::Usable,
+        Err(e) => IndexStatus::Rejected(e.to_string()),
+    };
+    // the same per-record rules as open's rebuild (store/replay.rs)
+    let mut replay = Replay::default();
+    for number in numbers {
+        r.blocks += 1;
+        let path = block_path(dir, number);
+        if let Some((file, len)) = open_block(fs, &path, number, &mut r)? {
+            verify_block(&file, &path, len, &mut replay, &mut r)?;
+        }
+    }
+    r.last_seq = replay.max_seq;
+    r.lost = replay.lost();
+    Ok(r)
+}
+
+/// Where the blocks are: `msgs/`, or `purge.old/` when a purge was interrupted right after
+/// `msgs -> purge.old` (open renames it back, so verify reads the blocks where they are).
+fn blocks_dir(root: &[crate::fs::DirEntry]) -> Result<&'static str> {
     let has = |n: &str| root.iter().any(|e| e.name == n && e.is_dir);
-    // A purge interrupted right after `msgs -> purge.old` leaves no msgs/: open renames it
-    // back, so verify reads the blocks where they are.
-    let dir = if has(MSGS_DIR) {
-        MSGS_DIR
+    if has(MSGS_DIR) {
+        Ok(MSGS_DIR)
     } else if has(PURGE_OLD) {
-        PURGE_OLD
+        Ok(PURGE_OLD)
     } else {
-        return Err(Error::io(
+        Err(Error::io(
             "read_dir",
             MSGS_DIR,
             io::Error::new(
                 io::ErrorKind::NotFound,
                 "not a seqstore directory (no msgs/)",
             ),
-        ));
-    };
-    for e in &root {
+        ))
+    }
+}
+
+/// Notes an interrupted purge and the names of the root that are not the store's.
+fn note_root(root: &[crate::fs::DirEntry], r: &mut VerifyReport) {
+    for e in root {
         match e.name.as_str() {
             MSGS_DIR | INDEX_FILE | INDEX_TMP | crate::consumer::CONSUMERS_DIR => {}
             PURGE_NEW | PURGE_OLD => {
@@ -110,125 +137,133 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
             other => r.stray.push(other.to_string()),
         }
     }
-    let mut indexes = Vec::new();
+}
+
+/// The block numbers in `dir`, ascending; other names are stray.
+fn block_numbers<F: Fs>(fs: &F, dir: &str, r: &mut VerifyReport) -> Result<Vec<u64>> {
+    let mut numbers = Vec::new();
     for e in names(fs, dir)? {
         match parse_block_name(&e.name) {
-            Some(i) if !e.is_dir => indexes.push(i),
+            Some(i) if !e.is_dir => numbers.push(i),
             _ => r.stray.push(format!("{dir}/{}", e.name)),
         }
     }
-    indexes.sort_unstable();
-    r.index = match load_index(fs, &indexes, false) {
-        Ok(None) => IndexStatus::Missing,
-        Ok(Some(_)) => IndexStatus::Usable,
-        Err(e) => IndexStatus::Rejected(e.to_string()),
+    numbers.sort_unstable();
+    Ok(numbers)
+}
+
+/// Opens block `number` at `path` and checks its header: the file and its length, or `None`
+/// (a blank or bad header, noted as a problem).
+fn open_block<F: Fs>(
+    fs: &F,
+    path: &str,
+    number: u64,
+    r: &mut VerifyReport,
+) -> Result<Option<(F::File, u64)>> {
+    let file = fs
+        .open(path, OpenOptions::read_only())
+        .map_err(|e| Error::io("open", path, e))?;
+    let len = file.len().map_err(|e| Error::io("len", path, e))?;
+    let mut h = [0u8; BLOCK_HEADER_LEN as usize];
+    let n = (len as usize).min(h.len());
+    file.read_exact_at(&mut h[..n], 0)
+        .map_err(|e| Error::io("read", path, e))?;
+    let what = match check_block_header(path, &h[..n], number) {
+        Ok(Header::Valid) => return Ok(Some((file, len))),
+        Ok(Header::Blank) => "blank block (no header)".to_string(),
+        Err(e) => e.to_string(),
     };
-    // the same per-record rules as open's rebuild (store/replay.rs)
-    let mut replay = Replay::default();
-    for index in indexes {
-        r.blocks += 1;
-        let path = block_path(dir, index);
-        let file = fs
-            .open(&path, OpenOptions::read_only())
-            .map_err(|e| Error::io("open", &path, e))?;
-        let len = file.len().map_err(|e| Error::io("len", &path, e))?;
-        let mut h = [0u8; BLOCK_HEADER_LEN as usize];
-        let n = (len as usize).min(h.len());
-        file.read_exact_at(&mut h[..n], 0)
-            .map_err(|e| Error::io("read", &path, e))?;
-        match check_block_header(&path, &h[..n], index) {
-            Ok(Header::Valid) => {}
-            Ok(Header::Blank) => {
-                r.problems.push(Problem {
-                    file: path,
-                    offset: 0,
-                    what: "blank block (no header)".into(),
-                });
-                continue;
-            }
-            Err(e) => {
-                r.problems.push(Problem {
-                    file: path,
-                    offset: 0,
-                    what: e.to_string(),
-                });
-                continue;
-            }
+    r.problems.push(Problem {
+        file: path.to_string(),
+        offset: 0,
+        what,
+    });
+    Ok(None)
+}
+
+/// What the replay makes of one record (the rebuild's rules).
+fn replay_record(replay: &mut Replay, rec: &crate::record::Record<'_>) -> Verdict {
+    match rec.kind {
+        Kind::Msg => replay.message(rec.seq, rec.ts),
+        Kind::Tombstone => {
+            // whether a message record matched it does not change what is lost: a sequence
+            // with a message record is in no gap
+            replay.tombstone(rec.seq, rec.ts, false);
+            Verdict::Apply
         }
-        replay.start_block();
-        let (mut skipped, mut out_of_order) = (Vec::new(), Vec::new());
-        let end = scan_block(
-            &file,
-            &path,
-            BLOCK_HEADER_LEN,
-            len,
-            |off, rec| {
-                r.records += 1;
-                let verdict = match rec.kind {
-                    Kind::Msg => {
-                        r.messages += 1;
-                        replay.message(rec.seq, rec.ts)
-                    }
-                    Kind::Tombstone => {
-                        // whether a message record matched it does not change what is lost:
-                        // a sequence with a message record is in no gap
-                        replay.tombstone(rec.seq, rec.ts, false);
-                        Verdict::Apply
-                    }
-                    Kind::Floor => {
-                        replay.floor(rec.seq, rec.ts);
-                        Verdict::Apply
-                    }
-                    Kind::Skip => {
-                        let (first, last) = rec.skipped().unwrap_or((rec.seq, rec.seq));
-                        replay.skip(first, last, rec.ts)
-                    }
-                    Kind::Truncate => {
-                        let v = replay.truncate_verdict(rec.seq);
-                        if v == Verdict::Apply {
-                            replay.truncate(rec.seq, rec.ts);
-                        }
-                        v
-                    }
-                };
-                let what = match verdict {
-                    Verdict::Apply => return Ok(ControlFlow::Continue(())),
-                    Verdict::OutOfOrder => format!(
-                        "{:?} record of seq {} out of order (open ignores it)",
-                        rec.kind, rec.seq
-                    ),
-                    Verdict::Damaged(why) => format!("{why} (open refuses the block)"),
-                };
-                out_of_order.push(Problem {
-                    file: path.clone(),
-                    offset: off,
-                    what,
-                });
-                Ok(ControlFlow::Continue(()))
-            },
-            |off, reason, seq| {
-                skipped.push(Problem {
-                    file: path.clone(),
-                    offset: off,
-                    what: match seq {
-                        Some(s) => format!("{reason} (record of seq {s}, skipped)"),
-                        None => format!("{reason} (record skipped)"),
-                    },
-                });
-                Ok(())
-            },
-        )?;
-        r.problems.extend(out_of_order);
-        r.problems.extend(skipped);
-        if let ScanEnd::Damaged { offset, reason } = end {
-            r.problems.push(Problem {
-                file: path,
-                offset,
-                what: format!("{reason}; {} bytes after it unreadable", len - offset),
-            });
+        Kind::Floor => {
+            replay.floor(rec.seq, rec.ts);
+            Verdict::Apply
+        }
+        Kind::Skip => {
+            let (first, last) = rec.skipped().unwrap_or((rec.seq, rec.seq));
+            replay.skip(first, last, rec.ts)
+        }
+        Kind::Truncate => {
+            let v = replay.truncate_verdict(rec.seq);
+            if v == Verdict::Apply {
+                replay.truncate(rec.seq, rec.ts);
+            }
+            v
         }
     }
-    r.last_seq = replay.max_seq;
-    r.lost = replay.lost();
-    Ok(r)
+}
+
+/// Reads one block's records through the replay, noting every record it would not apply,
+/// every skipped record and damage that ends the block.
+fn verify_block<H: FsFile>(
+    file: &H,
+    path: &str,
+    len: u64,
+    replay: &mut Replay,
+    r: &mut VerifyReport,
+) -> Result<()> {
+    replay.start_block();
+    let (mut skipped, mut out_of_order) = (Vec::new(), Vec::new());
+    let problem = |offset, what| Problem {
+        file: path.to_string(),
+        offset,
+        what,
+    };
+    let end = scan_block(
+        file,
+        path,
+        BLOCK_HEADER_LEN,
+        len,
+        |off, rec| {
+            r.records += 1;
+            if rec.kind == Kind::Msg {
+                r.messages += 1;
+            }
+            let what = match replay_record(replay, rec) {
+                Verdict::Apply => return Ok(ControlFlow::Continue(())),
+                Verdict::OutOfOrder => format!(
+                    "{:?} record of seq {} out of order (open ignores it)",
+                    rec.kind, rec.seq
+                ),
+                Verdict::Damaged(why) => format!("{why} (open refuses the block)"),
+            };
+            out_of_order.push(problem(off, what));
+            Ok(ControlFlow::Continue(()))
+        },
+        |off, reason, seq| {
+            skipped.push(problem(
+                off,
+                match seq {
+                    Some(s) => format!("{reason} (record of seq {s}, skipped)"),
+                    None => format!("{reason} (record skipped)"),
+                },
+            ));
+            Ok(())
+        },
+    )?;
+    r.problems.extend(out_of_order);
+    r.problems.extend(skipped);
+    if let ScanEnd::Damaged { offset, reason } = end {
+        r.problems.push(problem(
+            offset,
+            format!("{reason}; {} bytes after it unreadable", len - offset),
+        ));
+    }
+    Ok(())
 }
