@@ -135,7 +135,9 @@ impl Snapshot {
     }
 
     /// Decodes and checks magic, version, crc, and every count against the bytes left (so a
-    /// damaged count never allocates more than the file holds).
+    /// damaged count never allocates more than the file holds). Longer than 70 lines: one
+    /// reader walks the fields in the order of the byte layout (ARCHITECTURE.md, index.db), so
+    /// the code reads as the layout does.
     pub fn decode(file: &str, b: &[u8]) -> Result<Snapshot> {
         if b.len() < 8 + 56 + 8 + 4 {
             return Err(Error::corrupt(file, 0, "index too short"));
