@@ -1,20 +1,50 @@
 //! `seqstore snapshot DIR` and `seqstore restore DIR`: a consistent snapshot of a
 //! store as a tar stream, and its restore into an empty directory (both native only).
+//!
+//! The snapshot holds the store's logical files, as NATS's does: a snapshot of an encrypted
+//! store is in the clear (keep it as the data it is), and `restore --key-file` encrypts what
+//! it writes under the key given then.
 
 use anyhow::{bail, Context, Result};
 use host_fs::{HostFs, SystemClock};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
+use store_core::crypt::CryptFs;
 use store_core::{Config, SnapshotInfo, Store};
 
+/// The encryption and compression of the store read (`snapshot`) or written (`restore`).
+#[derive(clap::Args, Clone, Debug)]
+pub(crate) struct LayerArgs {
+    /// The store's key (a file of 32 raw bytes or 64 hex digits): `snapshot` reads an
+    /// encrypted store with it, `restore` encrypts the restored store under it.
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+    /// The store is (`snapshot`) or is to be (`restore`) compressed.
+    #[arg(long)]
+    compress: bool,
+}
+
+impl LayerArgs {
+    /// The default config with this layer.
+    fn config(&self) -> Result<Config> {
+        let layer = seqstore_commands::layer_of(self.key_file.as_deref(), self.compress)?;
+        Ok(Config {
+            encryption: layer.encryption,
+            compression: layer.compression,
+            ..Config::default()
+        })
+    }
+}
+
 /// Writes a snapshot of the store in `dir` to `out` (a new file) or to standard output.
-pub(crate) fn snapshot(dir: &Path, out: Option<&Path>, cfg: Config) -> Result<()> {
+pub(crate) fn snapshot(dir: &Path, out: Option<&Path>, layer: &LayerArgs) -> Result<()> {
     if !dir.join(store_core::MSGS_DIR).is_dir() {
         bail!("no store at {} (no msgs/)", dir.display());
     }
+    let cfg = layer.config()?;
     let fs = HostFs::open(dir)?;
-    let mut s = Store::open_with_clock(fs, cfg, Box::new(SystemClock))
+    let mut s = Store::open_layered_with_clock(fs, cfg, Box::new(SystemClock))
         .with_context(|| format!("recovering the store in {}", dir.display()))?;
     let info = match out {
         Some(path) => to_file(&mut s, path)?,
@@ -64,9 +94,10 @@ fn to_file<F: store_core::Fs>(s: &mut Store<F>, path: &Path) -> Result<SnapshotI
 
 /// Restores a snapshot from `from` (or standard input) into `dir`, created if missing; it must
 /// be empty.
-pub(crate) fn restore(dir: &Path, from: Option<&PathBuf>, cfg: Config) -> Result<()> {
+pub(crate) fn restore(dir: &Path, from: Option<&PathBuf>, layer: &LayerArgs) -> Result<()> {
+    let cfg = layer.config()?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let fs = HostFs::open(dir)?;
+    let fs = CryptFs::new(HostFs::open(dir)?, store_core::crypt::LayerConfig::of(&cfg))?;
     let input: Box<dyn Read> = match from {
         Some(p) => Box::new(File::open(p).with_context(|| format!("opening {}", p.display()))?),
         None => Box::new(std::io::stdin().lock()),

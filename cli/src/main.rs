@@ -17,7 +17,6 @@ use seqstore_commands::{StoreCmd, EXIT_FAILED};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use store_core::Config;
 
 mod trace;
 
@@ -103,6 +102,8 @@ enum Cmd {
         /// Write to this new file (fsynced) instead of standard output.
         #[arg(long)]
         out: Option<PathBuf>,
+        #[command(flatten)]
+        layer: archive::LayerArgs,
     },
     /// Restore a snapshot into DIR (created if missing; it must be empty), from standard input
     /// or a file. Every file is checked against the manifest; a damaged, truncated or
@@ -113,6 +114,8 @@ enum Cmd {
         /// Read the snapshot from this file instead of standard input.
         #[arg(long)]
         from: Option<PathBuf>,
+        #[command(flatten)]
+        layer: archive::LayerArgs,
     },
 }
 
@@ -167,11 +170,11 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
             nats_server,
         } => bench(quick, json, dir, nats_server),
         Cmd::Trace(args) => trace::run(args),
-        Cmd::Snapshot { dir, out } => {
-            archive::snapshot(&dir, out.as_deref(), Config::default()).map(|()| ExitCode::SUCCESS)
+        Cmd::Snapshot { dir, out, layer } => {
+            archive::snapshot(&dir, out.as_deref(), &layer).map(|()| ExitCode::SUCCESS)
         }
-        Cmd::Restore { dir, from } => {
-            archive::restore(&dir, from.as_ref(), Config::default()).map(|()| ExitCode::SUCCESS)
+        Cmd::Restore { dir, from, layer } => {
+            archive::restore(&dir, from.as_ref(), &layer).map(|()| ExitCode::SUCCESS)
         }
     }
 }

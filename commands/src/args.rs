@@ -71,23 +71,32 @@ impl<X: Args> Target<X> {
 
     /// The encryption and compression layer the flags ask for.
     pub fn layer(&self) -> crate::Result<store_core::crypt::LayerConfig> {
-        let encryption = match &self.key_file {
-            Some(p) => Some(store_core::Encryption::new(
-                store_core::Cipher::XChaCha20Poly1305,
-                read_key(p)?,
-            )),
-            None => None,
-        };
-        let compression = if self.compress {
-            store_core::Compression::Lz4
-        } else {
-            store_core::Compression::None
-        };
-        Ok(store_core::crypt::LayerConfig {
-            encryption,
-            compression,
-        })
+        layer_of(self.key_file.as_deref(), self.compress)
     }
+}
+
+/// The encryption and compression layer of a `--key-file` and a `--compress` flag (the store
+/// commands' and `snapshot`/`restore`'s).
+pub fn layer_of(
+    key_file: Option<&std::path::Path>,
+    compress: bool,
+) -> crate::Result<store_core::crypt::LayerConfig> {
+    let encryption = match key_file {
+        Some(p) => Some(store_core::Encryption::new(
+            store_core::Cipher::XChaCha20Poly1305,
+            read_key(p)?,
+        )),
+        None => None,
+    };
+    let compression = if compress {
+        store_core::Compression::Lz4
+    } else {
+        store_core::Compression::None
+    };
+    Ok(store_core::crypt::LayerConfig {
+        encryption,
+        compression,
+    })
 }
 
 /// Reads a key file: 32 raw bytes, or 64 hex digits (whitespace around them ignored).

@@ -32,7 +32,8 @@ mod open;
 mod output;
 
 pub use args::{
-    parse_duration, parse_sync, AckArg, ConsumerCmd, NoExtra, StoreCmd, Target, DEFAULT_DIR,
+    layer_of, parse_duration, parse_sync, AckArg, ConsumerCmd, NoExtra, StoreCmd, Target,
+    DEFAULT_DIR,
 };
 pub use backend::Backend;
 pub use error::{report, Error, Result};
