@@ -75,7 +75,9 @@ pub struct Config {
     pub write_buffer: usize,
     /// Bytes of sealed blocks kept in memory to serve reads (default 64 MiB; 0: none). A
     /// block is cached whole once reads of it by `pread` have cost about as much as loading
-    /// it; least recently used blocks leave first. See `Store::get`.
+    /// it; when the cache is full it displaces the coldest cached block (the fewest recent
+    /// reads) only if it is read at least twice as often, so reads spread over a stream larger
+    /// than the cache settle on a fixed set. See `Store::get`.
     pub block_cache: u64,
     /// Heap bytes of sealed blocks' in-memory entries (where each record is, its subject,
     /// whether it is deleted; packed, about 5 bytes a message for a dense stream, at most 8
