@@ -340,9 +340,11 @@ impl Entries {
     /// The index of the entry of `seq`, or where it would go (as `binary_search`). Sequences
     /// in a block are consecutive unless something left a gap: the direct slot is tried first.
     pub(super) fn index_of(&self, seq: u64) -> Result<usize, usize> {
-        let Some(first) = self.get(0).map(|e| e.seq) else {
+        if self.len() == 0 {
             return Err(0);
-        };
+        }
+        // (the first sequence alone: a find on every get need not decode the whole entry)
+        let first = self.seq_at(0);
         if seq < first {
             return Err(0);
         }
