@@ -126,6 +126,10 @@ fn main() -> ExitCode {
         return code;
     }
     let cli = Cli::parse();
+    // `--guest` then compiles each component once per machine, not once per command
+    if let Some(dir) = wasm_host::default_compile_cache_dir() {
+        wasm_host::cache_compiled_components(dir);
+    }
     match run(cli.cmd) {
         Ok(code) => code,
         Err(e) => {

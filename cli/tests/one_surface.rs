@@ -75,6 +75,10 @@ fn process(bin: &Path, args: &[String], dir: &Path, json: bool) -> Ran {
 }
 
 fn wasm(args: &[String], dir: &Path) -> Ran {
+    // the compiled command from the `seqstore` runs' cache, as a user's second process gets it
+    if let Some(cache) = wasm_host::default_compile_cache_dir() {
+        wasm_host::cache_compiled_components(cache);
+    }
     let mut argv: Vec<&str> = args.iter().map(String::as_str).collect();
     argv.extend(["--dir", wasm_host::GUEST_DIR]);
     let out = wasm_host::run_guest_command(dir, &argv, &wasm_host::GuestOptions::default())

@@ -7,7 +7,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Linker;
 use wasmtime::Engine;
 use wasmtime_wasi::p2::bindings::sync::CommandPre;
 
@@ -33,6 +33,11 @@ pub(crate) fn engine() -> Result<&'static Engine, String> {
     static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
+            // this crate's own tests share the command's cache, as a user's runs would
+            #[cfg(test)]
+            if let Some(dir) = crate::compile_cache::default_dir() {
+                crate::compile_cache::set_dir(dir);
+            }
             let mut cfg = wasmtime::Config::new();
             cfg.epoch_interruption(true);
             if std::env::var_os("SEQSTORE_WASM_PERFMAP").is_some() {
@@ -57,8 +62,8 @@ pub(crate) fn engine() -> Result<&'static Engine, String> {
 /// Compiles a store component and links it against WASI and the host's `fs` and `clock`.
 fn link_store(wasm: &[u8]) -> Result<StorePre<HostState>, String> {
     let engine = engine()?;
-    let component =
-        Component::new(engine, wasm).map_err(|e| format!("compiling the component: {e:?}"))?;
+    let component = crate::compile_cache::component(engine, wasm)
+        .map_err(|e| format!("compiling the component: {e:?}"))?;
     let mut linker = Linker::<HostState>::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
         .map_err(|e| format!("linking WASI: {e:?}"))?;
@@ -105,7 +110,7 @@ pub(crate) fn command_pre() -> Result<&'static CommandPre<HostState>, String> {
     static CLI: OnceLock<Result<CommandPre<HostState>, String>> = OnceLock::new();
     CLI.get_or_init(|| {
         let engine = engine()?;
-        let component = Component::new(engine, CLI_WASM)
+        let component = crate::compile_cache::component(engine, CLI_WASM)
             .map_err(|e| format!("compiling the command: {e:?}"))?;
         let mut linker = Linker::<HostState>::new(engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)

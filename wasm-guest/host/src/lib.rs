@@ -48,6 +48,7 @@
 #![warn(missing_docs)]
 
 mod cli;
+mod compile_cache;
 mod consumers;
 mod convert;
 mod engine;
@@ -81,6 +82,23 @@ pub use store_core::{Clock, Config, RecoveryReport, StoredMsg, StreamState};
 /// want to run it with their own wasmtime setup.
 pub fn store_component_wasm() -> &'static [u8] {
     engine::STORE_WASM
+}
+
+/// Keeps compiled components in `dir` from now on, and loads them from there instead of
+/// compiling them again: the second process that runs the guest skips Cranelift (a second or
+/// more per component). Call it before the first open; `false` if a directory was set already
+/// (the first stays). `dir` must be writable only by trusted users: what it holds is loaded
+/// as machine code. Entries are keyed by the component and the engine, so an upgrade never
+/// loads a stale one; nothing removes old entries.
+pub fn cache_compiled_components(dir: impl Into<std::path::PathBuf>) -> bool {
+    compile_cache::set_dir(dir.into())
+}
+
+/// Where the `seqstore` command caches compiled components: `SEQSTORE_WASM_CACHE` if set
+/// (`off` for no cache), else `$XDG_CACHE_HOME/seqstore/wasm`, else
+/// `$HOME/.cache/seqstore/wasm`; `None` for no cache.
+pub fn default_compile_cache_dir() -> Option<std::path::PathBuf> {
+    compile_cache::default_dir()
 }
 
 /// Compiles the component now (it is otherwise compiled on the first open), so that a
