@@ -156,6 +156,8 @@ pub struct VerifyOut {
     /// index.db's status, as store-core names it.
     pub index: String,
     pub stray: Vec<String>,
+    /// Durable consumers the consumer files hold.
+    pub consumers: u64,
 }
 
 impl From<&VerifyReport> for VerifyOut {
@@ -186,6 +188,7 @@ impl From<&VerifyReport> for VerifyOut {
             interrupted_purge: r.interrupted_purge.clone(),
             index: format!("{:?}", r.index),
             stray: r.stray.clone(),
+            consumers: r.consumers as u64,
         }
     }
 }
@@ -478,6 +481,9 @@ fn verify_text(r: &VerifyOut) -> Vec<String> {
         ),
         format!("index.db: {}", r.index),
     ];
+    if r.consumers > 0 {
+        v.push(format!("consumers: {}", r.consumers));
+    }
     if let Some(p) = &r.interrupted_purge {
         v.push(format!(
             "interrupted purge: {p} (the next open completes or rolls it back)"

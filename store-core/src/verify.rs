@@ -1,5 +1,5 @@
 //! A read-only check of a store directory: every block, every record, every checksum, the
-//! index, and the sequences that are gone. Nothing is written (unlike `Store::open`, which
+//! index, the sequences that are gone, and the consumer files. Nothing is written (unlike `Store::open`, which
 //! repairs what it finds).
 
 use crate::error::{Error, Result};
@@ -56,6 +56,9 @@ pub struct VerifyReport {
     pub index: IndexStatus,
     /// Files and directories the store does not know.
     pub stray: Vec<String>,
+    /// Durable consumers in `consumers/`, as open would recover them (their files' damage
+    /// is in `problems`).
+    pub consumers: usize,
 }
 
 impl VerifyReport {
@@ -82,6 +85,7 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
         interrupted_purge: None,
         index: IndexStatus::Missing,
         stray: Vec::new(),
+        consumers: 0,
     };
     let root = names(fs, "")?;
     let dir = blocks_dir(&root)?;
@@ -103,6 +107,14 @@ pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
     }
     r.last_seq = replay.max_seq;
     r.lost = replay.lost();
+    let c = crate::consumer::journal::check(fs)?;
+    r.consumers = c.consumers;
+    r.problems
+        .extend(
+            c.problems
+                .into_iter()
+                .map(|(file, offset, what)| Problem { file, offset, what }),
+        );
     Ok(r)
 }
 

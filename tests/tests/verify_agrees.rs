@@ -38,6 +38,13 @@ fn agree(image: &FaultFs, cfg: &Config) -> Result<(), String> {
             v.lost, r.lost
         ));
     }
+    if v.consumers != s.consumer_names().len() {
+        return Err(format!(
+            "verify counts {} consumers, open recovers {:?}\nverify: {v:?}",
+            v.consumers,
+            s.consumer_names()
+        ));
+    }
     if v.last_seq != s.state().last_seq {
         return Err(format!(
             "verify says last {}, open says {}\nverify: {v:?}\nopen: {r:?}",

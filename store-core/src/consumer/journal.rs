@@ -207,6 +207,88 @@ impl<H: FsFile> Consumers<H> {
     }
 }
 
+/// What [`check`] found in the consumer files.
+#[derive(Debug, Default)]
+pub(crate) struct Checked {
+    /// Consumers the files hold (as open would recover them).
+    pub(crate) consumers: usize,
+    /// Damage: (file, offset, what).
+    pub(crate) problems: Vec<(String, u64, String)>,
+}
+
+/// Reads the consumer files as [`Consumers::load`] would, without changing anything: the
+/// checkpoint must decode, and the journal of its generation must be a valid header
+/// followed by whole records that replay. A journal tail that open would cut is damage, as
+/// a block's torn tail is (a crash before its fsync, or a lost write).
+pub(crate) fn check<F: Fs>(fs: &F) -> Result<Checked> {
+    let mut out = Checked::default();
+    let root = io_at(fs.read_dir(""), "read_dir", "")?;
+    if !root.iter().any(|e| e.name == CONSUMERS_DIR && e.is_dir) {
+        return Ok(out);
+    }
+    let names = io_at(fs.read_dir(CONSUMERS_DIR), "read_dir", CONSUMERS_DIR)?;
+    let (mut gen, mut all) = (0, BTreeMap::new());
+    if names.iter().any(|e| e.name == "state") {
+        let f = io_at(
+            fs.open(STATE_FILE, OpenOptions::read_only()),
+            "open",
+            STATE_FILE,
+        )?;
+        match codec::decode_state(&read_all(&f, STATE_FILE)?) {
+            Ok((g, a)) => (gen, all) = (g, a),
+            Err(why) => {
+                // open refuses the store: nothing after it can be judged
+                out.problems.push((STATE_FILE.into(), 0, why));
+                return Ok(out);
+            }
+        }
+    }
+    let jpath = journal_path(gen);
+    if names.iter().any(|e| path_is(&jpath, &e.name)) {
+        let f = io_at(fs.open(&jpath, OpenOptions::read_only()), "open", &jpath)?;
+        check_journal(&read_all(&f, &jpath)?, gen, &jpath, &mut all, &mut out);
+    }
+    out.consumers = all.len();
+    Ok(out)
+}
+
+/// [`check`]'s half for the journal's bytes `buf`: `replay`'s rules, read-only.
+fn check_journal(
+    buf: &[u8],
+    gen: u64,
+    path: &str,
+    all: &mut BTreeMap<String, Entry>,
+    out: &mut Checked,
+) {
+    let header_ok = buf.len() >= JOURNAL_HEADER_LEN
+        && codec::parse_journal_header(&buf[..JOURNAL_HEADER_LEN]) == Some(gen);
+    if !header_ok {
+        if !buf.is_empty() {
+            let what = format!(
+                "journal header torn or wrong: {} bytes open cuts",
+                buf.len()
+            );
+            out.problems.push((path.into(), 0, what));
+        }
+        return;
+    }
+    let mut at = JOURNAL_HEADER_LEN;
+    let mut prev = crate::record::crc32(&buf[..JOURNAL_HEADER_LEN]);
+    while let Some((rec, n, crc)) = codec::decode_rec(&buf[at..], prev) {
+        if let Err(e) = apply(all, &rec) {
+            let what = format!("record does not replay: {e}");
+            out.problems.push((path.into(), at as u64, what));
+            return;
+        }
+        prev = crc;
+        at += n;
+    }
+    if at < buf.len() {
+        let what = format!("torn tail: {} bytes open cuts", buf.len() - at);
+        out.problems.push((path.into(), at as u64, what));
+    }
+}
+
 fn path_is(path: &str, name: &str) -> bool {
     path.strip_prefix(CONSUMERS_DIR)
         .and_then(|p| p.strip_prefix('/'))

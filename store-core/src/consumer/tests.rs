@@ -214,6 +214,51 @@ fn checkpoint_compacts_and_a_torn_tail_is_cut() {
     ));
 }
 
+#[test]
+fn verify_reads_the_consumer_files_without_changing_them() {
+    let fs = MemFs::new();
+    let mut s = open(&fs);
+    fill(&mut s, 4);
+    s.consumer_add(&ConsumerConfig::new("k")).unwrap();
+    s.consumer_add(&cfg("j", AckPolicy::All)).unwrap();
+    s.update_delivered("k", 1, 1, 1, 0).unwrap();
+    s.checkpoint().unwrap();
+    s.update_delivered("k", 2, 2, 1, 0).unwrap();
+    s.update_acks("k", 1, 1).unwrap();
+    drop(s);
+    let v = crate::verify(&fs).unwrap();
+    assert!(v.is_clean(), "{v:?}");
+    assert_eq!(v.consumers, 2);
+    let journal = fs.bytes("consumers/journal.1");
+    // a torn last record: damage, at the offset open cuts from, and nothing is written
+    let mut torn = journal.clone();
+    torn.truncate(torn.len() - 3);
+    fs.set_bytes("consumers/journal.1", torn.clone());
+    let v = crate::verify(&fs).unwrap();
+    assert!(!v.is_clean());
+    assert_eq!(v.problems.len(), 1, "{v:?}");
+    assert_eq!(v.problems[0].file, "consumers/journal.1");
+    assert!(v.problems[0].what.contains("torn tail"), "{v:?}");
+    assert_eq!(
+        fs.bytes("consumers/journal.1"),
+        torn,
+        "verify wrote nothing"
+    );
+    assert_eq!(v.consumers, 2);
+    // a damaged checkpoint: the store would refuse to open, and verify says where
+    fs.set_bytes("consumers/journal.1", journal);
+    let mut c = fs.bytes("consumers/state");
+    c[20] ^= 1;
+    fs.set_bytes("consumers/state", c);
+    let v = crate::verify(&fs).unwrap();
+    assert_eq!(v.problems.len(), 1, "{v:?}");
+    assert_eq!(v.problems[0].file, "consumers/state");
+    assert!(matches!(
+        Store::open(fs.clone(), Config::default()),
+        Err(Error::Corrupt { .. })
+    ));
+}
+
 /// What the random test tracks on its own, per consumer: every stream sequence acked, and
 /// the highest ack floor seen since the last reset or truncate.
 #[derive(Default, Clone)]
