@@ -60,7 +60,7 @@ pub(super) struct Packed {
     run_ts: Vec<i64>,
     /// (index, sequence) where a stretch of consecutive sequences starts; the first at 0.
     seq_runs: Vec<(u32, u64)>,
-    /// Block-local subject id → the store's subject id, sorted.
+    /// Block-local subject id → the store's subject id (in the order they first came).
     dict: Vec<u32>,
 }
 
@@ -77,29 +77,59 @@ fn mask(w: u32) -> u64 {
     }
 }
 
-/// The distinct subject ids of `e`, sorted. Most blocks hold a few subjects: kept sorted as
-/// they come (no sort of the whole block at every roll), and sorted at once past 64.
-fn subject_dict(e: &[Entry]) -> Vec<u32> {
+/// The distinct subject ids of `e` in the order they first come (block-local id → the
+/// store's id), and each entry's block-local id. One pass with a small open-addressing table
+/// (a block holds few subjects): packing runs at every roll, on the append path.
+fn subject_dict(e: &[Entry]) -> (Vec<u32>, Vec<u32>) {
+    const EMPTY: u64 = u64::MAX;
     let mut dict: Vec<u32> = Vec::new();
-    let mut last = None;
+    let mut locals = Vec::with_capacity(e.len());
+    // (store id, local id) per slot; at most half full
+    let mut keys = vec![EMPTY; 64];
+    let mut vals = vec![0u32; 64];
+    let slot = |keys: &[u64], subj: u32| {
+        let m = keys.len() - 1;
+        let mut i = (u64::from(subj).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & m;
+        while keys[i] != EMPTY && keys[i] != u64::from(subj) {
+            i = (i + 1) & m;
+        }
+        i
+    };
+    let mut last: Option<(u32, u32)> = None;
     for x in e {
-        if last == Some(x.subj) {
+        if let Some((_, local)) = last.filter(|(s, _)| *s == x.subj) {
+            locals.push(local);
             continue;
         }
-        last = Some(x.subj);
-        if let Err(k) = dict.binary_search(&x.subj) {
-            if dict.len() == 64 {
-                let mut all: Vec<u32> = e.iter().map(|x| x.subj).collect();
-                all.sort_unstable();
-                all.dedup();
-                all.shrink_to_fit();
-                return all;
+        let i = slot(&keys, x.subj);
+        let local = if keys[i] == EMPTY {
+            let local = dict.len() as u32;
+            dict.push(x.subj);
+            keys[i] = u64::from(x.subj);
+            vals[i] = local;
+            if dict.len() * 2 > keys.len() {
+                (keys, vals) = grown(&dict, keys.len() * 4, slot);
             }
-            dict.insert(k, x.subj);
-        }
+            local
+        } else {
+            vals[i]
+        };
+        locals.push(local);
+        last = Some((x.subj, local));
     }
     dict.shrink_to_fit();
-    dict
+    (dict, locals)
+}
+
+/// `subject_dict`'s table rebuilt with `n` slots.
+fn grown(dict: &[u32], n: usize, slot: impl Fn(&[u64], u32) -> usize) -> (Vec<u64>, Vec<u32>) {
+    let (mut keys, mut vals) = (vec![u64::MAX; n], vec![0u32; n]);
+    for (local, &subj) in dict.iter().enumerate() {
+        let i = slot(&keys, subj);
+        keys[i] = u64::from(subj);
+        vals[i] = local as u32;
+    }
+    (keys, vals)
 }
 
 impl Packed {
@@ -109,7 +139,7 @@ impl Packed {
         if e.is_empty() || u32::try_from(e.len()).is_err() {
             return None;
         }
-        let dict = subject_dict(e);
+        let (dict, locals) = subject_dict(e);
         let min_len = e.iter().map(|x| x.len).min()?;
         let max_len = e.iter().map(|x| x.len).max()?;
         let runs = e.len().div_ceil(RUN);
@@ -163,19 +193,16 @@ impl Packed {
             seq_runs,
             dict,
         };
-        for (i, x) in e.iter().enumerate() {
-            p.put(i, x);
+        for (i, (x, &local)) in e.iter().zip(&locals).enumerate() {
+            p.put(i, x, local);
         }
         p.seq_runs.shrink_to_fit();
         Some(p)
     }
 
-    fn put(&mut self, i: usize, x: &Entry) {
+    fn put(&mut self, i: usize, x: &Entry, local: u32) {
         let w = self.w;
-        let local = self
-            .dict
-            .binary_search(&x.subj)
-            .expect("subject in the dict") as u64;
+        let local = u64::from(local);
         let run = i / RUN;
         let mut v = match self.ts_exact {
             true => x.ts.wrapping_sub(self.run_ts[run]) as u64,
