@@ -53,6 +53,10 @@ pub(super) struct Block<H> {
     pub(super) uncached_reads: u64,
     /// When `entries` were last used (`Store::entry_tick`): the least recent leave first.
     pub(super) used: u64,
+    /// Sealed by a roll with its full entries: they are packed when a read first uses them
+    /// (`ensure_loaded`), or dropped unpacked if the entry cache evicts them first, so that
+    /// a stream only appended to never pays for packing on its append path.
+    pub(super) pack_pending: bool,
     /// Its entries cannot be built again by `load_entries` (the rebuild skipped damaged or
     /// out-of-order records in it, which a plain scan would refuse or count): never evicted.
     pub(super) pinned: bool,
@@ -132,6 +136,7 @@ impl<H> Block<H> {
             heat: 0,
             uncached_reads: 0,
             used: 0,
+            pack_pending: false,
             pinned: false,
             subj_counts: None,
             by_subj: None,
@@ -164,7 +169,12 @@ impl<F: Fs> Store<F> {
     #[inline]
     pub(super) fn ensure_loaded(&mut self, pos: usize) -> Result<()> {
         self.touch_entries(pos);
-        if self.blocks[pos].entries.is_some() {
+        let b = &mut self.blocks[pos];
+        if let Some(e) = &mut b.entries {
+            if b.pack_pending {
+                b.pack_pending = false;
+                e.pack();
+            }
             return Ok(());
         }
         self.load_entries(pos)

@@ -26,11 +26,13 @@ impl<F: Fs> Store<F> {
     /// record; its name is made durable by the next sync (`msgs_dir_dirty`).
     pub(super) fn roll(&mut self) -> Result<()> {
         self.flush()?;
-        // the newest block's entries become a sealed block's: packed, and the entry cache's
-        // to bound
-        if let Some(e) = self.blocks.last_mut().and_then(|b| b.entries.as_mut()) {
-            e.pack();
-            self.blocks.untrimmed += e.len() as u64;
+        // the newest block's entries become a sealed block's: the entry cache's to bound,
+        // packed when a read first uses them (`Block::pack_pending`)
+        if let Some(b) = self.blocks.last_mut() {
+            if let Some(e) = &b.entries {
+                b.pack_pending = true;
+                self.blocks.untrimmed += e.len() as u64;
+            }
         }
         let index = self.blocks.last().map_or(1, |b| b.number + 1);
         let path = block_path(MSGS_DIR, index);
