@@ -17,6 +17,8 @@ pub(crate) enum Unit {
     Us,
     SecPerGib,
     MiB,
+    /// Bytes a message (the memory table's entry rows, in a table of MiB).
+    BytesPerMsg,
 }
 
 /// One cell: an implementation (or stream size) in a table, with every sample taken.
@@ -220,6 +222,7 @@ fn fmt_val(unit: Unit, v: Option<f64>) -> String {
         (Unit::Us, Some(v)) => format!("{v:.3} µs"),
         (Unit::SecPerGib, Some(v)) => format!("{v:.3} s/GiB"),
         (Unit::MiB, Some(v)) => format!("{v:.1} MiB"),
+        (Unit::BytesPerMsg, Some(v)) => format!("{v:.2} B/msg"),
     }
 }
 
@@ -394,6 +397,11 @@ impl BenchReport {
             for c in &t.cells {
                 let min = c.samples.iter().copied().reduce(f64::min);
                 let max = c.samples.iter().copied().reduce(f64::max);
+                // the memory table's bytes-a-message rows are not MiB
+                let unit = match c.name.ends_with("_bytes_per_msg") {
+                    true => Unit::BytesPerMsg,
+                    false => t.unit,
+                };
                 let name = match c.label {
                     Some(l) => format!("{}, {l}", c.name),
                     None => c.name.clone(),
@@ -402,9 +410,9 @@ impl BenchReport {
                     s,
                     "  {:<48} {:>14} {:>14} {:>14} {:>3}",
                     name,
-                    fmt_val(t.unit, median(&c.samples)),
-                    fmt_val(t.unit, min),
-                    fmt_val(t.unit, max),
+                    fmt_val(unit, median(&c.samples)),
+                    fmt_val(unit, min),
+                    fmt_val(unit, max),
                     c.samples.len()
                 );
             }
