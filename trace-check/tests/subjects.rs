@@ -123,8 +123,8 @@ fn nats_server_2_15_1_purge_rows() {
     let check = format!("{py} {}", s.join("nats_check.py").display());
     // fewer images per crash point than the demo (16 + 4 instead of 64 + 8): the checker
     // starts a nats-server per image, and CI has a time budget
-    let default = run(&wl, "default", &check, 16);
-    let always = run(&wl, "always", &check, 16);
+    let default = run(&wl, "default", &check, 8);
+    let always = run(&wl, "always", &check, 8);
     for r in default.iter().chain(&always) {
         assert!(r.crash_points > 20 && r.images > r.crash_points, "{r:?}");
     }
