@@ -77,6 +77,16 @@ fn read_all<H: FsFile>(f: &H, path: &str) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// The checkpoint's bytes.
+fn read_checkpoint<F: Fs>(fs: &F) -> Result<Vec<u8>> {
+    let f = io_at(
+        fs.open(STATE_FILE, OpenOptions::read_only()),
+        "open",
+        STATE_FILE,
+    )?;
+    read_all(&f, STATE_FILE)
+}
+
 /// Applies one record to the table, as the live call did: the consumer is first clamped to
 /// the stream the record saw, then the operation runs.
 pub(crate) fn apply(all: &mut BTreeMap<String, Entry>, rec: &Rec) -> Result<()> {
@@ -129,12 +139,7 @@ impl<H: FsFile> Consumers<H> {
         }
         let names = io_at(fs.read_dir(CONSUMERS_DIR), "read_dir", CONSUMERS_DIR)?;
         if names.iter().any(|e| e.name == "state") {
-            let f = io_at(
-                fs.open(STATE_FILE, OpenOptions::read_only()),
-                "open",
-                STATE_FILE,
-            )?;
-            let bytes = read_all(&f, STATE_FILE)?;
+            let bytes = read_checkpoint(fs)?;
             // written whole before its rename: damage here is not a torn write
             let (gen, all) =
                 codec::decode_state(&bytes).map_err(|r| Error::corrupt(STATE_FILE, 0, r))?;
@@ -229,12 +234,7 @@ pub(crate) fn check<F: Fs>(fs: &F) -> Result<Checked> {
     let names = io_at(fs.read_dir(CONSUMERS_DIR), "read_dir", CONSUMERS_DIR)?;
     let (mut gen, mut all) = (0, BTreeMap::new());
     if names.iter().any(|e| e.name == "state") {
-        let f = io_at(
-            fs.open(STATE_FILE, OpenOptions::read_only()),
-            "open",
-            STATE_FILE,
-        )?;
-        match codec::decode_state(&read_all(&f, STATE_FILE)?) {
+        match codec::decode_state(&read_checkpoint(fs)?) {
             Ok((g, a)) => (gen, all) = (g, a),
             Err(why) => {
                 // open refuses the store: nothing after it can be judged
