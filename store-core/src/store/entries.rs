@@ -79,7 +79,7 @@ fn mask(w: u32) -> u64 {
 
 /// The distinct subject ids of `e` in the order they first come (block-local id → the
 /// store's id), and each entry's block-local id. One pass with a small open-addressing table
-/// (a block holds few subjects): packing runs at every roll, on the append path.
+/// (a block holds few subjects): packing runs for every block a read or a rebuild loads.
 fn subject_dict(e: &[Entry]) -> (Vec<u32>, Vec<u32>) {
     const EMPTY: u64 = u64::MAX;
     let mut dict: Vec<u32> = Vec::new();
