@@ -79,6 +79,13 @@ pub struct Config {
     /// reads) only if it is read at least twice as often, so reads spread over a stream larger
     /// than the cache settle on a fixed set. See `Store::get`.
     pub block_cache: u64,
+    /// Bytes of zeros written ahead of the newest block's end, in steps of this size, under
+    /// `Always` and `Interval` (default 1 MiB; 0: never; never under `Never`, nor through
+    /// encryption or compression). An fdatasync after a write inside the file's length has
+    /// no new length to commit: on ext4 here it ran 7.3 k/s against 4.6 k/s appending. A
+    /// block is cut back to its records when it is sealed and at checkpoint; recovery reads
+    /// the zeros as unwritten space.
+    pub preallocate: u64,
     /// Heap bytes of sealed blocks' in-memory entries (where each record is, its subject,
     /// whether it is deleted; packed, about 5 bytes a message for a dense stream, at most 8
     /// but for blocks too irregular to pack, which take 32) kept loaded (default 8 MiB, about
@@ -115,6 +122,7 @@ impl Default for Config {
             recovery: RecoveryMode::default(),
             write_buffer: 256 << 10,
             block_cache: 64 << 20,
+            preallocate: 1 << 20,
             entry_cache: 8 << 20,
             encryption: None,
             compression: crate::Compression::None,

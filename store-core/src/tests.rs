@@ -574,7 +574,8 @@ fn torn_tail_and_corruption_are_reported() {
     for i in 0..10 {
         s.append("a", b"", format!("m{i}").as_bytes()).unwrap();
     }
-    drop(s);
+    // (closed, so that the file ends at its records: dropped, it would end in zeros ahead)
+    s.close().unwrap();
     let b = blocks(&fs)[0].clone();
     let mut bytes = fs.bytes(&b);
     let full = bytes.len();
@@ -1291,4 +1292,93 @@ fn entry_cache_stays_within_its_budget_and_changes_no_answer() {
     let (mut a, mut b) = (open(&fa, cfg(BUDGET)), open(&fb, cfg(1 << 30)));
     assert!(a.recovery_report().used_index);
     check(&mut a, &mut b, "from index.db");
+}
+
+/// Whether the file ends in 4 zero bytes (a record ends in its crc; zeros ahead do not).
+fn ends_in_zeros(fs: &MemFs, path: &str) -> bool {
+    fs.bytes(path).ends_with(&[0, 0, 0, 0])
+}
+
+#[test]
+fn preallocated_zeros_fill_ahead_and_are_cut_at_seal_close_and_recovery() {
+    let cfg = Config {
+        block_size: 64 << 10,
+        preallocate: 16 << 10,
+        ..Config::default()
+    };
+    let fs = MemFs::new();
+    let mut s = open(&fs, cfg.clone());
+    s.append("a", b"", b"x").unwrap();
+    let first = blocks(&fs)[0].clone();
+    assert_eq!(
+        fs.bytes(&first).len(),
+        16 << 10,
+        "zeros ahead of the record"
+    );
+    let payload = [7u8; 100];
+    for _ in 0..2000 {
+        s.append("a", b"", &payload).unwrap();
+    }
+    let names = blocks(&fs);
+    assert!(names.len() >= 3, "{names:?}");
+    for sealed in &names[..names.len() - 1] {
+        assert!(
+            !ends_in_zeros(&fs, sealed),
+            "{sealed}: a sealed block ends at its records"
+        );
+    }
+    let newest = names.last().unwrap().clone();
+    let n = fs.bytes(&newest).len();
+    assert!(
+        n.is_multiple_of(16 << 10) && ends_in_zeros(&fs, &newest),
+        "newest: {n} bytes"
+    );
+    // a power cut with everything synced (`Always`): the zeros read as unwritten space
+    std::mem::forget(s);
+    let s = open(&fs, cfg.clone());
+    let r = s.recovery_report();
+    assert!(
+        !r.used_index && r.cuts.is_empty() && r.skipped.is_empty(),
+        "{r:?}"
+    );
+    assert_eq!((s.state().msgs, s.state().last_seq), (2001, 2001));
+    assert!(!ends_in_zeros(&fs, &newest), "recovery cut the zeros");
+    s.close().unwrap();
+    let mut s = open(&fs, cfg.clone());
+    assert!(
+        s.recovery_report().used_index,
+        "close leaves index.db valid"
+    );
+    s.append("a", b"", b"y").unwrap();
+    assert!(ends_in_zeros(&fs, &newest), "appending fills ahead again");
+    s.checkpoint().unwrap();
+    assert!(
+        !ends_in_zeros(&fs, &newest),
+        "checkpoint cuts them for index.db"
+    );
+    s.append("a", b"", b"z").unwrap();
+    // dropped without close: the zeros stay (the next open's rebuild cuts them)
+    drop(s);
+    assert!(ends_in_zeros(&fs, &newest));
+    let s = open(&fs, cfg.clone());
+    assert_eq!((s.state().msgs, s.recovery_report().cuts.len()), (2003, 0));
+    assert!(!ends_in_zeros(&fs, &newest));
+    drop(s);
+    // off: under `Never`, and with a step of 0
+    for c in [
+        Config {
+            sync: SyncPolicy::Never,
+            ..cfg.clone()
+        },
+        Config {
+            preallocate: 0,
+            ..cfg.clone()
+        },
+    ] {
+        let fs = MemFs::new();
+        let mut s = open(&fs, c);
+        s.append("a", b"", b"x").unwrap();
+        s.sync().unwrap();
+        assert!(!ends_in_zeros(&fs, &blocks(&fs)[0]));
+    }
 }

@@ -20,8 +20,11 @@ pub(super) struct Block<H> {
     /// Shared so that a group commit can fsync it without holding the store (see
     /// `SharedStore`).
     pub(super) file: Arc<H>,
-    /// Bytes in the file (the write buffer holds more, for the newest block).
+    /// Bytes of records in the file (the write buffer holds more, for the newest block).
     pub(super) len: u64,
+    /// The file's length: `len`, or more for the newest block, whose file is filled with
+    /// zeros ahead of `len` (`Config::preallocate`). Sealed blocks end at `len`.
+    pub(super) alloc: u64,
     /// Sequences of the first and last message records in the block (0 if none).
     pub(super) msg_first: u64,
     pub(super) msg_last: u64,
@@ -121,6 +124,7 @@ impl<H> Block<H> {
             path: block_path(MSGS_DIR, number),
             file: Arc::new(file),
             len,
+            alloc: len,
             msg_first: 0,
             msg_last: 0,
             seq_ceiling,

@@ -10,15 +10,73 @@ impl<F: Fs> Store<F> {
         if self.wbuf.is_empty() {
             return Ok(());
         }
+        let n = self.wbuf.len();
+        let alloc = self.zero_ahead();
         let b = self.blocks.last_mut().expect("a buffer implies a block");
         // the newest block is never cached (`prepare_read`); if it ever were, drop the copy
         // rather than let it go stale
         b.cache = None;
         let r = b.file.write_all_at(&self.wbuf, b.len);
+        self.wbuf.truncate(n);
         // on failure the file's tail is unknown: stop writing until reopened
         self.dur.latch(r, "write", &b.path)?;
-        b.len += self.wbuf.len() as u64;
+        b.len += n as u64;
+        b.alloc = alloc.max(b.len);
         self.wbuf.clear();
+        Ok(())
+    }
+
+    /// The step of [`Config::preallocate`] that applies to this store: 0 under `Never` (no
+    /// fsync to speed up) and through the crypt layer (whose frames zeros are not).
+    fn prealloc_step(&self) -> u64 {
+        let c = &self.cfg;
+        if c.sync == SyncPolicy::Never
+            || c.encryption.is_some()
+            || c.compression != crate::Compression::None
+        {
+            return 0;
+        }
+        c.preallocate
+    }
+
+    /// Before the write buffer goes to the newest block: if it reaches past the zeros already
+    /// in the file, appends zeros up to the next multiple of the preallocation step (at most
+    /// `block_size`), so that the same write fills the file ahead. Returns the file's length
+    /// once the buffer is written (the block's `alloc` when nothing was added). The caller
+    /// writes the whole buffer but counts only its first (record) bytes into `len`.
+    pub(super) fn zero_ahead(&mut self) -> u64 {
+        let Some(b) = self.blocks.last() else {
+            return 0;
+        };
+        let end = b.len + self.wbuf.len() as u64;
+        if end <= b.alloc {
+            return b.alloc;
+        }
+        let step = self.prealloc_step();
+        if step == 0 {
+            return end;
+        }
+        let target = end
+            .div_ceil(step)
+            .saturating_mul(step)
+            .min(self.cfg.block_size.max(end));
+        self.wbuf
+            .resize(self.wbuf.len() + (target - end) as usize, 0);
+        target
+    }
+
+    /// Cuts the zeros ahead of the newest block's records (its file ends at `len` again) and
+    /// marks it for the next sync, which makes the length durable: for a block being sealed,
+    /// and before `index.db` records the lengths. Nothing to do when preallocation is off.
+    pub(super) fn cut_zeros(&mut self, pos: usize) -> Result<()> {
+        let b = &mut self.blocks[pos];
+        if b.alloc <= b.len {
+            return Ok(());
+        }
+        let r = b.file.set_len(b.len);
+        self.dur.latch(r, "set_len", &b.path)?;
+        b.alloc = b.len;
+        b.dirty = true;
         Ok(())
     }
 
@@ -26,6 +84,9 @@ impl<F: Fs> Store<F> {
     /// record; its name is made durable by the next sync (`msgs_dir_dirty`).
     pub(super) fn roll(&mut self) -> Result<()> {
         self.flush()?;
+        if let Some(pos) = self.blocks.len().checked_sub(1) {
+            self.cut_zeros(pos)?;
+        }
         // the newest block's entries become a sealed block's: the entry cache's to bound,
         // packed when a read first uses them (`Block::pack_pending`)
         if let Some(b) = self.blocks.last_mut() {

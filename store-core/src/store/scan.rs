@@ -176,7 +176,7 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
             Decoded::End => {
                 // zeros: the end of written data, if nothing but zeros follows
                 let mut p = pos;
-                let mut chunk = vec![0u8; 64 << 10];
+                let mut chunk = vec![0u8; ((len - pos) as usize).min(64 << 10)];
                 while p < len {
                     let n = ((len - p) as usize).min(chunk.len());
                     io_at(file.read_exact_at(&mut chunk[..n], p), "read", path)?;
@@ -319,7 +319,7 @@ pub(super) fn plausible_header(h: &[u8]) -> bool {
 }
 
 pub(super) fn all_zero<H: FsFile>(file: &H, path: &str, len: u64) -> Result<bool> {
-    let mut chunk = vec![0u8; 64 << 10];
+    let mut chunk = vec![0u8; (len as usize).min(64 << 10)];
     let mut p = 0;
     while p < len {
         let n = ((len - p) as usize).min(chunk.len());

@@ -199,30 +199,34 @@ impl<F: Fs> Store<F> {
         if self.wbuf.is_empty() || !self.dur.group_inflight.is_empty() || self.skip(site.data) {
             return Ok(false);
         }
-        let Some((newest, older)) = self.blocks.split_last_mut() else {
+        let Some((_, older)) = self.blocks.split_last() else {
             return Ok(false);
         };
         if older.iter().any(|b| b.dirty) {
             return Ok(false);
         }
+        let n = self.wbuf.len();
+        let alloc = self.zero_ahead();
+        let newest = self.blocks.last_mut().expect("checked above");
         // as `flush`: the newest block is never cached; never let a copy go stale
         newest.cache = None;
         let r = newest.file.write_all_at_sync_data(&self.wbuf, newest.len);
+        self.wbuf.truncate(n);
+        let written = !matches!(r, Err(WriteSyncError::Write(_)));
+        if written {
+            newest.len += n as u64;
+            newest.alloc = alloc.max(newest.len);
+            self.wbuf.clear();
+        }
         match r {
             Ok(()) => {
-                newest.len += self.wbuf.len() as u64;
-                self.wbuf.clear();
                 newest.dirty = false;
                 Ok(true)
             }
             // as `flush`: the file's tail is now unknown
             Err(WriteSyncError::Write(e)) => self.dur.latch(Err(e), "write", &newest.path),
-            Err(WriteSyncError::Sync(e)) => {
-                // as `flush` then `sync_file`: written, and the sync failed (fsyncgate)
-                newest.len += self.wbuf.len() as u64;
-                self.wbuf.clear();
-                self.dur.latch(Err(e), "sync_data", &newest.path)
-            }
+            // as `flush` then `sync_file`: written, and the sync failed (fsyncgate)
+            Err(WriteSyncError::Sync(e)) => self.dur.latch(Err(e), "sync_data", &newest.path),
         }
     }
 

@@ -168,6 +168,7 @@ impl<F: Fs> Store<F> {
         let r = b.file.set_len(off);
         self.dur.latch(r, "set_len", &b.path)?;
         b.len = off;
+        b.alloc = off;
         let entries = b.entries.as_mut().expect("loaded");
         entries.keep_first(entries.seq_point(seq.saturating_add(1)));
         // (built again from the entries left, on first use)
