@@ -18,6 +18,8 @@ mod either;
 mod file;
 mod format;
 #[cfg(test)]
+mod golden_tests;
+#[cfg(test)]
 mod store_tests;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,150 @@
+//! The layered format stays byte for byte what it is: a fixed workload through each layer
+//! (both ciphers, lz4, both at once), with a fixed nonce prefix and key, must write exactly
+//! the files under `store-core/tests/golden_crypt/` (`SEQSTORE_BLESS=1` writes them), and
+//! a store opened on those files reads back every message. A change of AEAD crate version
+//! must pass it unchanged.
+
+use super::*;
+use crate::memfs::MemFs;
+use crate::{Config, OpenOptions, Store};
+
+/// A nonce prefix that is the same in every run (never outside tests).
+struct FixedEntropy(u8);
+
+impl Entropy for FixedEntropy {
+    fn fill(&self, buf: &mut [u8]) -> io::Result<()> {
+        buf.fill(self.0);
+        Ok(())
+    }
+}
+
+/// The layers, by the name their files take.
+fn layers() -> Vec<(&'static str, LayerConfig)> {
+    let enc = |c| Some(Encryption::new(c, [0x42; 32]));
+    vec![
+        (
+            "xchacha",
+            LayerConfig {
+                encryption: enc(Cipher::XChaCha20Poly1305),
+                compression: Compression::None,
+            },
+        ),
+        (
+            "aes",
+            LayerConfig {
+                encryption: enc(Cipher::Aes256Gcm),
+                compression: Compression::None,
+            },
+        ),
+        (
+            "lz4",
+            LayerConfig {
+                encryption: None,
+                compression: Compression::Lz4,
+            },
+        ),
+        (
+            "aes-lz4",
+            LayerConfig {
+                encryption: enc(Cipher::Aes256Gcm),
+                compression: Compression::Lz4,
+            },
+        ),
+    ]
+}
+
+fn config(l: &LayerConfig) -> Config {
+    Config {
+        block_size: 2048,
+        encryption: l.encryption.clone(),
+        compression: l.compression,
+        ..Config::default()
+    }
+}
+
+fn open(mem: &MemFs, l: &LayerConfig, prefix: u8) -> Store<CryptFs<MemFs>> {
+    let fs = CryptFs::with_entropy(mem.clone(), l.clone(), &FixedEntropy(prefix)).unwrap();
+    Store::open(fs, config(l)).unwrap()
+}
+
+fn payload(i: u32) -> Vec<u8> {
+    vec![b'a' + (i % 26) as u8; (i as usize * 53) % 400]
+}
+
+/// The workload: appends over several blocks, a delete, an erase, a checkpoint; a reopen
+/// (a second instance, another nonce prefix) that appends and purges by subject.
+fn workload(l: &LayerConfig) -> MemFs {
+    let mem = MemFs::new();
+    let mut s = open(&mem, l, 1);
+    for i in 0..30u32 {
+        let subject = ["orders.eu", "orders.us", "audit"][i as usize % 3];
+        s.append(subject, &i.to_le_bytes(), &payload(i)).unwrap();
+    }
+    s.delete(4).unwrap();
+    s.erase(7).unwrap();
+    s.close().unwrap();
+    let mut s = open(&mem, l, 2);
+    s.append("after.reopen", b"h", b"x").unwrap();
+    s.purge_ex("orders.us", 20, 0).unwrap();
+    s.close().unwrap();
+    mem
+}
+
+fn files(mem: &MemFs, layer: &str) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = mem
+        .paths()
+        .into_iter()
+        .filter(|p| mem.open(p, OpenOptions::read_only()).is_ok())
+        .map(|p| (format!("{layer}.{}", p.replace('/', "__")), mem.bytes(&p)))
+        .collect();
+    v.sort();
+    v
+}
+
+fn golden_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden_crypt")
+}
+
+#[test]
+fn golden_layered_format_is_byte_identical_and_reads_back() {
+    let dir = golden_dir();
+    let mut got = Vec::new();
+    for (name, l) in layers() {
+        let mem = workload(&l);
+        // what the files hold reads back: every message but the removed ones
+        let mut s = open(&mem, &l, 3);
+        assert_eq!(s.state().last_seq, 31, "{name}");
+        for seq in [1u64, 3, 6, 29, 30] {
+            let m = s.get(seq).unwrap();
+            assert_eq!(m.payload, payload(seq as u32 - 1), "{name} seq {seq}");
+        }
+        assert!(s.get(2).is_err() && s.get(4).is_err() && s.get(7).is_err());
+        drop(s);
+        got.extend(files(&workload(&l), name));
+    }
+    got.sort();
+    if std::env::var("SEQSTORE_BLESS").is_ok_and(|v| v == "1") {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, b) in &got {
+            std::fs::write(dir.join(name), b).unwrap();
+        }
+    }
+    let mut want: Vec<String> = std::fs::read_dir(&dir)
+        .expect("store-core/tests/golden_crypt (SEQSTORE_BLESS=1 writes it)")
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    want.sort();
+    let names: Vec<&String> = got.iter().map(|(n, _)| n).collect();
+    assert_eq!(names, want.iter().collect::<Vec<_>>(), "the files");
+    for (name, b) in &got {
+        let w = std::fs::read(dir.join(name)).unwrap();
+        assert!(
+            *b == w,
+            "{name}: {} bytes, golden {} bytes; first difference at {:?}",
+            b.len(),
+            w.len(),
+            b.iter().zip(&w).position(|(x, y)| x != y)
+        );
+    }
+}
