@@ -3,10 +3,10 @@
 //! at rest", draws the layout.
 
 use super::{Cipher, Compression, Fault};
-use aes_gcm::aes::cipher::BlockEncrypt;
+use aes_gcm::aes::cipher::BlockCipherEncrypt;
 use aes_gcm::aes::Aes256;
 use aes_gcm::Aes256Gcm;
-use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+use chacha20poly1305::aead::{AeadInOut, KeyInit};
 use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
 use std::sync::{Arc, Mutex};
 
@@ -195,12 +195,12 @@ impl Sealer {
         match self {
             Sealer::Crc => Ok(crc_tag(aad, body)),
             Sealer::XChaCha(c) => c
-                .encrypt_in_place_detached(XNonce::from_slice(nonce), aad, body)
+                .encrypt_inout_detached(&XNonce::from(*nonce), aad, body.into())
                 .map(|t| t.into())
                 .map_err(|_| std::io::Error::other("encryption failed")),
             Sealer::Aes(a) => a
                 .subkey(nonce)
-                .encrypt_in_place_detached(&gcm_nonce(nonce), aad, body)
+                .encrypt_inout_detached(&gcm_nonce(nonce), aad, body.into())
                 .map(|t| t.into())
                 .map_err(|_| std::io::Error::other("encryption failed")),
         }
@@ -209,19 +209,20 @@ impl Sealer {
     /// Checks `tag` and decrypts `body` in place; false if it does not authenticate (then
     /// `body` holds nothing meaningful).
     pub fn open(&self, nonce: &[u8; NONCE], aad: &[u8], body: &mut [u8], tag: &[u8]) -> bool {
+        if let Sealer::Crc = self {
+            return crc_tag(aad, body)[..] == *tag;
+        }
+        let Ok(tag) = Tag::try_from(tag) else {
+            return false;
+        };
         match self {
-            Sealer::Crc => crc_tag(aad, body)[..] == *tag,
+            Sealer::Crc => false,
             Sealer::XChaCha(c) => c
-                .decrypt_in_place_detached(
-                    XNonce::from_slice(nonce),
-                    aad,
-                    body,
-                    Tag::from_slice(tag),
-                )
+                .decrypt_inout_detached(&XNonce::from(*nonce), aad, body.into(), &tag)
                 .is_ok(),
             Sealer::Aes(a) => a
                 .subkey(nonce)
-                .decrypt_in_place_detached(&gcm_nonce(nonce), aad, body, Tag::from_slice(tag))
+                .decrypt_inout_detached(&gcm_nonce(nonce), aad, body.into(), &tag)
                 .is_ok(),
         }
     }

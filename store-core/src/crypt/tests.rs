@@ -299,7 +299,7 @@ fn seal_rate(name: &str, mut seal: impl FnMut(&mut [u8], u64)) {
 #[test]
 #[ignore = "a timing probe: cargo test --release -p store-core --lib crypt::tests::probe -- --ignored --nocapture"]
 fn probe_throughput() {
-    use aes_gcm::aead::{AeadInPlace, KeyInit};
+    use aes_gcm::aead::{AeadInOut, KeyInit};
     let nonce = |i: u64| {
         let mut n = [0u8; 24];
         n[..8].copy_from_slice(&i.to_le_bytes());
@@ -307,15 +307,17 @@ fn probe_throughput() {
     };
     let x = chacha20poly1305::XChaCha20Poly1305::new(&[1u8; 32].into());
     seal_rate("xchacha20poly1305", |b, i| {
-        let _ = x.encrypt_in_place_detached((&nonce(i)).into(), b"aad", b);
+        let _ = x.encrypt_inout_detached(&nonce(i).into(), b"aad", b.into());
     });
     let c = chacha20poly1305::ChaCha20Poly1305::new(&[1u8; 32].into());
     seal_rate("chacha20poly1305", |b, i| {
-        let _ = c.encrypt_in_place_detached((&nonce(i)[..12]).into(), b"aad", b);
+        let n: [u8; 12] = nonce(i)[..12].try_into().expect("12");
+        let _ = c.encrypt_inout_detached(&n.into(), b"aad", b.into());
     });
     let a = aes_gcm::Aes256Gcm::new(&[1u8; 32].into());
     seal_rate("aes256gcm", |b, i| {
-        let _ = a.encrypt_in_place_detached((&nonce(i)[..12]).into(), b"aad", b);
+        let n: [u8; 12] = nonce(i)[..12].try_into().expect("12");
+        let _ = a.encrypt_inout_detached(&n.into(), b"aad", b.into());
     });
     let mem = MemFs::new();
     for cipher in [Cipher::XChaCha20Poly1305, Cipher::Aes256Gcm] {
