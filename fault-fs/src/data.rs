@@ -108,9 +108,12 @@ impl Data {
         if len < self.len {
             let pages = Arc::make_mut(&mut self.pages);
             pages.truncate(len.div_ceil(PAGE_U64) as usize);
-            let (_, po) = split(len);
+            let (pi, po) = split(len);
             if po != 0 {
-                if let Some(Some(p)) = pages.last_mut() {
+                // the page `len` falls in, if it was ever written: a file extended by
+                // `set_len` holds fewer pages than its length spans, and the last one held
+                // may be an earlier page, whose bytes must stay
+                if let Some(Some(p)) = pages.get_mut(pi) {
                     // keep the invariant: the cut-off tail must read as zeros if re-extended
                     Arc::make_mut(p).bytes_mut()[po..].fill(0);
                 }
@@ -166,6 +169,20 @@ mod tests {
         assert!(v[4093..].iter().all(|&x| x == 0));
         // the snapshot is untouched by the copy-on-write changes
         assert_eq!(&snap.to_vec()[4090..], b"0123456789");
+    }
+
+    #[test]
+    fn shrinking_a_file_extended_by_set_len_keeps_its_written_pages() {
+        // one written page, then a length past the next page that was never written (as a
+        // store's preallocated block cut back by recovery): the cut must not touch page 0
+        let mut d = Data::default();
+        d.write(0, &[7u8; 3584]);
+        d.set_len(4194);
+        d.set_len(4115);
+        let v = d.to_vec();
+        assert_eq!(v.len(), 4115);
+        assert!(v[..3584].iter().all(|&x| x == 7), "page 0 kept");
+        assert!(v[3584..].iter().all(|&x| x == 0));
     }
 
     #[test]
