@@ -291,7 +291,7 @@ fn golden_dir() -> std::path::PathBuf {
 }
 
 /// The files of `fs` (not its directories), sorted, named `<stage>.<path with / as __>`.
-fn golden_files(fs: &MemFs, stage: &str) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn golden_files(fs: &MemFs, stage: &str) -> Vec<(String, Vec<u8>)> {
     let mut v: Vec<(String, Vec<u8>)> = fs
         .paths()
         .into_iter()
@@ -332,17 +332,21 @@ fn golden_workload() -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn golden_on_disk_format_is_byte_identical() {
-    let got = golden_workload();
-    let dir = golden_dir();
+    check_golden(&golden_dir(), &golden_workload());
+}
+
+/// Compares `got` (file name, bytes; sorted) with the files of `dir`, byte for byte, after
+/// writing them there when `SEQSTORE_BLESS=1`.
+pub(crate) fn check_golden(dir: &std::path::Path, got: &[(String, Vec<u8>)]) {
     if std::env::var("SEQSTORE_BLESS").is_ok_and(|v| v == "1") {
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        for (name, b) in &got {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).unwrap();
+        for (name, b) in got {
             std::fs::write(dir.join(name), b).unwrap();
         }
     }
-    let mut want: Vec<String> = std::fs::read_dir(&dir)
-        .expect("store-core/tests/golden (SEQSTORE_BLESS=1 writes it)")
+    let mut want: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{} (SEQSTORE_BLESS=1 writes it): {e}", dir.display()))
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     want.sort();
@@ -352,7 +356,7 @@ fn golden_on_disk_format_is_byte_identical() {
         want.iter().collect::<Vec<_>>(),
         "the files the workload leaves"
     );
-    for (name, b) in &got {
+    for (name, b) in got {
         let w = std::fs::read(dir.join(name)).unwrap();
         assert!(
             *b == w,

@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::memfs::MemFs;
-use crate::{Config, OpenOptions, Store};
+use crate::{Config, Store};
 
 /// A nonce prefix that is the same in every run (never outside tests).
 struct FixedEntropy(u8);
@@ -90,24 +90,12 @@ fn workload(l: &LayerConfig) -> MemFs {
     mem
 }
 
-fn files(mem: &MemFs, layer: &str) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = mem
-        .paths()
-        .into_iter()
-        .filter(|p| mem.open(p, OpenOptions::read_only()).is_ok())
-        .map(|p| (format!("{layer}.{}", p.replace('/', "__")), mem.bytes(&p)))
-        .collect();
-    v.sort();
-    v
-}
-
 fn golden_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden_crypt")
 }
 
 #[test]
 fn golden_layered_format_is_byte_identical_and_reads_back() {
-    let dir = golden_dir();
     let mut got = Vec::new();
     for (name, l) in layers() {
         let mem = workload(&l);
@@ -120,31 +108,8 @@ fn golden_layered_format_is_byte_identical_and_reads_back() {
         }
         assert!(s.get(2).is_err() && s.get(4).is_err() && s.get(7).is_err());
         drop(s);
-        got.extend(files(&workload(&l), name));
+        got.extend(crate::tests::golden_files(&workload(&l), name));
     }
     got.sort();
-    if std::env::var("SEQSTORE_BLESS").is_ok_and(|v| v == "1") {
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        for (name, b) in &got {
-            std::fs::write(dir.join(name), b).unwrap();
-        }
-    }
-    let mut want: Vec<String> = std::fs::read_dir(&dir)
-        .expect("store-core/tests/golden_crypt (SEQSTORE_BLESS=1 writes it)")
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    want.sort();
-    let names: Vec<&String> = got.iter().map(|(n, _)| n).collect();
-    assert_eq!(names, want.iter().collect::<Vec<_>>(), "the files");
-    for (name, b) in &got {
-        let w = std::fs::read(dir.join(name)).unwrap();
-        assert!(
-            *b == w,
-            "{name}: {} bytes, golden {} bytes; first difference at {:?}",
-            b.len(),
-            w.len(),
-            b.iter().zip(&w).position(|(x, y)| x != y)
-        );
-    }
+    crate::tests::check_golden(&golden_dir(), &got);
 }
