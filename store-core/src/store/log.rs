@@ -68,8 +68,10 @@ impl<F: Fs> Store<F> {
     /// Cuts the zeros ahead of the newest block's records (its file ends at `len` again) and
     /// marks it for the next sync, which makes the length durable: for a block being sealed,
     /// and before `index.db` records the lengths. Nothing to do when preallocation is off.
-    pub(super) fn cut_zeros(&mut self, pos: usize) -> Result<()> {
-        let b = &mut self.blocks[pos];
+    pub(super) fn cut_zeros(&mut self) -> Result<()> {
+        let Some(b) = self.blocks.last_mut() else {
+            return Ok(());
+        };
         if b.alloc <= b.len {
             return Ok(());
         }
@@ -84,9 +86,7 @@ impl<F: Fs> Store<F> {
     /// record; its name is made durable by the next sync (`msgs_dir_dirty`).
     pub(super) fn roll(&mut self) -> Result<()> {
         self.flush()?;
-        if let Some(pos) = self.blocks.len().checked_sub(1) {
-            self.cut_zeros(pos)?;
-        }
+        self.cut_zeros()?;
         // the newest block's entries become a sealed block's: the entry cache's to bound,
         // packed when a read first uses them (`Block::pack_pending`)
         if let Some(b) = self.blocks.last_mut() {

@@ -222,9 +222,7 @@ impl<F: Fs> Store<F> {
         self.cleanup();
         // index.db records each block's length: the newest block's zeros go first
         self.flush()?;
-        if let Some(pos) = self.blocks.len().checked_sub(1) {
-            self.cut_zeros(pos)?;
-        }
+        self.cut_zeros()?;
         self.sync_inner(S_SYNC)?;
         self.checkpoint_consumers()?;
         let snap = self.snapshot();
