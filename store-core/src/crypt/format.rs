@@ -209,21 +209,17 @@ impl Sealer {
     /// Checks `tag` and decrypts `body` in place; false if it does not authenticate (then
     /// `body` holds nothing meaningful).
     pub fn open(&self, nonce: &[u8; NONCE], aad: &[u8], body: &mut [u8], tag: &[u8]) -> bool {
-        if let Sealer::Crc = self {
-            return crc_tag(aad, body)[..] == *tag;
-        }
-        let Ok(tag) = Tag::try_from(tag) else {
-            return false;
-        };
         match self {
-            Sealer::Crc => false,
-            Sealer::XChaCha(c) => c
-                .decrypt_inout_detached(&XNonce::from(*nonce), aad, body.into(), &tag)
-                .is_ok(),
-            Sealer::Aes(a) => a
-                .subkey(nonce)
-                .decrypt_inout_detached(&gcm_nonce(nonce), aad, body.into(), &tag)
-                .is_ok(),
+            Sealer::Crc => crc_tag(aad, body)[..] == *tag,
+            Sealer::XChaCha(c) => Tag::try_from(tag).is_ok_and(|t| {
+                c.decrypt_inout_detached(&XNonce::from(*nonce), aad, body.into(), &t)
+                    .is_ok()
+            }),
+            Sealer::Aes(a) => Tag::try_from(tag).is_ok_and(|t| {
+                a.subkey(nonce)
+                    .decrypt_inout_detached(&gcm_nonce(nonce), aad, body.into(), &t)
+                    .is_ok()
+            }),
         }
     }
 }
