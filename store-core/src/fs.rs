@@ -170,6 +170,16 @@ pub trait FsFile: Send + Sync {
         self.sync_data().map_err(WriteSyncError::Sync)
     }
 
+    /// Whether copying this file's bytes whole into a new file would store them noticeably
+    /// better. False by default. The crypt layer says true for a file it holds in many more
+    /// frames than one whole write would make (a block of `Always` appends is a frame per
+    /// append: 72 bytes each on disk, a range-map entry each in memory, and pieces too small
+    /// for lz4). The store asks this of each block it seals, and rewrites the block if so
+    /// (ARCHITECTURE.md, "Sealing a block through the layer").
+    fn worth_rewriting(&self) -> bool {
+        false
+    }
+
     /// Whether the checksums of data read from this file are better computed many records per
     /// call by [`FsFile::crc32_ranges`] than one record at a time in this process. False by
     /// default. The wasm guest's files say true: crc32 in wasm has no SIMD (~1.5 GB/s against

@@ -50,6 +50,8 @@ sync_sites! {
     AppendData = "append.data", false;
     /// `msgs/` after an append started a block.
     AppendDir = "append.dir", true;
+    /// A sealed block's rewrite through the crypt layer, before it is renamed over the block.
+    SealData = "seal.data", false;
     /// `SyncPolicy::Always`/`Interval` after a write.
     PolicyData = "policy.data", false;
     /// `msgs/` under the policy's sync.

@@ -49,6 +49,9 @@ impl<FF: FsFile> FsFile for CryptFile<FF> {
     fn batch_crc32(&self) -> bool {
         each!(self, f => f.batch_crc32())
     }
+    fn worth_rewriting(&self) -> bool {
+        each!(self, f => f.worth_rewriting())
+    }
     fn crc32_ranges(&self, buf: &[u8], ranges: &[(u32, u32)], out: &mut Vec<u32>) {
         each!(self, f => f.crc32_ranges(buf, ranges, out))
     }

@@ -465,6 +465,15 @@ impl<FF: FsFile> FsFile for Framed<FF> {
         self.append(&mut st, &out, &[h])
     }
 
+    /// True when the file holds more than twice the frames one write of its bytes would make
+    /// (plus two), or more than twice its logical bytes (plus a frame) physically: small
+    /// appends, or ranges written over (erase) whose old frames stay.
+    fn worth_rewriting(&self) -> bool {
+        let st = self.st();
+        let whole = st.len.div_ceil(FRAME_MAX as u64);
+        st.ext.len() as u64 > 2 * whole + 2 || st.phys_end > 2 * st.len + FRAME_MAX as u64
+    }
+
     fn sync_data(&self) -> io::Result<()> {
         self.sync_with(|f| f.sync_data())
     }

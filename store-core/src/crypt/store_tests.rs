@@ -3,6 +3,7 @@
 //! message.
 
 use super::*;
+use crate::fs::FsFile;
 use crate::memfs::MemFs;
 use crate::{Config, ConsumerConfig, Error, Store, SyncPolicy};
 use std::collections::{BTreeMap, HashSet};
@@ -198,4 +199,154 @@ fn a_tampered_byte_is_corrupt_or_a_torn_tail_never_a_wrong_message() {
         }
     }
     assert!(corrupt > 0);
+}
+
+/// The payload `fill_four_blocks` erases (message 5, while its block is the newest).
+const ERASED: &[u8] = b"order 000004 status=confirmed region=eu-west";
+
+/// Appends compressible messages under `Always` through `c` until four blocks exist, erasing
+/// message 5 on the way; returns the store and the payloads by sequence (`None`: erased).
+fn fill_four_blocks(mem: &MemFs, c: &Config) -> (Store<CryptFs<MemFs>>, Vec<Option<Vec<u8>>>) {
+    let (mut s, _) = open(mem, c, 1);
+    let mut msgs = Vec::new();
+    while !mem.paths().iter().any(|p| p == "msgs/4.blk") {
+        let p = format!("order {:06} status=confirmed region=eu-west", msgs.len()).into_bytes();
+        s.append("orders.eu", b"", &p).unwrap();
+        msgs.push(Some(p));
+        if msgs.len() == 10 {
+            s.erase(5).unwrap();
+            msgs[4] = None;
+        }
+    }
+    (s, msgs)
+}
+
+/// Every message of `msgs` reads back from `s`, and the erased one does not.
+fn check_messages(s: &mut Store<CryptFs<MemFs>>, msgs: &[Option<Vec<u8>>]) {
+    for (i, m) in msgs.iter().enumerate() {
+        match m {
+            Some(m) => assert_eq!(&s.get(i as u64 + 1).unwrap().payload, m),
+            None => assert!(s.get(i as u64 + 1).is_err()),
+        }
+    }
+}
+
+#[test]
+fn a_sealed_block_is_rewritten_whole_compressed_and_reads_back() {
+    let mem = MemFs::new();
+    let c = Config {
+        block_size: 32 << 10,
+        ..cfg(1)
+    };
+    let (mut s, msgs) = fill_four_blocks(&mem, &c);
+    let logical = |p: &str| {
+        let fs = CryptFs::new(mem.clone(), LayerConfig::of(&c)).unwrap();
+        fs.open(p, crate::fs::OpenOptions::read_only())
+            .unwrap()
+            .len()
+            .unwrap()
+    };
+    for n in 1..=3 {
+        // each `Always` append was a frame of ~120 bytes: a sealed block is now whole
+        // lz4-compressed frames, far below its logical size
+        let p = format!("msgs/{n}.blk");
+        let (phys, log) = (mem.bytes(&p).len() as u64, logical(&p));
+        assert!(phys * 3 < log, "{p}: {phys} bytes on disk for {log}");
+    }
+    // the newest block is still a frame per append: larger than its logical bytes
+    let newest = "msgs/4.blk".to_string();
+    assert!(mem.bytes(&newest).len() as u64 > logical(&newest));
+    assert!(!mem.paths().iter().any(|p| p.ends_with(".seal")));
+    check_messages(&mut s, &msgs);
+    // the erase reached the rewritten block: its old bytes are not written back
+    let fs = CryptFs::new(mem.clone(), LayerConfig::of(&c)).unwrap();
+    let f = fs
+        .open("msgs/1.blk", crate::fs::OpenOptions::read_only())
+        .unwrap();
+    let mut block = vec![0u8; f.len().unwrap() as usize];
+    f.read_exact_at(&mut block, 0).unwrap();
+    assert!(!block.windows(ERASED.len()).any(|w| w == ERASED));
+    assert!(block.windows(12).any(|w| w == b"order 000005"));
+    drop(s);
+    // a rewrite's leftover (a crash before its rename) is removed at open, not reported
+    let copy = mem.bytes("msgs/2.blk");
+    let f = mem.open("msgs/2.seal", crate::fs::OpenOptions::read_write_create());
+    f.unwrap().write_all_at(&copy, 0).unwrap();
+    let (mut s, _) = open(&mem, &c, 2);
+    assert!(
+        s.recovery_report().ignored.is_empty(),
+        "{:?}",
+        s.recovery_report()
+    );
+    assert!(!mem.paths().iter().any(|p| p.ends_with(".seal")));
+    check_messages(&mut s, &msgs);
+    assert!(
+        crate::verify(&CryptFs::new(mem.clone(), LayerConfig::of(&c)).unwrap())
+            .unwrap()
+            .is_clean()
+    );
+}
+
+#[test]
+fn a_changed_byte_in_a_rewritten_sealed_block_is_corrupt_not_a_torn_tail() {
+    let mem = MemFs::new();
+    let c = Config {
+        block_size: 32 << 10,
+        ..cfg(1)
+    };
+    let (s, msgs) = fill_four_blocks(&mem, &c);
+    drop(s); // no index.db: open scans every block
+    let orig = mem.bytes("msgs/1.blk");
+    // every byte but the last frame's (the length frame that vouches for the others; 72 bytes)
+    for at in (0..orig.len() - 72).step_by(7) {
+        let mut b = orig.clone();
+        b[at] ^= 0x20;
+        mem.set_bytes("msgs/1.blk", b);
+        let fs = CryptFs::new(mem.clone(), LayerConfig::of(&c)).unwrap();
+        match Store::open(fs, c.clone()) {
+            Err(Error::Corrupt { .. } | Error::WrongKey { .. }) => {}
+            Err(e) => panic!("flip at {at}: {e}"),
+            Ok(s) => panic!(
+                "flip at {at} of {} undetected: {} of {} messages",
+                orig.len(),
+                s.state().msgs,
+                msgs.len()
+            ),
+        }
+    }
+    mem.set_bytes("msgs/1.blk", orig);
+}
+
+/// What sealing costs an `Always` append: the appends that roll a default 8 MiB block against
+/// the others, in memory (no fsync time). `cargo test --release -p store-core --lib
+/// crypt::store_tests::seal_probe -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn seal_probe() {
+    for compression in [Compression::None, Compression::Lz4] {
+        let mem = MemFs::new();
+        let c = Config {
+            block_size: 8 << 20,
+            compression,
+            ..cfg(1)
+        };
+        let (mut s, _) = open(&mem, &c, 1);
+        let mut times = Vec::new();
+        for i in 0..200_000u64 {
+            let p = format!("order {i:08} status=confirmed region=eu-west amount=1234.50 cur=EUR");
+            let t = std::time::Instant::now();
+            s.append("orders.eu", b"", p.as_bytes()).unwrap();
+            times.push(t.elapsed().as_micros() as u64);
+        }
+        let mut sorted = times.clone();
+        sorted.sort_unstable();
+        let top: Vec<u64> = sorted.iter().rev().take(3).copied().collect();
+        println!(
+            "{compression:?}: median {} us, slowest three {top:?} us, total {} ms, \
+             msgs/1.blk {} bytes on disk",
+            sorted[sorted.len() / 2],
+            times.iter().sum::<u64>() / 1000,
+            mem.bytes("msgs/1.blk").len()
+        );
+    }
 }

@@ -50,6 +50,10 @@ pub(super) struct Block<H> {
     /// The block's bytes `[0, cache.len())`, kept for reads (sealed blocks only; see
     /// `Store::prepare_read`). Every write inside that range updates or drops it.
     pub(super) cache: Option<Box<[u8]>>,
+    /// The newest block's bytes `[0, len)` as written, kept through the crypt layer under
+    /// `Always`/`Interval` so that sealing can rewrite the block without decrypting it back
+    /// (`seal.rs`). `None` otherwise, and from any write it does not follow (it is dropped).
+    pub(super) shadow: Option<Vec<u8>>,
     /// Reads of this block, halved now and then (`Store::prepare_read`): how hot it is.
     pub(super) heat: u64,
     /// Reads by `pread` since the block was last cached or evicted (admission counter).
@@ -115,6 +119,19 @@ impl<H> std::ops::DerefMut for Blocks<H> {
 }
 
 impl<H> Block<H> {
+    /// After `bytes` were written at `len` (the block's end): extends the shadow copy, or
+    /// drops it if it does not end where they begin.
+    #[inline]
+    pub(super) fn shadow_append(&mut self, bytes: &[u8]) {
+        if let Some(sh) = self.shadow.as_mut() {
+            if sh.len() as u64 == self.len {
+                sh.extend_from_slice(bytes);
+            } else {
+                self.shadow = None;
+            }
+        }
+    }
+
     /// Block `index` of `msgs/` on `file`, `len` bytes, with no message yet and its entries
     /// loaded (empty), marked as having unsynced writes; `seq_ceiling` is the previous block's. Each
     /// place that makes a block sets what it knows beyond that.
@@ -137,6 +154,7 @@ impl<H> Block<H> {
             marks: Vec::new(),
             dirty: true,
             cache: None,
+            shadow: None,
             heat: 0,
             uncached_reads: 0,
             used: 0,

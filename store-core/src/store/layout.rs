@@ -21,6 +21,18 @@ pub(crate) fn block_path(dir: &str, index: u64) -> String {
     format!("{dir}/{index}.blk")
 }
 
+/// Where a block being sealed through the crypt layer is rewritten before its rename
+/// (`seal.rs`).
+pub(crate) fn seal_tmp_path(index: u64) -> String {
+    format!("{MSGS_DIR}/{index}.seal")
+}
+
+/// Whether `name` in `msgs/` is a rewrite's leftover (`N.seal`).
+pub(crate) fn is_seal_tmp(name: &str) -> bool {
+    name.strip_suffix(".seal")
+        .is_some_and(|n| parse_block_name(&format!("{n}.blk")).is_some())
+}
+
 pub(crate) fn parse_block_name(name: &str) -> Option<u64> {
     let n = name.strip_suffix(".blk")?;
     if n.is_empty() || n.len() > 19 || !n.bytes().all(|b| b.is_ascii_digit()) || n.starts_with('0')
@@ -44,6 +56,12 @@ impl<F: Fs> Store<F> {
         for e in io_at(self.fs.read_dir(MSGS_DIR), "read_dir", MSGS_DIR)? {
             match parse_block_name(&e.name) {
                 Some(i) if !e.is_dir => out.push(i),
+                // a seal's rewrite that never got its rename: the block it copies is whole
+                None if !e.is_dir && is_seal_tmp(&e.name) => {
+                    let path = format!("{MSGS_DIR}/{}", e.name);
+                    let r = self.fs.remove_file(&path);
+                    self.dur.latch(r, "remove_file", &path)?;
+                }
                 _ => self.report.ignored.push(format!("{MSGS_DIR}/{}", e.name)),
             }
         }

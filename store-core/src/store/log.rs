@@ -20,6 +20,7 @@ impl<F: Fs> Store<F> {
         self.wbuf.truncate(n);
         // on failure the file's tail is unknown: stop writing until reopened
         self.dur.latch(r, "write", &b.path)?;
+        b.shadow_append(&self.wbuf);
         b.len += n as u64;
         b.alloc = alloc.max(b.len);
         self.wbuf.clear();
@@ -87,6 +88,9 @@ impl<F: Fs> Store<F> {
     pub(super) fn roll(&mut self) -> Result<()> {
         self.flush()?;
         self.cut_zeros()?;
+        if let Some(pos) = self.blocks.len().checked_sub(1) {
+            self.seal_rewrite(pos)?;
+        }
         // the newest block's entries become a sealed block's: the entry cache's to bound,
         // packed when a read first uses them (`Block::pack_pending`)
         if let Some(b) = self.blocks.last_mut() {
@@ -107,7 +111,12 @@ impl<F: Fs> Store<F> {
         )?;
         self.wbuf.extend_from_slice(&record::block_header(index));
         let hi = self.blocks.last().map_or(0, |b| b.seq_ceiling);
-        self.blocks.push(Block::new(index, file, 0, hi));
+        let mut block = Block::new(index, file, 0, hi);
+        if self.fs.layer().is_some_and(|l| !l.is_plain()) && self.cfg.sync != SyncPolicy::Never {
+            let cap = self.cfg.block_size.min(16 << 20) as usize;
+            block.shadow = Some(Vec::with_capacity(cap));
+        }
+        self.blocks.push(block);
         self.dur.msgs_dir_dirty = true;
         Ok(())
     }

@@ -140,6 +140,15 @@ impl<F: Fs> Store<F> {
                 b.cache = None;
             }
         }
+        // the shadow copy too (the newest block's): sealing must not write the old bytes back
+        if let Some(sh) = b.shadow.as_mut() {
+            let at = e.off as usize;
+            if at + erased.len() <= sh.len() {
+                sh[at..at + erased.len()].copy_from_slice(&erased);
+            } else {
+                b.shadow = None;
+            }
+        }
         let r = b.file.write_all_at(&erased, e.off as u64);
         self.dur.latch(r, "write", &b.path)?;
         if e.off as u64 + e.len as u64 == b.len {

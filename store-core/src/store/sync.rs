@@ -214,6 +214,7 @@ impl<F: Fs> Store<F> {
         self.wbuf.truncate(n);
         let written = !matches!(r, Err(WriteSyncError::Write(_)));
         if written {
+            newest.shadow_append(&self.wbuf);
             newest.len += n as u64;
             newest.alloc = alloc.max(newest.len);
             self.wbuf.clear();

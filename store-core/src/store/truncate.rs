@@ -165,6 +165,7 @@ impl<F: Fs> Store<F> {
         }
         let b = &mut self.blocks[cut_pos];
         b.cache = None;
+        b.shadow = None;
         let r = b.file.set_len(off);
         self.dur.latch(r, "set_len", &b.path)?;
         b.len = off;
