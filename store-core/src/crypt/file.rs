@@ -37,6 +37,9 @@ struct State {
     synced: u64,
     /// A write failed: the bytes at `phys_end` are unknown, so nothing more is appended.
     broken: bool,
+    /// Bytes of plaintext that frames in the file still hold but a later frame wrote over or
+    /// cut (an erase's old record): they stay in the file until it is rewritten.
+    superseded: u64,
     cache: Vec<(u64, Arc<Vec<u8>>)>,
     /// The frames of the last write, kept for the next (a fresh buffer of a few hundred KiB
     /// per write costs the allocator an mmap and the first touch of every page).
@@ -329,12 +332,12 @@ impl<FF: FsFile> Framed<FF> {
 fn apply(st: &mut State, at: u64, h: FrameHdr) {
     match h.kind {
         KIND_LEN => {
-            truncate(&mut st.ext, h.logical);
+            st.superseded += truncate(&mut st.ext, h.logical);
             st.len = h.logical;
         }
         _ => {
             let end = h.logical + h.plain as u64;
-            cover(
+            st.superseded += cover(
                 &mut st.ext,
                 h.logical,
                 Ext {
@@ -350,11 +353,14 @@ fn apply(st: &mut State, at: u64, h: FrameHdr) {
 }
 
 /// Makes `new` (starting at `start`) the holder of its range, cutting what it overlaps.
-fn cover(map: &mut BTreeMap<u64, Ext>, start: u64, new: Ext) {
+/// Returns how many bytes of older frames it took over.
+fn cover(map: &mut BTreeMap<u64, Ext>, start: u64, new: Ext) -> u64 {
     let end = new.end;
+    let mut over = 0;
     if let Some((&s, e)) = map.range_mut(..start).next_back() {
         if e.end > start {
             let old = *e;
+            over += old.end.min(end) - start;
             e.end = start;
             if old.end > end {
                 let tail = Ext {
@@ -368,6 +374,7 @@ fn cover(map: &mut BTreeMap<u64, Ext>, start: u64, new: Ext) {
     let inside: Vec<u64> = map.range(start..end).map(|(&k, _)| k).collect();
     for k in inside {
         if let Some(old) = map.remove(&k) {
+            over += old.end.min(end) - k;
             if old.end > end {
                 let tail = Ext {
                     skip: old.skip + (end - k) as u32,
@@ -378,14 +385,21 @@ fn cover(map: &mut BTreeMap<u64, Ext>, start: u64, new: Ext) {
         }
     }
     map.insert(start, new);
+    over
 }
 
-/// Drops everything at or past `len`.
-fn truncate(map: &mut BTreeMap<u64, Ext>, len: u64) {
+/// Drops everything at or past `len`; returns how many bytes of frames that was.
+fn truncate(map: &mut BTreeMap<u64, Ext>, len: u64) -> u64 {
+    let mut cut = 0;
     if let Some((_, e)) = map.range_mut(..len).next_back() {
+        cut += e.end.saturating_sub(len);
         e.end = e.end.min(len);
     }
-    let _ = map.split_off(&len);
+    cut + map
+        .split_off(&len)
+        .iter()
+        .map(|(&k, e)| e.end - k)
+        .sum::<u64>()
 }
 
 impl<FF: FsFile> FsFile for Framed<FF> {
@@ -466,12 +480,12 @@ impl<FF: FsFile> FsFile for Framed<FF> {
     }
 
     /// True when the file holds more than twice the frames one write of its bytes would make
-    /// (plus two), or more than twice its logical bytes (plus a frame) physically: small
-    /// appends, or ranges written over (erase) whose old frames stay.
+    /// (plus two: small appends), or frames whose bytes were written over or cut (an erased
+    /// record's old frame: with it gone from the logical file, it must go from the disk).
     fn worth_rewriting(&self) -> bool {
         let st = self.st();
         let whole = st.len.div_ceil(FRAME_MAX as u64);
-        st.ext.len() as u64 > 2 * whole + 2 || st.phys_end > 2 * st.len + FRAME_MAX as u64
+        st.ext.len() as u64 > 2 * whole + 2 || st.superseded > 0
     }
 
     fn sync_data(&self) -> io::Result<()> {

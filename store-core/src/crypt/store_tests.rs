@@ -350,3 +350,53 @@ fn seal_probe() {
         );
     }
 }
+
+/// An erased payload leaves the disk through the layer too: with lz4 and no key the frames
+/// hold incompressible payloads as they are, so the physical files can be searched.
+#[test]
+fn an_erased_payload_is_gone_from_the_files_of_a_compressed_store() {
+    let (seed, mut rng) = crate::seeded_rng(0xe4a5e);
+    let mem = MemFs::new();
+    let c = Config {
+        block_size: 8 << 10,
+        encryption: None,
+        ..cfg(0)
+    };
+    let (mut s, _) = open(&mem, &c, 1);
+    let mut msgs = Vec::new();
+    let mut append = |s: &mut Store<CryptFs<MemFs>>, msgs: &mut Vec<Vec<u8>>| {
+        let p: Vec<u8> = (0..300).map(|_| rng() as u8).collect();
+        s.append("a", b"", &p).unwrap();
+        msgs.push(p);
+    };
+    while !mem.paths().iter().any(|p| p == "msgs/3.blk") {
+        append(&mut s, &mut msgs);
+    }
+    // one in a sealed block, one in the newest, which is sealed after
+    let newest = msgs.len() as u64;
+    s.erase(2).unwrap();
+    s.erase(newest).unwrap();
+    while !mem.paths().iter().any(|p| p == "msgs/4.blk") {
+        append(&mut s, &mut msgs);
+    }
+    s.close().unwrap();
+    let disk: Vec<u8> = mem
+        .paths()
+        .iter()
+        .filter(|p| p.ends_with(".blk"))
+        .flat_map(|p| mem.bytes(p))
+        .collect();
+    let on_disk = |p: &[u8]| disk.windows(p.len()).any(|w| w == p);
+    assert!(
+        on_disk(&msgs[0]) && on_disk(&msgs[newest as usize - 2]),
+        "seed {seed}"
+    );
+    assert!(
+        !on_disk(&msgs[1]),
+        "seed {seed}: the sealed block's erased payload"
+    );
+    assert!(
+        !on_disk(&msgs[newest as usize - 1]),
+        "seed {seed}: the newest's"
+    );
+}

@@ -89,7 +89,7 @@ impl<F: Fs> Store<F> {
         self.flush()?;
         self.cut_zeros()?;
         if let Some(pos) = self.blocks.len().checked_sub(1) {
-            self.seal_rewrite(pos)?;
+            self.rewrite_block(pos)?;
         }
         // the newest block's entries become a sealed block's: the entry cache's to bound,
         // packed when a read first uses them (`Block::pack_pending`)

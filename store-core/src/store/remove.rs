@@ -155,6 +155,12 @@ impl<F: Fs> Store<F> {
             b.last_crc = crc;
         }
         b.dirty = true;
+        // Through the crypt layer the record's old frame is still in the file (the layer
+        // never writes over a frame): a sealed block is rewritten without it now, the newest
+        // when it is sealed.
+        if pos + 1 < self.blocks.len() {
+            self.rewrite_block(pos)?;
+        }
         self.mark_deleted(pos, i);
         if seq == self.first_seq {
             self.set_first_from(seq + 1)?;

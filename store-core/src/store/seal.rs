@@ -1,6 +1,8 @@
-//! Sealing a block through the crypt layer: a block the layer holds in many small frames is
-//! copied whole into a new file, fsynced, and renamed over itself, so that a sealed block is
-//! stored (and compressed) in whole frames however it was written.
+//! Rewriting a block through the crypt layer: a block the layer holds in many small frames,
+//! or with frames an erase wrote over, is copied whole into a new file, fsynced, and renamed
+//! over itself — when it is sealed, and at once when an erase reaches a sealed block — so
+//! that a sealed block is stored (and compressed) in whole frames however it was written,
+//! and an erased record's old bytes leave the file.
 
 use super::*;
 
@@ -9,14 +11,14 @@ use super::*;
 const COPY_CHUNK: usize = 1 << 20;
 
 impl<F: Fs> Store<F> {
-    /// For the block at `pos`, being sealed (its buffer written, its zeros cut): if its file
-    /// says a rewrite would store it better ([`FsFile::worth_rewriting`]), copies its bytes
+    /// For the block at `pos`, being sealed (its buffer written, its zeros cut) or sealed and
+    /// just erased in: if its file says a rewrite would store it better ([`FsFile::worth_rewriting`]), copies its bytes
     /// into `msgs/N.seal`, fsyncs that (`seal.data`) and renames it over the block. The block
     /// keeps the new file's handle, marked for the next sync (for the length frame below). The rename becomes durable with the next fsync of `msgs/`
     /// (`msgs_dir_dirty`), which comes before anything changes the block in place (an erase
     /// syncs `msgs/` first) or removes it; a crash before then brings back the old file, whose
     /// bytes are the same. A leftover `N.seal` is removed at open.
-    pub(super) fn seal_rewrite(&mut self, pos: usize) -> Result<()> {
+    pub(super) fn rewrite_block(&mut self, pos: usize) -> Result<()> {
         let shadow = self.blocks[pos].shadow.take();
         if !self.blocks[pos].file.worth_rewriting() {
             return Ok(());
