@@ -400,3 +400,28 @@ fn an_erased_payload_is_gone_from_the_files_of_a_compressed_store() {
         "seed {seed}: the newest's"
     );
 }
+
+/// Where an encrypted no-sync append's time goes beside the plain one's: `Never` appends of
+/// 128-byte payloads on memory, plain and AES-256-GCM. `cargo test --release -p store-core
+/// --lib crypt::store_tests::nosync_probe -- --ignored --nocapture` (under `perf record`).
+#[test]
+#[ignore]
+fn nosync_probe() {
+    for enc in [None, Some(Cipher::Aes256Gcm)] {
+        let mem = MemFs::new();
+        let c = Config {
+            sync: SyncPolicy::Never,
+            encryption: enc.map(|c| Encryption::new(c, [7; 32])),
+            compression: Compression::None,
+            ..Config::default()
+        };
+        let (mut s, _) = open(&mem, &c, 1);
+        let payload = [0x5au8; 128];
+        let t = std::time::Instant::now();
+        for i in 0..2_000_000u64 {
+            s.append(["a.b.c", "a.b.d"][(i & 1) as usize], b"", &payload)
+                .unwrap();
+        }
+        println!("{enc:?}: {:.2} M/s", 2.0 / t.elapsed().as_secs_f64());
+    }
+}
