@@ -118,6 +118,22 @@ impl<H> std::ops::DerefMut for Blocks<H> {
     }
 }
 
+/// Writes `bytes` at `at` into a copy of a block's bytes (`cache`, `shadow`), or drops the
+/// copy if it does not reach that far: a copy never holds bytes the file no longer does.
+pub(super) fn patch_copy<T: AsMut<[u8]>>(copy: &mut Option<T>, at: usize, bytes: &[u8]) {
+    let patched = copy.as_mut().is_some_and(|c| {
+        let c = c.as_mut();
+        let fits = at + bytes.len() <= c.len();
+        if fits {
+            c[at..at + bytes.len()].copy_from_slice(bytes);
+        }
+        fits
+    });
+    if !patched {
+        *copy = None;
+    }
+}
+
 impl<H> Block<H> {
     /// After `bytes` were written at `len` (the block's end): extends the shadow copy, or
     /// drops it if it does not end where they begin.

@@ -1,5 +1,6 @@
 //! Removals: delete, erase, purge by subject, compact, and dropping empty front blocks.
 
+use super::blocks::patch_copy;
 use super::sync::{S_COMPACT, S_DROP, S_ERASE, S_PURGE_EX};
 use super::*;
 
@@ -131,24 +132,10 @@ impl<F: Fs> Store<F> {
         // larger than a sector).
         self.sync_inner(S_ERASE)?;
         let b = &mut self.blocks[pos];
-        // the cached copy first: an erased payload must not live on in memory either
-        if let Some(c) = b.cache.as_deref_mut() {
-            let at = e.off as usize;
-            if at + erased.len() <= c.len() {
-                c[at..at + erased.len()].copy_from_slice(&erased);
-            } else {
-                b.cache = None;
-            }
-        }
-        // the shadow copy too (the newest block's): sealing must not write the old bytes back
-        if let Some(sh) = b.shadow.as_mut() {
-            let at = e.off as usize;
-            if at + erased.len() <= sh.len() {
-                sh[at..at + erased.len()].copy_from_slice(&erased);
-            } else {
-                b.shadow = None;
-            }
-        }
+        // the copies first: an erased payload must not live on in memory (the block cache),
+        // nor be written back when the newest block is sealed (its shadow copy)
+        patch_copy(&mut b.cache, e.off as usize, &erased);
+        patch_copy(&mut b.shadow, e.off as usize, &erased);
         let r = b.file.write_all_at(&erased, e.off as u64);
         self.dur.latch(r, "write", &b.path)?;
         if e.off as u64 + e.len as u64 == b.len {
