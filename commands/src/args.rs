@@ -39,7 +39,8 @@ pub struct Target<X: Args> {
     /// refused at open: wrong key).
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<PathBuf>,
-    /// Compress what the store writes (lz4 per frame of up to 16 KiB). Reading needs no flag
+    /// Compress what the store writes (lz4; a block is compressed whole when it is sealed, in
+    /// 16 KiB frames, so that a read decodes 16 KiB). Reading needs no flag
     /// (each frame says whether it is compressed), but a compressed store without a key must
     /// be opened with `--compress`.
     #[arg(long)]

@@ -97,8 +97,9 @@ pub struct Config {
     /// which puts a [`crate::CryptFs`] under it. A wrong key is [`crate::Error::WrongKey`] at
     /// open.
     pub encryption: Option<crate::Encryption>,
-    /// Compression of what the store writes (default none; lz4 per frame of up to 16 KiB),
-    /// through the same layer as encryption: open with [`crate::Store::open_layered`].
+    /// Compression of what the store writes (default none; lz4, a block compressed whole when
+    /// it is sealed, in independently read 16 KiB frames), through the same layer as
+    /// encryption: open with [`crate::Store::open_layered`].
     pub compression: crate::Compression,
     /// Fsync call sites to skip, for the crash-proof tests and the demo only. See
     /// [`crate::Ablation`]: **it breaks durability on purpose**.

@@ -97,7 +97,9 @@ pub enum Compression {
     /// None (the default).
     #[default]
     None,
-    /// lz4 (`lz4_flex`) per frame of up to 16 KiB, kept only where it makes the frame smaller.
+    /// lz4 (`lz4_flex`) per frame of up to 16 KiB, kept only where it makes the frame smaller;
+    /// the store rewrites a block written in smaller pieces whole when it is sealed, so that
+    /// its frames are whole 16 KiB ones (ARCHITECTURE.md, "Sealing a block through the layer").
     Lz4,
 }
 
