@@ -12,12 +12,13 @@ const COPY_CHUNK: usize = 1 << 20;
 
 impl<F: Fs> Store<F> {
     /// For the block at `pos`, being sealed (its buffer written, its zeros cut) or sealed and
-    /// just erased in: if its file says a rewrite would store it better ([`FsFile::worth_rewriting`]), copies its bytes
-    /// into `msgs/N.seal`, fsyncs that (`seal.data`) and renames it over the block. The block
-    /// keeps the new file's handle, marked for the next sync (for the length frame below). The rename becomes durable with the next fsync of `msgs/`
-    /// (`msgs_dir_dirty`), which comes before anything changes the block in place (an erase
-    /// syncs `msgs/` first) or removes it; a crash before then brings back the old file, whose
-    /// bytes are the same. A leftover `N.seal` is removed at open.
+    /// just erased in: if its file says a rewrite would store it better
+    /// ([`FsFile::worth_rewriting`]), copies its bytes into `msgs/N.seal`, fsyncs that
+    /// (`seal.data`) and renames it over the block. The block keeps the new file's handle,
+    /// marked for the next sync (for the length frame below). The rename becomes durable with
+    /// the next fsync of `msgs/` (`msgs_dir_dirty`), which comes before anything changes the
+    /// block in place (an erase syncs `msgs/` first) or removes it; a crash before then brings
+    /// back the old file, whose bytes are the same. A leftover `N.seal` is removed at open.
     pub(super) fn rewrite_block(&mut self, pos: usize) -> Result<()> {
         let shadow = self.blocks[pos].shadow.take();
         if !self.blocks[pos].file.worth_rewriting() {
