@@ -134,6 +134,12 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Whether the store writes through the crypt layer (encryption or compression asked for;
+    /// `Store::open` refuses a filesystem that does not apply exactly that layer).
+    pub(crate) fn layered(&self) -> bool {
+        self.encryption.is_some() || self.compression != crate::Compression::None
+    }
+
     /// Checks the bounds.
     pub fn validate(&self) -> Result<(), String> {
         if self.block_size < 1024 || self.block_size > (1 << 32) {

@@ -30,11 +30,16 @@ pub(crate) fn seal_tmp_path(index: u64) -> String {
 /// Whether `name` in `msgs/` is a rewrite's leftover (`N.seal`).
 pub(crate) fn is_seal_tmp(name: &str) -> bool {
     name.strip_suffix(".seal")
-        .is_some_and(|n| parse_block_name(&format!("{n}.blk")).is_some())
+        .and_then(parse_block_number)
+        .is_some()
 }
 
 pub(crate) fn parse_block_name(name: &str) -> Option<u64> {
-    let n = name.strip_suffix(".blk")?;
+    parse_block_number(name.strip_suffix(".blk")?)
+}
+
+/// A block number as names spell it: decimal, no leading zero, above 0.
+fn parse_block_number(n: &str) -> Option<u64> {
     if n.is_empty() || n.len() > 19 || !n.bytes().all(|b| b.is_ascii_digit()) || n.starts_with('0')
     {
         return None;

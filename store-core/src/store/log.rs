@@ -31,10 +31,7 @@ impl<F: Fs> Store<F> {
     /// fsync to speed up) and through the crypt layer (whose frames zeros are not).
     fn prealloc_step(&self) -> u64 {
         let c = &self.cfg;
-        if c.sync == SyncPolicy::Never
-            || c.encryption.is_some()
-            || c.compression != crate::Compression::None
-        {
+        if c.sync == SyncPolicy::Never || c.layered() {
             return 0;
         }
         c.preallocate
@@ -112,7 +109,7 @@ impl<F: Fs> Store<F> {
         self.wbuf.extend_from_slice(&record::block_header(index));
         let hi = self.blocks.last().map_or(0, |b| b.seq_ceiling);
         let mut block = Block::new(index, file, 0, hi);
-        if self.fs.layer().is_some_and(|l| !l.is_plain()) && self.cfg.sync != SyncPolicy::Never {
+        if self.cfg.layered() && self.cfg.sync != SyncPolicy::Never {
             let cap = self.cfg.block_size.min(16 << 20) as usize;
             block.shadow = Some(Vec::with_capacity(cap));
         }
