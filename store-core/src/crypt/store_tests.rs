@@ -231,6 +231,15 @@ fn check_messages(s: &mut Store<CryptFs<MemFs>>, msgs: &[Option<Vec<u8>>]) {
     }
 }
 
+/// The logical bytes of file `p` through the layer of `c`.
+fn logical_bytes(mem: &MemFs, c: &Config, p: &str) -> Vec<u8> {
+    let fs = CryptFs::new(mem.clone(), LayerConfig::of(c)).unwrap();
+    let f = fs.open(p, crate::fs::OpenOptions::read_only()).unwrap();
+    let mut b = vec![0u8; f.len().unwrap() as usize];
+    f.read_exact_at(&mut b, 0).unwrap();
+    b
+}
+
 #[test]
 fn a_sealed_block_is_rewritten_whole_compressed_and_reads_back() {
     let mem = MemFs::new();
@@ -239,13 +248,7 @@ fn a_sealed_block_is_rewritten_whole_compressed_and_reads_back() {
         ..cfg(1)
     };
     let (mut s, msgs) = fill_four_blocks(&mem, &c);
-    let logical = |p: &str| {
-        let fs = CryptFs::new(mem.clone(), LayerConfig::of(&c)).unwrap();
-        fs.open(p, crate::fs::OpenOptions::read_only())
-            .unwrap()
-            .len()
-            .unwrap()
-    };
+    let logical = |p: &str| logical_bytes(&mem, &c, p).len() as u64;
     for n in 1..=3 {
         // each `Always` append was a frame of ~120 bytes: a sealed block is now whole
         // lz4-compressed frames, far below its logical size
@@ -259,12 +262,7 @@ fn a_sealed_block_is_rewritten_whole_compressed_and_reads_back() {
     assert!(!mem.paths().iter().any(|p| p.ends_with(".seal")));
     check_messages(&mut s, &msgs);
     // the erase reached the rewritten block: its old bytes are not written back
-    let fs = CryptFs::new(mem.clone(), LayerConfig::of(&c)).unwrap();
-    let f = fs
-        .open("msgs/1.blk", crate::fs::OpenOptions::read_only())
-        .unwrap();
-    let mut block = vec![0u8; f.len().unwrap() as usize];
-    f.read_exact_at(&mut block, 0).unwrap();
+    let block = logical_bytes(&mem, &c, "msgs/1.blk");
     assert!(!block.windows(ERASED.len()).any(|w| w == ERASED));
     assert!(block.windows(12).any(|w| w == b"order 000005"));
     drop(s);
