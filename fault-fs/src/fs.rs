@@ -15,9 +15,16 @@ use store_core::{DirEntry, Fs, FsFile, OpenOptions};
 /// An in-memory filesystem that knows what is durable. Cloning gives another handle on the
 /// same filesystem (the state is behind an `Arc<Mutex<_>>`); [`FaultFs::crash`] and friends
 /// give new, independent filesystems.
+///
+/// # The store's lock
+/// [`Fs::lock`] is kept in memory beside the tree, shared by the clones and outside the
+/// trace: it is no file, needs no fsync, and touches nothing a crash image keeps. A second
+/// lock of a name while one is held fails as another process's would; every crash image
+/// starts with no lock held (the power cut ended every process).
 #[derive(Clone)]
 pub struct FaultFs {
     inner: Arc<Mutex<State>>,
+    locks: store_core::fs::MemLocks,
 }
 
 pub(crate) struct State {
@@ -253,6 +260,7 @@ impl FaultFs {
                 snapshots: None,
                 gc_at,
             })),
+            locks: Default::default(),
         }
     }
 
@@ -265,6 +273,11 @@ impl FaultFs {
     /// The settings.
     pub fn config(&self) -> FaultFsConfig {
         self.lock().cfg.clone()
+    }
+
+    /// Whether the lock `name` ([`Fs::lock`]) is held now.
+    pub fn is_locked(&self, name: &str) -> bool {
+        self.locks.is_held(name)
     }
 
     /// The model.
@@ -766,6 +779,10 @@ impl Fs for FaultFs {
             });
             Ok(())
         })
+    }
+
+    fn lock(&self, name: &str) -> Result<store_core::FsLock, store_core::LockError> {
+        self.locks.lock(name)
     }
 
     #[track_caller]

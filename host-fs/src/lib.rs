@@ -62,6 +62,7 @@ use std::io;
 #[cfg(all(not(target_os = "wasi"), not(unix)))]
 compile_error!("host-fs supports Unix hosts (through cap-std) and WASI only");
 
+mod lock;
 #[cfg(all(not(target_os = "wasi"), unix))]
 mod native;
 /// The cap-std version [`HostFs::from_dir`] takes a `Dir` of.

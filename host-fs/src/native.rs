@@ -1,17 +1,20 @@
 //! The native backend: a cap-std `Dir` on the store root.
 
+use crate::lock::{marker_name, native_claim, parse_claim, wasi_holder};
 use crate::{entry_name, with_path};
 use cap_std::fs::Dir;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use store_core::fs::split_path;
-use store_core::{DirEntry, Fs, FsFile, OpenOptions};
+use store_core::{DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, OpenOptions};
 
 /// The store's filesystem on a directory of the host, confined beneath it (see the crate docs).
 #[derive(Debug)]
 pub struct HostFs {
     dir: Dir,
+    /// The root's path as opened, to name the lock file in a refusal (`None`: from a `Dir`).
+    root: Option<std::path::PathBuf>,
 }
 
 /// A validated path relative to the root: `None` is the root itself.
@@ -32,7 +35,10 @@ impl HostFs {
         let path = path.as_ref();
         let dir = Dir::open_ambient_dir(path, cap_std::ambient_authority())
             .map_err(|e| with_path("open root", &path.to_string_lossy(), e))?;
-        Ok(HostFs { dir })
+        Ok(HostFs {
+            dir,
+            root: Some(path.to_path_buf()),
+        })
     }
 
     /// Creates the directory `path` (and its missing parents, as `std::fs::create_dir_all`) and
@@ -47,7 +53,23 @@ impl HostFs {
 
     /// Uses an already opened directory as the store root.
     pub fn from_dir(dir: Dir) -> HostFs {
-        HostFs { dir }
+        HostFs { dir, root: None }
+    }
+
+    /// `name` in the root, as a refusal shows it: the host path where the root's is known.
+    fn shown(&self, name: &str) -> String {
+        match &self.root {
+            Some(root) => root.join(name).display().to_string(),
+            None => name.to_string(),
+        }
+    }
+
+    /// The bytes of the small file `name` in the root; empty if it is missing.
+    fn read_small(&self, name: &str) -> io::Result<Vec<u8>> {
+        match self.dir.read(name) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+            r => r.map_err(|e| self.refusal(&[name], e)),
+        }
     }
 }
 
@@ -229,6 +251,54 @@ impl Fs for HostFs {
         .map_err(err)?
         .into_std();
         file.sync_all().map_err(err)
+    }
+
+    /// An OS lock on `name` (see the `lock` module): `flock`, released by the kernel when
+    /// this process exits or dies, then the pid written in, then the WASI marker checked.
+    fn lock(&self, name: &str) -> Result<FsLock, LockError> {
+        let opts = OpenOptions::read_write_create();
+        let file = Fs::open(self, name, opts)?.file;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let pid = parse_claim(&self.read_small(name)?);
+                let detail = if pid == Some(std::process::id()) {
+                    "another Store of this process has it open: share one through SharedStore"
+                } else {
+                    "another process has the store open"
+                };
+                return Err(LockError::Held(LockHolder {
+                    path: self.shown(name),
+                    pid,
+                    detail: detail.into(),
+                }));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(LockError::Io(e)),
+        }
+        let held = NativeLock(file);
+        held.0.set_len(0)?;
+        held.0.write_all_at(native_claim().as_bytes(), 0)?;
+        let marker = marker_name(name);
+        let found = self.read_small(&marker)?;
+        if !found.is_empty() || self.dir.exists(&marker) {
+            // dropping `held` empties the claim and unlocks
+            return Err(LockError::Held(LockHolder {
+                path: self.shown(&marker),
+                pid: None,
+                detail: wasi_holder(&self.shown(&marker), &found),
+            }));
+        }
+        Ok(FsLock::new(held))
+    }
+}
+
+/// A held native lock: the locked lock file. Dropping it empties the file (no pid left
+/// behind for WASI openers to stumble on), then closes it, which releases the `flock`.
+struct NativeLock(std::fs::File);
+
+impl Drop for NativeLock {
+    fn drop(&mut self) {
+        let _ = self.0.set_len(0);
     }
 }
 

@@ -5,12 +5,13 @@
 //! `std::os::wasi::fs::FileExt` (positioned I/O) is unstable (`wasi_ext`), so `read_at` /
 //! `write_all_at` seek and read/write the file's cursor under a `Mutex`.
 
+use crate::lock::{marker_name, native_holder_from_wasi, parse_claim, wasi_holder};
 use crate::{entry_name, path_error, with_path};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use store_core::fs::split_path;
-use store_core::{DirEntry, Fs, FsFile, OpenOptions};
+use store_core::{DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, OpenOptions};
 
 /// `ENOTCAPABLE` of wasi-libc (WASI preview 1's `errno::notcapable`): a sandbox escape refused
 /// by the runtime. Reported as `PermissionDenied`, like the native backend's escapes.
@@ -232,6 +233,58 @@ impl Fs for HostFs {
             ));
         }
         dir.sync_all().map_err(|e| self.refusal(&[path], e))
+    }
+
+    /// WASI has no file locks: the marker `LOCK.wasi` created exclusively, then the native
+    /// claim in `LOCK` checked (see the `lock` module).
+    fn lock(&self, name: &str) -> Result<FsLock, LockError> {
+        let (lock_path, _) = self.resolve(name)?;
+        let (marker, _) = self.resolve(&marker_name(name))?;
+        let shown = |p: &Path| p.to_string_lossy().into_owned();
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&marker);
+        let mut file = match created {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let found = read_small(&marker)?;
+                return Err(LockError::Held(LockHolder {
+                    path: shown(&marker),
+                    pid: None,
+                    detail: wasi_holder(&shown(&marker), &found),
+                }));
+            }
+            Err(e) => return Err(LockError::Io(self.refusal(&[name], e))),
+        };
+        // the marker is ours from here: dropping `held` removes it
+        let held = WasiLock(marker.clone());
+        file.write_all(b"a WASI process (seqstore-guest)\n")?;
+        if let Some(pid) = parse_claim(&read_small(&lock_path)?) {
+            return Err(LockError::Held(LockHolder {
+                path: shown(&lock_path),
+                pid: Some(pid),
+                detail: native_holder_from_wasi(&shown(&lock_path)),
+            }));
+        }
+        Ok(FsLock::new(held))
+    }
+}
+
+/// The bytes of a small file; empty if it is missing.
+fn read_small(path: &Path) -> io::Result<Vec<u8>> {
+    match std::fs::read(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        r => r,
+    }
+}
+
+/// A held WASI lock: the marker file, removed when dropped.
+struct WasiLock(PathBuf);
+
+impl Drop for WasiLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 

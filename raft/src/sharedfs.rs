@@ -3,7 +3,7 @@
 
 use std::io;
 use std::sync::Arc;
-use store_core::{DirEntry, Fs, OpenOptions};
+use store_core::{DirEntry, Fs, FsLock, LockError, OpenOptions};
 
 /// `Arc<F>` as an `Fs`: every call is forwarded, with the caller's location kept
 /// (`#[track_caller]`), so fault-fs names the line of this crate or of store-core that issued it.
@@ -46,5 +46,9 @@ impl<F: Fs> Fs for SharedFs<F> {
     #[track_caller]
     fn sync_dir(&self, path: &str) -> io::Result<()> {
         self.0.sync_dir(path)
+    }
+    #[track_caller]
+    fn lock(&self, name: &str) -> Result<FsLock, LockError> {
+        self.0.lock(name)
     }
 }

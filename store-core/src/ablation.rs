@@ -35,12 +35,16 @@ pub enum Ablation {
     /// can lose the last sequence. The negative control of the random-workload explorer
     /// (`tests/tests/random_workloads.rs`).
     CompactEarlyReturn,
+    /// Not an fsync: `Store::open` takes no lock ([`crate::Fs::lock`]), so two processes can
+    /// open one store and write over each other. The negative control of the multi-process
+    /// test (`cli/tests/processes.rs`).
+    NoStoreLock,
 }
 
 impl Ablation {
     /// The rows of the demo's ablation table, in table order. The other switches (`Skip` of
-    /// one site, `MovePurgeBlocks`, `CompactEarlyReturn`) are the negative controls of
-    /// single tests.
+    /// one site, `MovePurgeBlocks`, `CompactEarlyReturn`, `NoStoreLock`) are the negative
+    /// controls of single tests.
     pub const ALL: [Ablation; 3] = [
         Ablation::Full,
         Ablation::NoTombstoneSync,
@@ -55,6 +59,7 @@ impl Ablation {
             Ablation::Skip(s) => format!("skip:{s}"),
             Ablation::MovePurgeBlocks => "move-purge-blocks".into(),
             Ablation::CompactEarlyReturn => "compact-early-return".into(),
+            Ablation::NoStoreLock => "no-store-lock".into(),
         }
     }
 }
@@ -75,7 +80,11 @@ impl FromStr for Ablation {
         }
         Ablation::ALL
             .into_iter()
-            .chain([Ablation::MovePurgeBlocks, Ablation::CompactEarlyReturn])
+            .chain([
+                Ablation::MovePurgeBlocks,
+                Ablation::CompactEarlyReturn,
+                Ablation::NoStoreLock,
+            ])
             .find(|a| a.name() == s)
             .ok_or_else(|| {
                 format!(

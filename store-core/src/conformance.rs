@@ -338,6 +338,37 @@ pub fn write_then_sync<F: Fs>(fs: &F) {
     assert_eq!(read_all(fs, "w"), b"hEAd\0\0tail");
 }
 
+/// [`Fs::lock`]: exclusive per name until dropped, another name independent, released by the
+/// drop, and kept outside the data (only `LOCK` or `LOCK.…` names appear in the root, and no
+/// file's bytes change).
+pub fn lock_is_exclusive<F: Fs>(fs: &F) {
+    use crate::fs::LockError;
+    write_file(fs, "a", b"data");
+    let before: Vec<String> = names(fs, "");
+    let held = fs.lock("LOCK").expect("the first lock");
+    match fs.lock("LOCK") {
+        Err(LockError::Held(h)) => assert!(!h.path.is_empty(), "the holder names the lock"),
+        Err(e) => panic!("a second lock while held: {e:?}"),
+        Ok(_) => panic!("a second lock while held succeeded"),
+    }
+    let other = fs.lock("OTHER").expect("another name is another lock");
+    drop(other);
+    let lock_names: Vec<String> = names(fs, "")
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert!(
+        lock_names
+            .iter()
+            .all(|n| crate::is_lock_name(n) || n == "OTHER" || n.starts_with("OTHER.")),
+        "the lock's files: {lock_names:?}"
+    );
+    drop(held);
+    let again = fs.lock("LOCK").expect("the lock after its release");
+    assert_eq!(read_all(fs, "a"), b"data", "locking changed a file's bytes");
+    drop(again);
+}
+
 /// Generates one `#[test]` per conformance case. `$make` is an expression evaluating to a
 /// closure returning `(guard, fs)`; the guard (e.g. a temp dir) lives as long as the test.
 #[macro_export]
@@ -346,7 +377,7 @@ macro_rules! fs_conformance_tests {
         $crate::fs_conformance_tests!(@cases $make;
             write_read_len, handles_share_contents, set_len_truncates_and_extends, open_flags,
             dirs_create_and_list, rename_over, remove, path_confinement, large_unaligned_io,
-            type_errors, write_then_sync);
+            type_errors, write_then_sync, lock_is_exclusive);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(

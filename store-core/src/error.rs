@@ -139,6 +139,17 @@ pub enum Error {
         /// The consumer.
         name: String,
     },
+    /// Another process (or another `Store` in this one) has the store open: one process owns
+    /// a store from open to close ([`crate::Fs::lock`]). Nothing was read or changed. Threads
+    /// of one process share a store through [`crate::SharedStore`].
+    Locked {
+        /// The lock, as the filesystem names it (host-fs: the lock file's path).
+        path: String,
+        /// The holder's process id, where known.
+        pid: Option<u32>,
+        /// Who holds it; where a lock can outlive its holder, how to clear it.
+        detail: String,
+    },
 }
 
 impl Error {
@@ -173,6 +184,17 @@ impl Error {
             file: file.into(),
             offset,
             reason: reason.into(),
+        }
+    }
+    /// The error of taking the store's lock `name`.
+    pub(crate) fn lock(name: &str, e: crate::fs::LockError) -> Self {
+        match e {
+            crate::fs::LockError::Held(h) => Error::Locked {
+                path: h.path,
+                pid: h.pid,
+                detail: h.detail,
+            },
+            crate::fs::LockError::Io(e) => Error::io("lock", name, e),
         }
     }
     /// The `io::ErrorKind` of an `Io` error, if it is one.
@@ -241,6 +263,16 @@ impl fmt::Display for Error {
             Error::WrongKey { file, reason } => write!(f, "wrong key for {file}: {reason}"),
             Error::NoAckPolicy { name } => {
                 write!(f, "consumer {name:?} has ack policy none: nothing to ack or redeliver")
+            }
+            Error::Locked { path, pid, detail } => {
+                write!(f, "the store is in use: {path} is locked")?;
+                if let Some(pid) = pid {
+                    write!(f, " by process {pid}")?;
+                }
+                if !detail.is_empty() {
+                    write!(f, " ({detail})")?;
+                }
+                Ok(())
             }
         }
     }

@@ -256,6 +256,101 @@ pub trait FsFile: Send + Sync {
     }
 }
 
+/// Who holds a lock that [`Fs::lock`] could not take.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockHolder {
+    /// Where the lock is, as the backend names it (host-fs: the lock file's path on the host).
+    pub path: String,
+    /// The holder's process id, where the backend knows it.
+    pub pid: Option<u32>,
+    /// Who holds it, in words; where a lock can outlive its holder (a backend without OS
+    /// locks), also how to clear a stale one.
+    pub detail: String,
+}
+
+/// Why [`Fs::lock`] failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LockError {
+    /// Someone else holds the lock (another process, or another handle in this one).
+    Held(LockHolder),
+    /// The filesystem failed while taking it.
+    Io(io::Error),
+}
+
+impl From<io::Error> for LockError {
+    fn from(e: io::Error) -> Self {
+        LockError::Io(e)
+    }
+}
+
+/// A lock taken by [`Fs::lock`], held until this value is dropped. What it holds (an open file
+/// with an OS lock, a handle that removes a marker file) is the backend's.
+#[must_use = "the lock is released when this value is dropped"]
+pub struct FsLock(#[allow(dead_code)] Box<dyn Send + Sync>);
+
+impl FsLock {
+    /// A lock whose release is dropping `held` (an OS-locked file, a guard with a `Drop`).
+    pub fn new(held: impl Send + Sync + 'static) -> Self {
+        FsLock(Box::new(held))
+    }
+}
+
+impl std::fmt::Debug for FsLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FsLock")
+    }
+}
+
+/// The locks of an in-memory filesystem: the names held now, shared by every handle (clone)
+/// of that filesystem. For backends without an OS (fault-fs, tests): [`MemLocks::lock`] is
+/// an [`Fs::lock`] that keeps the contract within one process.
+#[derive(Clone, Debug, Default)]
+pub struct MemLocks(std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>);
+
+impl MemLocks {
+    /// Takes `name`, or says it is held (by this process: `pid` is ours).
+    pub fn lock(&self, name: &str) -> Result<FsLock, LockError> {
+        if !self.held().insert(name.to_string()) {
+            return Err(LockError::Held(LockHolder {
+                path: name.to_string(),
+                pid: Some(std::process::id()),
+                detail: "held through another handle of this in-memory filesystem".into(),
+            }));
+        }
+        Ok(FsLock::new(MemLockGuard {
+            locks: self.clone(),
+            name: name.to_string(),
+        }))
+    }
+
+    /// Releases every lock, as a power cut or the end of every process would; the
+    /// [`FsLock`]s still around then release nothing when dropped.
+    pub fn release_all(&self) {
+        self.held().clear();
+    }
+
+    /// Whether `name` is held now.
+    pub fn is_held(&self, name: &str) -> bool {
+        self.held().contains(name)
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<String>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+struct MemLockGuard {
+    locks: MemLocks,
+    name: String,
+}
+
+impl Drop for MemLockGuard {
+    fn drop(&mut self) {
+        self.locks.held().remove(&self.name);
+    }
+}
+
 /// A directory tree the store lives in. Each method corresponds to the `std::fs` function of the
 /// same name, but only relative to the root (see the module docs for paths and durability).
 pub trait Fs: Send + Sync {
@@ -295,6 +390,23 @@ pub trait Fs: Send + Sync {
     /// directory and fsync it. `""` is the root.
     #[track_caller]
     fn sync_dir(&self, path: &str) -> io::Result<()>;
+
+    /// Takes the exclusive lock `name` (a file name in the root; the store uses
+    /// [`crate::LOCK_FILE`]) without waiting. The store takes it at open, before recovery
+    /// touches anything, and holds it until it is closed or dropped; `verify` and `restore`
+    /// hold it while they run. The contract:
+    /// - **Exclusive**: while an [`FsLock`] for `name` exists, every other `lock(name)` that
+    ///   reaches the same storage, from another process or through another handle of this
+    ///   one, returns [`LockError::Held`] at once. It never blocks and never succeeds twice.
+    /// - **Released** when the `FsLock` is dropped, and by the holder's death (process exit,
+    ///   `kill -9`, a power cut) wherever the backend can know of it (an OS lock held by the
+    ///   process). A backend that cannot know (WASI has no file locks) may refuse after its
+    ///   holder died; its [`LockHolder::detail`] then says how to clear the stale lock.
+    /// - **Outside the data**: the backend keeps its lock in `name` or in names beginning
+    ///   with `name.`, which the store never reads as data and ignores wherever it lists
+    ///   the root. Taking the lock needs no fsync, and its files may be left behind.
+    #[track_caller]
+    fn lock(&self, name: &str) -> Result<FsLock, LockError>;
 
     /// The encryption and compression this filesystem applies to what is written through it:
     /// `None` for a plain one (the default); [`crate::crypt::CryptFs`] says what it does.

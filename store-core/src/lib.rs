@@ -63,10 +63,12 @@ pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
 pub use crypt::{Cipher, Compression, CryptFs, Encryption};
 pub use error::{Error, Result};
-pub use fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
+pub use fs::{DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, OpenOptions, WriteSyncError};
 pub use shared::SharedStore;
-pub use store::{restore, SnapshotInfo, RESTORE_STAGE, SNAPSHOT_VERSION};
-pub use store::{Cut, INDEX_FILE, INDEX_TMP, MSGS_DIR, PURGE_NEW, PURGE_OLD};
+pub use store::{
+    is_lock_name, Cut, INDEX_FILE, INDEX_TMP, LOCK_FILE, MSGS_DIR, PURGE_NEW, PURGE_OLD,
+};
+pub use store::{lock_store, restore, SnapshotInfo, RESTORE_STAGE, SNAPSHOT_VERSION};
 pub use store::{
     FilteredState, OutOfOrderRecord, RecoveryReport, SeqRange, SkippedRecord, Store, StoredMsg,
     StreamState, SyncSite, SYNC_SITES,

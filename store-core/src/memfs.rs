@@ -25,6 +25,8 @@ pub struct MemFs {
     sync_mode: Arc<AtomicU8>,
     /// `Some`: files say `batch_crc32()` (as the wasm guest's do) and count `crc32_ranges` calls.
     batch_crc: Option<Arc<AtomicU64>>,
+    /// The locks held (`Fs::lock`), shared by clones as the tree is.
+    pub locks: crate::fs::MemLocks,
 }
 
 /// File fsyncs succeed.
@@ -72,6 +74,16 @@ impl MemFs {
             Some(Node::File(d)) => d.lock().unwrap().clone(),
             _ => panic!("no file {path}"),
         }
+    }
+    /// Every path with its bytes (`None` for a directory).
+    pub fn tree(&self) -> Vec<(String, Option<Vec<u8>>)> {
+        let n = self.nodes.lock().unwrap();
+        n.iter()
+            .map(|(p, node)| match node {
+                Node::File(d) => (p.clone(), Some(d.lock().unwrap().clone())),
+                Node::Dir => (p.clone(), None),
+            })
+            .collect()
     }
     pub fn set_bytes(&self, path: &str, b: Vec<u8>) {
         match self.nodes.lock().unwrap().get(path) {
@@ -290,6 +302,9 @@ impl Fs for MemFs {
         }
         n.retain(|k, _| *k != p && !k.starts_with(&format!("{p}/")));
         Ok(())
+    }
+    fn lock(&self, name: &str) -> Result<crate::fs::FsLock, crate::fs::LockError> {
+        self.locks.lock(name)
     }
     fn sync_dir(&self, path: &str) -> io::Result<()> {
         let p = norm(path)?;

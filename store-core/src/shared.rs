@@ -84,6 +84,10 @@ struct Inner<F: Fs> {
 }
 
 /// A `Store` shared between threads (`Send + Sync`, cheap to clone), with group commit.
+///
+/// This is how one process uses a store from many threads: one process owns a store from
+/// open to close (its lock, [`crate::Fs::lock`]), so a second `Store::open` of the same
+/// directory, in this process or another, is [`crate::Error::Locked`]. Open once, clone this.
 pub struct SharedStore<F: Fs> {
     inner: Arc<Inner<F>>,
 }

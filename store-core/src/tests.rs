@@ -1337,8 +1337,10 @@ fn preallocated_zeros_fill_ahead_and_are_cut_at_seal_close_and_recovery() {
         n.is_multiple_of(16 << 10) && ends_in_zeros(&fs, &newest),
         "newest: {n} bytes"
     );
-    // a power cut with everything synced (`Always`): the zeros read as unwritten space
+    // a power cut with everything synced (`Always`): the zeros read as unwritten space; the
+    // process is gone, and its lock with it
     std::mem::forget(s);
+    fs.locks.release_all();
     let s = open(&fs, cfg.clone());
     let r = s.recovery_report();
     assert!(
@@ -1385,4 +1387,52 @@ fn preallocated_zeros_fill_ahead_and_are_cut_at_seal_close_and_recovery() {
         s.sync().unwrap();
         assert!(!ends_in_zeros(&fs, &blocks(&fs)[0]));
     }
+}
+
+/// One process owns a store: a second `Store` on the same filesystem, `verify` and `restore`
+/// are refused with `Locked` while the first is open, and change nothing; close, drop and
+/// `release_all` (a power cut) each free it.
+#[test]
+fn a_second_open_is_locked_and_changes_nothing() {
+    let fs = MemFs::new();
+    let mut s = open(&fs, Config::default());
+    s.append("a", b"", b"x").unwrap();
+    let before = fs.tree();
+    let locked = |r: Result<(), Error>| match r {
+        Err(Error::Locked { path, pid, .. }) => {
+            assert_eq!(path, crate::LOCK_FILE);
+            assert_eq!(pid, Some(std::process::id()));
+        }
+        other => panic!("expected Locked, got {other:?}"),
+    };
+    locked(Store::open(fs.clone(), Config::default()).map(drop));
+    locked(crate::verify(&fs).map(drop));
+    let e = Store::open(fs.clone(), Config::default())
+        .map(drop)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("the store is in use: LOCK is locked by process"),
+        "{e}"
+    );
+    assert_eq!(fs.tree(), before, "a refused open changed the files");
+    s.close().unwrap();
+    let s = open(&fs, Config::default());
+    assert_eq!(s.state().msgs, 1);
+    drop(s);
+    crate::verify(&fs).unwrap();
+    // a power cut ends the process that held it: its lock goes with it
+    let held = open(&fs, Config::default());
+    fs.locks.release_all();
+    let s = open(&fs, Config::default());
+    drop((held, s));
+    // restore into a directory another store holds is refused before it reads the archive
+    let target = MemFs::new();
+    let _owner = crate::lock_store(&target).unwrap();
+    let mut never_read = std::io::Cursor::new(Vec::new());
+    match crate::restore(target.clone(), Config::default(), &mut never_read) {
+        Err(Error::Locked { .. }) => {}
+        other => panic!("restore into a locked directory: {:?}", other.map(|_| ())),
+    }
+    assert_eq!(target.paths(), Vec::<String>::new());
 }

@@ -73,8 +73,11 @@ fn names<F: Fs>(fs: &F, dir: &str) -> Result<Vec<crate::fs::DirEntry>> {
     fs.read_dir(dir).map_err(|e| Error::io("read_dir", dir, e))
 }
 
-/// Checks the store at the root of `fs` without changing anything.
+/// Checks the store at the root of `fs` without changing anything. It holds the store's lock
+/// while it reads (a writer's half-written record would read as damage): a store another
+/// process, or a `Store` of this one, has open is [`Error::Locked`].
 pub fn verify<F: Fs>(fs: &F) -> Result<VerifyReport> {
+    let _lock = crate::store::take_lock(fs)?;
     let mut r = VerifyReport {
         blocks: 0,
         records: 0,
@@ -143,6 +146,7 @@ fn note_root(root: &[crate::fs::DirEntry], r: &mut VerifyReport) {
     for e in root {
         match e.name.as_str() {
             MSGS_DIR | INDEX_FILE | INDEX_TMP | crate::consumer::CONSUMERS_DIR => {}
+            name if crate::is_lock_name(name) => {}
             PURGE_NEW | PURGE_OLD => {
                 r.interrupted_purge = Some(format!("{}/ present", e.name));
             }

@@ -328,6 +328,10 @@ impl<F: Fs> Fs for CryptFs<F> {
     fn sync_dir(&self, path: &str) -> io::Result<()> {
         self.inner.sync_dir(path)
     }
+    // the lock is the directory's, not data: the layer passes it through untouched
+    fn lock(&self, name: &str) -> Result<crate::fs::FsLock, crate::fs::LockError> {
+        self.inner.lock(name)
+    }
     fn layer(&self) -> Option<&LayerConfig> {
         Some(&self.cfg)
     }

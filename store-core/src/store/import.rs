@@ -42,8 +42,12 @@ fn bad(reason: impl Into<String>) -> Error {
 /// archive is `Error::BadSnapshot`; on any error restore removes what it wrote (except when
 /// the final `Store::open` itself fails: the files are then all in place and checked, and the
 /// error is the open's). Returns the open store and the manifest.
+///
+/// Restore holds the store's lock ([`crate::LOCK_FILE`]) from before its first write to the
+/// returned store's close: a directory another process has open is [`Error::Locked`].
 pub fn restore<F: Fs>(fs: F, cfg: Config, input: impl Read) -> Result<(Store<F>, SnapshotInfo)> {
     cfg.validate().map_err(Error::InvalidConfig)?;
+    let lock = super::take_lock(&fs)?;
     check_empty(&fs)?;
     io_at(fs.create_dir(RESTORE_STAGE), "create_dir", RESTORE_STAGE)?;
     let staged = io_at(fs.sync_dir(""), "sync_dir", "")
@@ -56,7 +60,8 @@ pub fn restore<F: Fs>(fs: F, cfg: Config, input: impl Read) -> Result<(Store<F>,
             return Err(e);
         }
     };
-    let mut store = Store::open(fs, cfg)?;
+    let clock = Box::new(super::LogicalClock::default());
+    let mut store = Store::open_locked(fs, cfg, clock, lock)?;
     let got = (
         store.state(),
         subjects_digest(&store.subjects_counted(">")?),
@@ -89,7 +94,8 @@ pub fn restore<F: Fs>(fs: F, cfg: Config, input: impl Read) -> Result<(Store<F>,
 
 /// Refuses a target with anything in it but a leftover staging directory (which it removes).
 fn check_empty<F: Fs>(fs: &F) -> Result<()> {
-    let names = io_at(fs.read_dir(""), "read_dir", "")?;
+    let mut names = io_at(fs.read_dir(""), "read_dir", "")?;
+    names.retain(|e| !super::is_lock_name(&e.name));
     match names.as_slice() {
         [] => Ok(()),
         [e] if e.name == RESTORE_STAGE && e.is_dir => {

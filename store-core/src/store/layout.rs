@@ -17,6 +17,18 @@ pub const INDEX_FILE: &str = "index.db";
 /// The snapshot being written.
 pub const INDEX_TMP: &str = "index.db.tmp";
 
+/// The store's lock ([`crate::Fs::lock`]): one process owns a store from open to close.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Whether `name` in the root is the lock's: [`LOCK_FILE`] or a name a backend keeps beside
+/// it (`LOCK.…`, e.g. host-fs's WASI marker). Never data; ignored wherever the root is listed.
+pub fn is_lock_name(name: &str) -> bool {
+    name == LOCK_FILE
+        || name
+            .strip_prefix(LOCK_FILE)
+            .is_some_and(|rest| rest.starts_with('.'))
+}
+
 pub(crate) fn block_path(dir: &str, index: u64) -> String {
     format!("{dir}/{index}.blk")
 }
@@ -71,13 +83,14 @@ impl<F: Fs> Store<F> {
             }
         }
         for (name, _) in self.root_names()? {
-            if ![
-                MSGS_DIR,
-                INDEX_FILE,
-                INDEX_TMP,
-                crate::consumer::CONSUMERS_DIR,
-            ]
-            .contains(&name.as_str())
+            if !is_lock_name(&name)
+                && ![
+                    MSGS_DIR,
+                    INDEX_FILE,
+                    INDEX_TMP,
+                    crate::consumer::CONSUMERS_DIR,
+                ]
+                .contains(&name.as_str())
             {
                 self.report.ignored.push(name);
             }

@@ -54,7 +54,7 @@ pub(crate) use export::write_export;
 pub use export::{SnapshotInfo, SNAPSHOT_VERSION};
 pub use import::{restore, RESTORED_CONSUMERS, RESTORE_STAGE};
 pub(crate) use layout::{block_path, parse_block_name, seal_tmp_path};
-pub use layout::{INDEX_FILE, INDEX_TMP, MSGS_DIR, PURGE_NEW, PURGE_OLD};
+pub use layout::{is_lock_name, INDEX_FILE, INDEX_TMP, LOCK_FILE, MSGS_DIR, PURGE_NEW, PURGE_OLD};
 pub(crate) use replay::{Replay, Verdict};
 pub(crate) use scan::{scan_block, ScanEnd};
 pub(crate) use snapshot::load_index;
@@ -90,17 +90,31 @@ pub struct Store<F: Fs> {
     ttl: ttl::TtlIndex,
     /// The consumers and their journal (`crate::consumer`).
     pub(crate) consumers: crate::consumer::journal::Consumers<F::File>,
+    /// The store's lock ([`LOCK_FILE`]), held for the store's life: released after `Drop`
+    /// has written out the buffer.
+    _lock: crate::fs::FsLock,
 }
 
 /// A clock for [`Store::open`]: store-core reads no clock, so without one each call returns
 /// one nanosecond more than the last. Use [`Store::open_with_clock`] for wall time.
-struct LogicalClock(std::sync::atomic::AtomicI64);
+#[derive(Default)]
+pub(crate) struct LogicalClock(std::sync::atomic::AtomicI64);
 
 impl Clock for LogicalClock {
     fn now_ns(&self) -> i64 {
         self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
     }
 }
+
+/// Takes the store's lock on `fs` ([`LOCK_FILE`], see [`Fs::lock`]) as [`Store::open`] does:
+/// for an embedder that holds it on a store's behalf (the wasm host, for the store inside
+/// its guest, whose own filesystem takes no lock). Held until the returned value is dropped;
+/// a store open elsewhere is [`Error::Locked`].
+pub fn lock_store<F: Fs + ?Sized>(fs: &F) -> Result<crate::fs::FsLock> {
+    fs.lock(LOCK_FILE).map_err(|e| Error::lock(LOCK_FILE, e))
+}
+
+pub(crate) use lock_store as take_lock;
 
 pub(crate) fn io_at<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result<T> {
     r.map_err(|e| Error::io(op, path, e))
@@ -118,7 +132,7 @@ impl<F: Fs> Store<F> {
     /// Opens (or creates) the store at the root of `fs`, stamping messages with a logical clock
     /// (store-core reads no clock). Most users want [`Store::open_with_clock`].
     pub fn open(fs: F, cfg: Config) -> Result<Self> {
-        Self::open_with_clock(fs, cfg, Box::new(LogicalClock(0.into())))
+        Self::open_with_clock(fs, cfg, Box::new(LogicalClock::default()))
     }
 
     /// Opens (or creates) the store at the root of `fs`, taking time from `clock`.
@@ -128,7 +142,29 @@ impl<F: Fs> Store<F> {
     /// (cutting torn tails, reporting lost sequences); fsync both directories so that nothing
     /// acknowledged later can depend on a name that is not durable; re-enforce limits, and
     /// fsync what they removed.
+    ///
+    /// Before any of it, open takes the store's lock ([`LOCK_FILE`], see [`Fs::lock`]): a
+    /// store another process (or another `Store` of this one) has open is [`Error::Locked`],
+    /// and nothing was read or changed. Share one store between threads with
+    /// [`crate::SharedStore`].
     pub fn open_with_clock(fs: F, cfg: Config, clock: Box<dyn Clock>) -> Result<Self> {
+        cfg.validate().map_err(Error::InvalidConfig)?;
+        #[cfg(feature = "ablation")]
+        if cfg.ablation == crate::Ablation::NoStoreLock {
+            return Self::open_locked(fs, cfg, clock, crate::fs::FsLock::new(()));
+        }
+        let lock = take_lock(&fs)?;
+        Self::open_locked(fs, cfg, clock, lock)
+    }
+
+    /// [`Store::open_with_clock`] under a lock the caller took already (`restore` holds it
+    /// from its first write to the open that checks what it wrote).
+    pub(crate) fn open_locked(
+        fs: F,
+        cfg: Config,
+        clock: Box<dyn Clock>,
+        lock: crate::fs::FsLock,
+    ) -> Result<Self> {
         cfg.validate().map_err(Error::InvalidConfig)?;
         crate::crypt::check_layer(&fs, &cfg).map_err(Error::InvalidConfig)?;
         let now = clock.now_ns();
@@ -152,6 +188,7 @@ impl<F: Fs> Store<F> {
             report: RecoveryReport::default(),
             ttl: ttl::TtlIndex::default(),
             consumers: Default::default(),
+            _lock: lock,
         };
         s.recover_purge()?;
         s.finish_restored_consumers()?;

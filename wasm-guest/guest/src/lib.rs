@@ -19,7 +19,9 @@ use std::cell::RefCell;
 use std::io;
 use std::time::Duration;
 
-use store_core::{Clock, DirEntry, Fs, FsFile, OpenOptions, Store, WriteSyncError};
+use store_core::{
+    Clock, DirEntry, Fs, FsFile, FsLock, LockError, OpenOptions, Store, WriteSyncError,
+};
 
 mod convert;
 use convert::{from_fs_error, to_config, to_filtered, to_msg, to_report, to_wit_error};
@@ -216,6 +218,9 @@ impl Fs for ImportedFs {
     fn sync_dir(&self, path: &str) -> io::Result<()> {
         wit_fs::sync_dir(path).map_err(from_fs_error)
     }
+    fn lock(&self, _name: &str) -> Result<FsLock, LockError> {
+        Ok(held_by_host())
+    }
 }
 
 // ------------------------------------------------------------------ either filesystem
@@ -333,6 +338,17 @@ impl Fs for GuestFs {
     fn sync_dir(&self, path: &str) -> io::Result<()> {
         on_fs!(self, f => f.sync_dir(path))
     }
+    // Both kinds: the component runs only under seqstore's host, which holds the store's
+    // lock for the instance's whole life (wasm-host's `GuestStore` takes it before `open`).
+    // The WASI command (`main.rs`) uses host-fs directly, with its marker-file lock.
+    fn lock(&self, _name: &str) -> Result<FsLock, LockError> {
+        Ok(held_by_host())
+    }
+}
+
+/// The lock a guest store holds: nothing of its own, the host holds the real one.
+fn held_by_host() -> FsLock {
+    FsLock::new(())
 }
 
 /// The imported `clock` as the store's [`Clock`].

@@ -27,6 +27,8 @@ pub(crate) trait DynFs: Send + Sync {
     fn remove_file(&self, path: &str) -> io::Result<()>;
     fn remove_dir_all(&self, path: &str) -> io::Result<()>;
     fn sync_dir(&self, path: &str) -> io::Result<()>;
+    /// Takes the store's lock, which the host holds for its guest (`store_core::lock_store`).
+    fn lock_store(&self) -> store_core::Result<store_core::FsLock>;
 }
 
 impl<F: Fs> DynFs for F
@@ -53,6 +55,9 @@ where
     }
     fn sync_dir(&self, path: &str) -> io::Result<()> {
         Fs::sync_dir(self, path)
+    }
+    fn lock_store(&self) -> store_core::Result<store_core::FsLock> {
+        store_core::lock_store(self)
     }
 }
 
@@ -85,6 +90,14 @@ impl DynFs for NoFs {
     }
     fn remove_dir_all(&self, _: &str) -> io::Result<()> {
         no_fs()
+    }
+    fn lock_store(&self) -> store_core::Result<store_core::FsLock> {
+        // the host locks the preopened directory itself (`GuestStore::open_inner`)
+        Err(store_core::Error::Io {
+            op: "lock",
+            path: store_core::LOCK_FILE.into(),
+            source: no_fs::<()>().unwrap_err(),
+        })
     }
     fn sync_dir(&self, _: &str) -> io::Result<()> {
         no_fs()

@@ -139,6 +139,9 @@ pub struct GuestStore {
     /// any call that may have changed either (every call but the read-only ones); the next
     /// append then goes to the guest directly and tells the host again.
     basis: Option<(u64, i64)>,
+    /// The store's lock, held for the guest (`None`: a root outside the preopen, which the
+    /// guest refuses). Released after `Drop` has sent the queue and closed the guest's store.
+    _lock: Option<store_core::FsLock>,
     /// Appends acknowledged but not yet sent: whole records, encoded here, back to back.
     queue: Vec<u8>,
     /// How many records `queue` holds.
@@ -195,6 +198,32 @@ pub(crate) fn classify(e: wasmtime::Error, state: &HostState, timeout: Option<Du
         msg.push_str(String::from_utf8_lossy(&stderr).trim_end());
     }
     Error::Trap(msg)
+}
+
+/// The lock of the store the guest opens at `root` inside the preopen of `host`: the host
+/// path `root` names, if it lies inside the preopen. A root outside it takes no lock here:
+/// the guest cannot reach it and refuses it.
+fn lock_guest_root(host: &Path, root: &str) -> Result<Option<store_core::FsLock>> {
+    let rel = match root.strip_prefix(GUEST_DIR) {
+        Some("") => "",
+        Some(rest) => match rest.strip_prefix('/') {
+            Some(rel) => rel,
+            None => return Ok(None),
+        },
+        None => return Ok(None),
+    };
+    if rel.split('/').any(|c| c == "..") {
+        return Ok(None);
+    }
+    let dir = host.join(rel);
+    let fs = host_fs::HostFs::open(&dir).map_err(|source| {
+        Error::Store(store_core::Error::Io {
+            op: "open root",
+            path: dir.display().to_string(),
+            source,
+        })
+    })?;
+    store_core::lock_store(&fs).map(Some).map_err(Error::Store)
 }
 
 pub(crate) fn deadline_ticks(timeout: Option<Duration>) -> u64 {
@@ -258,8 +287,13 @@ impl GuestStore {
         let stderr = MemoryOutputPipe::new(STDERR_CAP);
         let mut wasi = WasiCtxBuilder::new();
         wasi.stderr(stderr.clone());
-        let (fs, storage): (Box<dyn DynFs>, wit::Storage) = match backing {
-            Backing::Fs(fs) => (fs, wit::Storage::ImportedFs),
+        // The host holds the store's lock for the guest's whole life, taken before the guest
+        // recovers anything; the guest's own `Fs::lock` then takes nothing.
+        let (fs, storage, lock): (Box<dyn DynFs>, wit::Storage, _) = match backing {
+            Backing::Fs(fs) => {
+                let lock = fs.lock_store().map_err(Error::Store)?;
+                (fs, wit::Storage::ImportedFs, Some(lock))
+            }
             Backing::Dir { host, root } => {
                 // Report a missing directory the way host-fs does, as the store's I/O error.
                 if let Err(source) = std::fs::metadata(&host) {
@@ -269,12 +303,13 @@ impl GuestStore {
                         source,
                     }));
                 }
+                let lock = lock_guest_root(&host, &root)?;
                 // Must come before `preopened_dir`, which captures the setting: file I/O
                 // then runs on this thread instead of a tokio blocking thread per call.
                 wasi.allow_blocking_current_thread(true);
                 wasi.preopened_dir(&host, GUEST_DIR, FsPerms::ReadWrite)
                     .map_err(|e| Error::Setup(format!("preopening {}: {e:?}", host.display())))?;
-                (Box::new(NoFs), wit::Storage::PreopenedDir(root))
+                (Box::new(NoFs), wit::Storage::PreopenedDir(root), lock)
             }
         };
         let state = HostState {
@@ -342,6 +377,7 @@ impl GuestStore {
             batched: 0,
             #[cfg(test)]
             encoded_one: 0,
+            _lock: lock,
         })
     }
 
