@@ -7,11 +7,12 @@
 
 use anyhow::{bail, Context, Result};
 use host_fs::{HostFs, SystemClock};
+use seqstore_commands::{is_locked, retry_locked};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
-use store_core::crypt::CryptFs;
-use store_core::{Config, SnapshotInfo, Store};
+use store_core::crypt::{CryptFs, LayerConfig};
+use store_core::{Config, Error, SnapshotInfo, Store};
 
 /// The encryption and compression of the store read (`snapshot`) or written (`restore`).
 #[derive(clap::Args, Clone, Debug)]
@@ -23,6 +24,9 @@ pub(crate) struct LayerArgs {
     /// The store is (`snapshot`) or is to be (`restore`) compressed.
     #[arg(long)]
     compress: bool,
+    /// How long to wait for a store another process has open (0: fail at once).
+    #[arg(long, value_name = "DURATION", value_parser = seqstore_commands::parse_wait, default_value = "5s")]
+    wait: std::time::Duration,
 }
 
 impl LayerArgs {
@@ -43,8 +47,16 @@ pub(crate) fn snapshot(dir: &Path, out: Option<&Path>, layer: &LayerArgs) -> Res
         bail!("no store at {} (no msgs/)", dir.display());
     }
     let cfg = layer.config()?;
-    let fs = HostFs::open(dir)?;
-    let mut s = Store::open_layered_with_clock(fs, cfg, Box::new(SystemClock))
+    let open = || {
+        let fs = HostFs::open(dir).map_err(|e| Error::Io {
+            op: "open root",
+            path: dir.display().to_string(),
+            source: e,
+        })?;
+        Store::open_layered_with_clock(fs, cfg.clone(), Box::new(SystemClock))
+    };
+    let mut s = retry_locked(layer.wait, is_locked, open)
+        .map_err(|(e, _)| e)
         .with_context(|| format!("recovering the store in {}", dir.display()))?;
     let info = match out {
         Some(path) => to_file(&mut s, path)?,
@@ -97,12 +109,23 @@ fn to_file<F: store_core::Fs>(s: &mut Store<F>, path: &Path) -> Result<SnapshotI
 pub(crate) fn restore(dir: &Path, from: Option<&PathBuf>, layer: &LayerArgs) -> Result<()> {
     let cfg = layer.config()?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let fs = CryptFs::new(HostFs::open(dir)?, store_core::crypt::LayerConfig::of(&cfg))?;
     let input: Box<dyn Read> = match from {
         Some(p) => Box::new(File::open(p).with_context(|| format!("opening {}", p.display()))?),
         None => Box::new(std::io::stdin().lock()),
     };
-    let (s, info) = store_core::restore(fs, cfg, BufReader::new(input))
+    let mut input = BufReader::new(input);
+    // restore takes the lock before it reads anything, so a refused try consumed no input
+    let attempt = || -> store_core::Result<_> {
+        let io = |e| Error::Io {
+            op: "open root",
+            path: dir.display().to_string(),
+            source: e,
+        };
+        let fs = CryptFs::new(HostFs::open(dir).map_err(io)?, LayerConfig::of(&cfg)).map_err(io)?;
+        store_core::restore(fs, cfg.clone(), &mut input)
+    };
+    let (s, info) = retry_locked(layer.wait, is_locked, attempt)
+        .map_err(|(e, _)| e)
         .with_context(|| format!("restoring into {}", dir.display()))?;
     s.close()?;
     println!("restored {}", summary(&info));

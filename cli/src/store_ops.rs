@@ -2,7 +2,8 @@
 //! in the wasm guest through wasm-host, and their output as text or `--json`.
 
 use seqstore_commands::{
-    execute, prepare_dir, report, run_and_close, Backend, Error, Output, StoreCmd, EXIT_FAILED,
+    execute, is_locked, prepare_dir, report, retry_locked, run_and_close, Backend, Error, Output,
+    StoreCmd, EXIT_FAILED,
 };
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -49,15 +50,21 @@ fn in_guest(
 ) -> seqstore_commands::Result<Output> {
     let at = cmd.target();
     prepare_dir(&at.dir, cmd.creates())?;
-    let g = wasm_host::GuestStore::open_dir(
-        &at.dir,
-        at.layered_config(base)?,
-        Box::new(host_fs::SystemClock),
-    )
-    .map_err(|e| Error::Recover {
-        dir: at.dir.clone(),
-        guest: true,
-        source: Box::new(e),
+    let cfg = at.layered_config(base)?;
+    let open =
+        || wasm_host::GuestStore::open_dir(&at.dir, cfg.clone(), Box::new(host_fs::SystemClock));
+    let locked = |e: &wasm_host::Error| matches!(e, wasm_host::Error::Store(e) if is_locked(e));
+    let g = retry_locked(at.wait, locked, open).map_err(|(e, waited)| match e {
+        wasm_host::Error::Store(e) if is_locked(&e) => Error::Busy {
+            dir: at.dir.clone(),
+            waited,
+            source: Box::new(e),
+        },
+        e => Error::Recover {
+            dir: at.dir.clone(),
+            guest: true,
+            source: Box::new(e),
+        },
     })?;
     let rep = g.recovery_report();
     if rep.lost_data() {

@@ -45,6 +45,11 @@ pub struct Target<X: Args> {
     /// be opened with `--compress`.
     #[arg(long)]
     pub compress: bool,
+    /// How long to wait for a store another process has open (one process owns a store
+    /// from open to close; commands on one store run one after another): e.g. 500ms, 30s;
+    /// 0 fails at once.
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait, default_value = "5s")]
+    pub wait: Duration,
     #[command(flatten)]
     pub extra: X,
 }
@@ -397,6 +402,14 @@ pub fn parse_sync(s: &str) -> Result<SyncPolicy, String> {
                 "{s:?}: expected always, never, interval or interval=MS"
             )),
         },
+    }
+}
+
+/// `--wait`: a [`parse_duration`], or `0` (do not wait).
+pub fn parse_wait(s: &str) -> Result<Duration, String> {
+    match s.trim() {
+        "0" => Ok(Duration::ZERO),
+        _ => parse_duration(s),
     }
 }
 

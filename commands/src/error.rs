@@ -25,6 +25,13 @@ pub enum Error {
         guest: bool,
         source: BoxError,
     },
+    /// The store stayed in use by another process for all of `--wait` (`source`: the
+    /// lock's refusal, naming the holder).
+    Busy {
+        dir: PathBuf,
+        waited: std::time::Duration,
+        source: BoxError,
+    },
     /// `verify` could not read the directory.
     Verify {
         dir: PathBuf,
@@ -62,6 +69,12 @@ impl fmt::Display for Error {
                 let guest = if *guest { " (guest)" } else { "" };
                 write!(f, "recovering the store in {}{guest}", dir.display())
             }
+            Error::Busy { dir, waited, .. } => write!(
+                f,
+                "the store in {} stayed in use for {:.1} s (--wait)",
+                dir.display(),
+                waited.as_secs_f64()
+            ),
             Error::Verify { dir, .. } => write!(f, "verifying {}", dir.display()),
             Error::NoStore { dir, why } => write!(f, "no store at {}: {why}", dir.display()),
             Error::NotAStore { dir } => write!(
@@ -83,7 +96,7 @@ impl StdError for Error {
             Error::Store(e) => e.source(),
             Error::Backend(e) => e.source(),
             Error::Root(e) => e.source(),
-            Error::Recover { source, .. } => Some(source.as_ref()),
+            Error::Recover { source, .. } | Error::Busy { source, .. } => Some(source.as_ref()),
             Error::Verify { source, .. } => Some(source),
             Error::Dir { source, .. } | Error::Stdin(source) => Some(source),
             Error::NoStore { .. }

@@ -32,13 +32,13 @@ mod open;
 mod output;
 
 pub use args::{
-    layer_of, parse_duration, parse_sync, AckArg, ConsumerCmd, NoExtra, StoreCmd, Target,
-    DEFAULT_DIR,
+    layer_of, parse_duration, parse_sync, parse_wait, AckArg, ConsumerCmd, NoExtra, StoreCmd,
+    Target, DEFAULT_DIR,
 };
 pub use backend::Backend;
 pub use error::{report, Error, Result};
 pub use exec::{run, run_and_close};
-pub use open::{execute, open_native, prepare_dir};
+pub use open::{execute, is_locked, open_native, prepare_dir, retry_locked};
 pub use output::{
     Bytes, ConsumerInfo, Msg, Output, Report, SeqPair, StateOut, Subjects, VerifyOut,
 };

@@ -4,6 +4,7 @@
 use clap::Args;
 use host_fs::{HostFs, SystemClock};
 use std::path::Path;
+use std::time::{Duration, Instant};
 use store_core::{Config, CryptFs, Store};
 
 use crate::{run_and_close, Error, Output, Result, StoreCmd};
@@ -38,8 +39,10 @@ pub fn prepare_dir(dir: &Path, create: bool) -> Result<()> {
             }
         }
         Err(e) => return Err(dir_err("reading", e)),
-        Ok(mut it) => {
-            if it.next().is_some() {
+        Ok(it) => {
+            // a lock file alone: another process is creating the store here
+            let mut names = it.filter_map(|e| e.ok()).map(|e| e.file_name());
+            if names.any(|n| !n.to_str().is_some_and(store_core::is_lock_name)) {
                 return Err(Error::NotAStore {
                     dir: dir.to_path_buf(),
                 });
@@ -55,15 +58,60 @@ pub fn prepare_dir(dir: &Path, create: bool) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| dir_err("creating", e))
 }
 
+/// Runs `open` until it succeeds, fails for another reason than the store's lock (`locked`
+/// tells), or `wait` has passed; it sleeps between tries, 1 ms at first, doubling up to 50
+/// ms. The last `Err` is returned, with how long it waited.
+pub fn retry_locked<T, E>(
+    wait: Duration,
+    locked: impl Fn(&E) -> bool,
+    mut open: impl FnMut() -> Result<T, E>,
+) -> Result<T, (E, Duration)> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match open() {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                let waited = start.elapsed();
+                if !locked(&e) || waited >= wait {
+                    return Err((e, waited));
+                }
+                std::thread::sleep(pause.min(wait - waited));
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Whether `e` is the refusal of a store another process has open.
+pub fn is_locked(e: &store_core::Error) -> bool {
+    matches!(e, store_core::Error::Locked { .. })
+}
+
 /// The native store in `dir` (after [`prepare_dir`]), on host-fs with the system clock,
 /// through the encryption and compression layer `cfg` asks for (none: the files as they are).
-pub fn open_native(dir: &Path, cfg: Config) -> Result<Store<CryptFs<HostFs>>> {
-    // host-fs names the root in its error (`open root "DIR": …`); nothing repeats it.
-    let fs = HostFs::open(dir).map_err(Error::Root)?;
-    Store::open_layered_with_clock(fs, cfg, Box::new(SystemClock)).map_err(|e| Error::Recover {
-        dir: dir.to_path_buf(),
-        guest: false,
-        source: Box::new(e),
+///
+/// A store another process has open is waited for, up to `wait` ([`retry_locked`]), then
+/// refused with [`Error::Busy`].
+pub fn open_native(dir: &Path, cfg: Config, wait: Duration) -> Result<Store<CryptFs<HostFs>>> {
+    let open = || {
+        // host-fs names the root in its error (`open root "DIR": …`); nothing repeats it.
+        let fs = HostFs::open(dir).map_err(Error::Root)?;
+        Store::open_layered_with_clock(fs, cfg.clone(), Box::new(SystemClock)).map_err(Error::Store)
+    };
+    let locked = |e: &Error| matches!(e, Error::Store(e) if is_locked(e));
+    retry_locked(wait, locked, open).map_err(|(e, waited)| match e {
+        Error::Store(e) if is_locked(&e) => Error::Busy {
+            dir: dir.to_path_buf(),
+            waited,
+            source: Box::new(e),
+        },
+        Error::Store(e) => Error::Recover {
+            dir: dir.to_path_buf(),
+            guest: false,
+            source: Box::new(e),
+        },
+        e => e,
     })
 }
 
@@ -75,14 +123,24 @@ pub fn execute<X: Args>(cmd: &StoreCmd<X>, base: Config, prog: &str) -> Result<O
     if let StoreCmd::Verify { .. } = cmd {
         let fs = HostFs::open(&at.dir).map_err(Error::Root)?;
         let fs = CryptFs::new(fs, at.layer()?).map_err(Error::Root)?;
-        let r = store_core::verify(&fs).map_err(|source| Error::Verify {
-            dir: at.dir.clone(),
-            source,
-        })?;
+        // verify holds the store's lock while it reads: it waits for a writer as open does
+        let r = retry_locked(at.wait, is_locked, || store_core::verify(&fs)).map_err(
+            |(source, waited)| match source {
+                e if is_locked(&e) => Error::Busy {
+                    dir: at.dir.clone(),
+                    waited,
+                    source: Box::new(e),
+                },
+                source => Error::Verify {
+                    dir: at.dir.clone(),
+                    source,
+                },
+            },
+        )?;
         return Ok(Output::Verify((&r).into()));
     }
     prepare_dir(&at.dir, cmd.creates())?;
-    let store = open_native(&at.dir, at.layered_config(base)?)?;
+    let store = open_native(&at.dir, at.layered_config(base)?, at.wait)?;
     let rep = store.recovery_report();
     if rep.lost_data() {
         eprintln!("{prog}: recovery repaired damage: {rep:?}");
