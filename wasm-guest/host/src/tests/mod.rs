@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod crash;
 mod equivalence;
+mod lock;
 mod portability;
 mod sandbox;
 
