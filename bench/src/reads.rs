@@ -137,8 +137,15 @@ pub(crate) fn run_batch(
     let mut rng = Rng::new(0xba7c);
     let top = big.1.saturating_sub(BATCH_MSGS as u64).max(1);
     let froms: Vec<u64> = (0..calls).map(|_| rng.below(top) + 1).collect();
+    // One process owns a store, so the guest reads a twin of the stream: the same block
+    // files, hard-linked (neither store writes while it only reads).
     #[cfg(feature = "guest")]
-    let mut g = crate::groups::open_guest(big.0, SyncPolicy::Never, false)?;
+    let twin = ctx.tempdir("big-twin")?;
+    #[cfg(feature = "guest")]
+    let mut g = {
+        crate::util::link_tree(big.0, twin.path())?;
+        crate::groups::open_guest(twin.path(), SyncPolicy::Never, false)?
+    };
     for round in 0..=opts.reps {
         let t = Instant::now();
         let mut n = 0;

@@ -107,7 +107,7 @@ enum Cmd {
     },
     /// Restore a snapshot into DIR (created if missing; it must be empty), from standard input
     /// or a file. Every file is checked against the manifest; a damaged, truncated or
-    /// other-version snapshot is refused and leaves DIR empty.
+    /// other-version snapshot is refused and leaves DIR empty (but for the store's lock file).
     Restore {
         /// The directory to restore into.
         dir: PathBuf,

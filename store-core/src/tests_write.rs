@@ -145,6 +145,7 @@ fn ttl_refusals_and_erase_and_truncate() {
     drop(s);
     let mut s = open_at(&fs, small(), &clock);
     assert!(s.get(3).is_ok() && s.get(1).is_ok() && s.get(2).is_err());
+    drop(s);
     assert!(verify::verify(&fs).unwrap().is_clean());
 }
 

@@ -166,7 +166,11 @@ fn an_io_error_at_every_operation_of_restore_is_typed_and_leaves_no_partial_stor
             fs.fail_op(n, fault);
             let r = restore(fs.clone(), cfg(), &snap[..]);
             let done = match r {
-                Ok(_) => true,
+                // the restoring process is done with the store (it owns it until then)
+                Ok((store, _)) => {
+                    drop(store);
+                    true
+                }
                 Err(Error::Io { .. }) => {
                     failed += 1;
                     false

@@ -26,7 +26,8 @@ def fail(msg):
     sys.exit(1)
 
 
-if not os.listdir(image):
+# the store's lock file (`LOCK`, `LOCK.*`) is never data: an image holding only it holds no store
+if not [n for n in os.listdir(image) if n != "LOCK" and not n.startswith("LOCK.")]:
     if promised:
         fail(f"the store is gone but sequence {promised} was promised")
     sys.exit(0)

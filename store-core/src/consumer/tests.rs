@@ -335,7 +335,9 @@ fn random_step(
         }
         8 => {
             let keep = s.consumer_state(n).unwrap();
-            drop(std::mem::replace(s, open(fs)));
+            // the old store is gone (and its lock with it) before the new one opens
+            drop(std::mem::replace(s, open(&MemFs::new())));
+            *s = open(fs);
             assert_eq!(s.consumer_state(n).unwrap(), keep, "{ctx}: reopen");
         }
         9 => s.checkpoint().unwrap(),

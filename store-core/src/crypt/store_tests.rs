@@ -278,6 +278,7 @@ fn a_sealed_block_is_rewritten_whole_compressed_and_reads_back() {
     );
     assert!(!mem.paths().iter().any(|p| p.ends_with(".seal")));
     check_messages(&mut s, &msgs);
+    drop(s);
     assert!(
         crate::verify(&CryptFs::new(mem.clone(), LayerConfig::of(&c)).unwrap())
             .unwrap()
