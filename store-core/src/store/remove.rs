@@ -156,14 +156,20 @@ impl<F: Fs> Store<F> {
         self.drop_empty_front_blocks()
     }
 
-    /// Removes the messages matching `filter` with a sequence below `up_to_seq` (0: no
-    /// bound), keeping the newest `keep` of each subject. Tombstones, fsynced before return.
+    /// Removes messages as NATS's `PurgeEx(filter, up_to_seq, keep)` does. `up_to_seq` is
+    /// exclusive (0: no bound; 1: nothing to remove); `keep` counts across the filter, not
+    /// per subject:
+    /// - no filter (`>` or empty): without `up_to_seq` and `keep`, [`Store::purge`]; with
+    ///   `up_to_seq > 1`, [`Store::compact`]`(up_to_seq)` (`keep` is ignored, as NATS ignores
+    ///   it, and a bound past the end raises the last sequence);
+    /// - otherwise the oldest matching messages below `up_to_seq` go, at most as many as
+    ///   leave the `keep` newest of all the matching messages (wherever they are).
     ///
-    /// The promise, in every sync policy: once this returns, no crash brings back a message
-    /// that matched `filter`, was below `up_to_seq` and was not among the `keep` newest live
-    /// ones of its subject — including messages that earlier unsynced deletes had removed
-    /// (they are not counted in the returned number, but their removal is made durable
-    /// here too, as is everything written before the call).
+    /// Tombstones, fsynced before return. The promise, in every sync policy: once this
+    /// returns, no crash brings back a message it removed — nor a matching message below
+    /// `up_to_seq` that earlier unsynced deletes had removed (they are not counted in the
+    /// returned number, but their removal is made durable here too, as is everything written
+    /// before the call).
     pub fn purge_ex(&mut self, filter: &str, up_to_seq: u64, keep: u64) -> Result<u64> {
         self.check_writable()?;
         self.trim_entries();
@@ -172,51 +178,53 @@ impl<F: Fs> Store<F> {
         if filter == ">" && up_to_seq == 0 && keep == 0 {
             return self.purge();
         }
-        let mut cands: Vec<(usize, usize, u32)> = Vec::new();
-        let mut cache: Vec<u8> = vec![0; self.subjects.len()];
-        for pos in 0..self.blocks.len() {
-            if self.blocks[pos].live == 0 {
-                continue;
-            }
-            if up_to_seq > 0 && self.blocks[pos].msg_first >= up_to_seq {
-                break;
-            }
-            self.ensure_loaded(pos)?;
-            cache.resize(self.subjects.len(), 0);
-            for (i, e) in self.blocks[pos]
-                .entries
-                .as_ref()
-                .expect("loaded")
-                .iter()
-                .enumerate()
-            {
-                if e.deleted || (up_to_seq > 0 && e.seq >= up_to_seq) {
+        if filter == ">" && up_to_seq > 1 {
+            return self.compact(up_to_seq);
+        }
+        let mut cands: Vec<(usize, usize)> = Vec::new();
+        // how many messages match in the whole stream: what `keep` counts against
+        let mut total = 0u64;
+        if up_to_seq != 1 {
+            let mut cache: Vec<u8> = vec![0; self.subjects.len()];
+            for pos in 0..self.blocks.len() {
+                if self.blocks[pos].live == 0 {
                     continue;
                 }
-                let k = e.subj as usize;
-                if cache[k] == 0 {
-                    cache[k] = if subject::matches(filter, &self.subjects.names()[k]) {
-                        1
-                    } else {
-                        2
-                    };
+                if keep == 0 && up_to_seq > 0 && self.blocks[pos].msg_first >= up_to_seq {
+                    break;
                 }
-                if cache[k] == 1 {
-                    cands.push((pos, i, e.subj));
+                self.ensure_loaded(pos)?;
+                cache.resize(self.subjects.len(), 0);
+                for (i, e) in self.blocks[pos]
+                    .entries
+                    .as_ref()
+                    .expect("loaded")
+                    .iter()
+                    .enumerate()
+                {
+                    if e.deleted {
+                        continue;
+                    }
+                    let k = e.subj as usize;
+                    if cache[k] == 0 {
+                        cache[k] = if subject::matches(filter, &self.subjects.names()[k]) {
+                            1
+                        } else {
+                            2
+                        };
+                    }
+                    if cache[k] == 1 {
+                        total += 1;
+                        if up_to_seq == 0 || e.seq < up_to_seq {
+                            cands.push((pos, i));
+                        }
+                    }
                 }
             }
         }
         if keep > 0 {
-            let mut per: HashMap<u32, u64> = HashMap::new();
-            for c in &cands {
-                *per.entry(c.2).or_default() += 1;
-            }
-            let mut seen: HashMap<u32, u64> = HashMap::new();
-            cands.retain(|c| {
-                let n = seen.entry(c.2).or_default();
-                *n += 1;
-                *n + keep <= per[&c.2]
-            });
+            // the oldest go first, and `keep` of all the matching messages stay
+            cands.truncate(total.saturating_sub(keep) as usize);
         }
         if cands.is_empty() {
             // Nothing left to remove in memory, but earlier unsynced deletes may be what
@@ -226,7 +234,7 @@ impl<F: Fs> Store<F> {
             return Ok(0);
         }
         let ts = self.now();
-        for &(pos, i, _) in &cands {
+        for &(pos, i) in &cands {
             let seq = self.blocks[pos].entries.as_ref().expect("loaded").seq_at(i);
             self.marker(Kind::Tombstone, seq, ts)?;
             self.mark_deleted(pos, i);
