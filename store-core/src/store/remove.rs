@@ -43,6 +43,36 @@ impl<F: Fs> Store<F> {
         Ok(())
     }
 
+    /// The highest floor: every sequence at or below it was removed by a purge, a compact,
+    /// a `purge_ex` that consumers saw, the limits or the removal of the blocks holding
+    /// everything. Consumers are clamped above it (not above the first sequence: a delete
+    /// does not move them, as in NATS).
+    pub(crate) fn consumer_floor(&self) -> u64 {
+        self.floor
+    }
+
+    /// The live message `seq`, if there is one (block position, entry index).
+    pub(crate) fn find_live(&mut self, seq: u64) -> Result<Option<(usize, usize)>> {
+        self.find(seq)
+    }
+
+    /// NATS moves every consumer up to the stream's first sequence at every purge and
+    /// compact, also where that purge removed nothing below it (the messages there were
+    /// deleted before). Where consumers exist and the first sequence is above the floor, a
+    /// floor record for `first - 1` keeps that (it removes nothing: nothing is live below
+    /// the first sequence); the caller's fsync makes it durable. Without consumers nothing
+    /// reads it, and nothing is written.
+    fn floor_for_consumers(&mut self) -> Result<()> {
+        let target = self.first_seq.saturating_sub(1).min(self.last_seq);
+        if self.consumers.all.is_empty() || target <= self.floor {
+            return Ok(());
+        }
+        let ts = self.last_ts;
+        self.marker(Kind::Floor, target, ts)?;
+        self.floor = target;
+        Ok(())
+    }
+
     /// Deletes every live message with a sequence `<= f` (in memory; the caller writes the
     /// floor record). Returns how many.
     pub(super) fn apply_floor(&mut self, f: u64) -> Result<u64> {
@@ -230,6 +260,7 @@ impl<F: Fs> Store<F> {
             // Nothing left to remove in memory, but earlier unsynced deletes may be what
             // removed the matching messages: after `purge_ex` returns none of them may come
             // back, so make them durable (the rule for structural operations).
+            self.floor_for_consumers()?;
             self.sync_inner(S_PURGE_EX)?;
             return Ok(0);
         }
@@ -239,9 +270,10 @@ impl<F: Fs> Store<F> {
             self.marker(Kind::Tombstone, seq, ts)?;
             self.mark_deleted(pos, i);
         }
-        self.sync_inner(S_PURGE_EX)?;
         let first = self.first_seq;
         self.set_first_from(first)?;
+        self.floor_for_consumers()?;
+        self.sync_inner(S_PURGE_EX)?;
         self.drop_empty_front_blocks()?;
         Ok(cands.len() as u64)
     }
@@ -268,6 +300,7 @@ impl<F: Fs> Store<F> {
             if self.cfg.ablation == crate::Ablation::CompactEarlyReturn {
                 return Ok(0);
             }
+            self.floor_for_consumers()?;
             self.sync_inner(S_COMPACT)?;
             return Ok(0);
         }
@@ -285,6 +318,12 @@ impl<F: Fs> Store<F> {
             self.last_ts = ts;
         }
         self.set_first_from(f + 1)?;
+        if self.first_seq - 1 > self.floor && !self.consumers.all.is_empty() {
+            // the compact landed on deleted messages: the consumers move up to the first
+            // message after them, as NATS's do
+            self.floor_for_consumers()?;
+            self.sync_inner(S_COMPACT)?;
+        }
         self.drop_empty_front_blocks()?;
         Ok(n)
     }
