@@ -776,7 +776,16 @@ impl Run {
             Op::Last(i) => {
                 let f = FILTERS[i as usize % FILTERS.len()];
                 let n = self.nats_msg(json!({ "last_by_subj": f })).await?;
-                let s = self.store.last_for_subject(f)?;
+                // a refusal is an answer too (seqstore once refused wildcards here)
+                let s = match self.store.last_for_subject(f) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        return Ok(Err(format!(
+                            "last {f}: nats {:?}, seqstore {e}",
+                            n.map(|m| m.0)
+                        )))
+                    }
+                };
                 let (n, s) = (n.map(|m| m.0), s.map(|m| m.seq));
                 self.stats.non_trivial += s.is_some() as usize;
                 if f == ">" && n.is_none() && s.is_some() {
