@@ -163,7 +163,8 @@ pub enum StoreCmd<X: Args> {
         at: Target<X>,
         seq: u64,
     },
-    /// Print the newest message of a subject.
+    /// Print the newest message of a subject, or the newest matching a filter with `*`/`>`
+    /// wildcards (as NATS's last_by_subj).
     Last {
         #[command(flatten)]
         at: Target<X>,

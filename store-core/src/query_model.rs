@@ -118,17 +118,44 @@ impl Model {
             .map(|(k, v)| (v.0.as_str(), k))
             .collect()
     }
-    /// `purge_ex(filter, 0, keep)`: all but the `keep` newest of each matching subject go.
-    fn purge_ex(&mut self, filter: &str, keep: usize) {
-        let mut per: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-        for (k, v) in self.sel(&[filter], 0, u64::MAX) {
-            per.entry(v.0.clone()).or_default().push(k);
+    /// `purge_ex(filter, up_to, keep)` as NATS's `PurgeEx`: without a filter (`>`) and
+    /// without `up_to` or `keep` a purge, without a filter and with `up_to > 1` a compact
+    /// (`keep` ignored); `up_to == 1` removes nothing; otherwise the oldest matching messages
+    /// below `up_to` go, at most as many as leave `keep` of all matching messages (across the
+    /// filter, not per subject). Returns how many went.
+    fn purge_ex(&mut self, filter: &str, up_to: u64, keep: u64) -> u64 {
+        if up_to == 1 {
+            return 0;
         }
-        for seqs in per.values() {
-            for k in &seqs[..seqs.len().saturating_sub(keep)] {
-                self.msgs.remove(k);
-            }
+        if filter == ">" && up_to > 1 {
+            let n = self.msgs.range(..up_to).count() as u64;
+            self.compact(up_to);
+            return n;
         }
+        if filter == ">" && keep == 0 && up_to == 0 {
+            let n = self.msgs.len() as u64;
+            self.msgs.clear();
+            return n;
+        }
+        let all: Vec<u64> = self
+            .sel(&[filter], 0, u64::MAX)
+            .iter()
+            .map(|x| x.0)
+            .collect();
+        let total = all.len() as u64;
+        if keep >= total && keep > 0 {
+            return 0;
+        }
+        let most = if keep > 0 { total - keep } else { total };
+        let gone: Vec<u64> = all
+            .into_iter()
+            .filter(|&k| up_to == 0 || k < up_to)
+            .take(most as usize)
+            .collect();
+        for k in &gone {
+            self.msgs.remove(k);
+        }
+        gone.len() as u64
     }
     /// `compact(seq)`: nothing below `seq`, and the last sequence at least `seq - 1` (unless
     /// there was nothing to remove and the floor is behind the first already).
@@ -214,8 +241,18 @@ fn one_write(
         166..=168 => {
             let f = FILTERS[g.n(FILTERS.len() as u64) as usize];
             let keep = g.n(3);
-            s.purge_ex(f, 0, keep).unwrap();
-            m.purge_ex(f, keep as usize);
+            // no bound, or one inside the stream, or past its end (a compact without a filter)
+            let up_to = match g.n(4) {
+                0 | 1 => 0,
+                2 => m.first() + g.n(6),
+                _ => g.seq(m).min(m.last + 3),
+            };
+            let n = s.purge_ex(f, up_to, keep).unwrap();
+            assert_eq!(
+                n,
+                m.purge_ex(f, up_to, keep),
+                "{ctx}: purge_ex({f}, {up_to}, {keep})"
+            );
         }
         169..=175 => {
             // mostly a few messages off the front (a random point would empty the stream)

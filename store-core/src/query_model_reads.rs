@@ -1,4 +1,5 @@
-//! The reads `query_model.rs`'s random sequence asks after each write: `prev_matching`, the
+//! The reads `query_model.rs`'s random sequence asks after each write: `prev_matching` and
+//! `last_for_subject` with a filter, the
 //! multi-filter reads, `seq_from_time`, `filtered_state`, `subjects_state_detail`,
 //! `multi_last_seqs`, `subject_for_seq`, `num_pending` and `get_batch`, each with random
 //! arguments (bad filters included) and its answer asserted equal to the model's.
@@ -22,6 +23,13 @@ fn ask_prev(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, ctx: &str) -> bool {
         msg_seq(s.prev_matching(f, from)),
         want,
         "{ctx}: prev {f} {from}"
+    );
+    // `last_for_subject` takes a filter too (NATS's `last_by_subj`): the newest match
+    let want = Model::check(&[f]).map(|_| m.sel(&[f], 0, u64::MAX).last().map(|x| x.0));
+    assert_eq!(
+        msg_seq(s.last_for_subject(f)),
+        want,
+        "{ctx}: last_for_subject {f}"
     );
     full
 }

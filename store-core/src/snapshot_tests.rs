@@ -54,9 +54,12 @@ fn random_consumer_op(s: &mut Store<MemFs>, rng: &mut impl FnMut() -> u64) {
     let last = s.state().last_seq;
     match rng() % 3 {
         0 if st.delivered.stream < last => {
+            // the next message still stored (a removed one is never delivered)
             let d = st.delivered;
-            s.update_delivered(n, d.consumer + 1, d.stream + 1, 1, rng() as i64 >> 2)
-                .unwrap();
+            if let Some(m) = s.next_matching(">", d.stream + 1).unwrap() {
+                s.update_delivered(n, d.consumer + 1, m.seq, 1, rng() as i64 >> 2)
+                    .unwrap();
+            }
         }
         1 if !st.pending.is_empty() => {
             let k = (rng() % st.pending.len() as u64) as usize;

@@ -223,6 +223,42 @@ fn interrupted_purge_completes_or_rolls_back() {
     assert!(!fs3.paths().iter().any(|p| p.starts_with("purge.")));
 }
 
+/// The two cases of issue #28, as nats-server 2.15.1 answers them: `keep` counts across the
+/// filter, and a bound without a filter past the end is a compact (it raises the last
+/// sequence).
+#[test]
+fn purge_ex_answers_as_nats_does() {
+    let fs = MemFs::new();
+    let mut s = open(&fs, small());
+    for subject in ["orders.eu.1", "orders.eu.2", "orders.eu.1", "orders.us.1"] {
+        s.append(subject, b"", b"x").unwrap();
+    }
+    assert_eq!(s.purge_ex("orders.>", 0, 1).unwrap(), 3);
+    assert_eq!((s.state().msgs, s.state().first_seq), (1, 4));
+    // no filter, keep: the same across the whole stream
+    s.append("a", b"", b"x").unwrap();
+    s.append("b", b"", b"x").unwrap();
+    assert_eq!(s.purge_ex("", 0, 1).unwrap(), 2);
+    assert_eq!((s.state().msgs, s.state().first_seq), (1, 6));
+    // 1 is "below 1": nothing
+    assert_eq!(s.purge_ex("", 1, 0).unwrap(), 0);
+    assert_eq!(s.purge_ex("b", 1, 0).unwrap(), 0);
+    assert_eq!(s.state().msgs, 1);
+
+    let fs = MemFs::new();
+    let mut s = open(&fs, small());
+    for _ in 0..3 {
+        s.append("a", b"", b"x").unwrap();
+    }
+    assert_eq!(s.purge_ex("", 10, 0).unwrap(), 3);
+    assert_eq!((s.state().first_seq, s.state().last_seq), (10, 9));
+    // and keep is ignored with a bound and no filter, as NATS ignores it
+    s.append("a", b"", b"x").unwrap();
+    s.append("a", b"", b"x").unwrap();
+    assert_eq!(s.purge_ex(">", 12, 5).unwrap(), 2);
+    assert_eq!((s.state().first_seq, s.state().last_seq), (12, 11));
+}
+
 #[test]
 fn purge_ex_compact_truncate() {
     let fs = MemFs::new();
@@ -230,12 +266,19 @@ fn purge_ex_compact_truncate() {
     for i in 0..30 {
         s.append(["a.1", "a.2", "b.1"][i % 3], b"", b"x").unwrap();
     }
-    assert_eq!(s.purge_ex("a.*", 0, 2).unwrap(), 16);
-    assert_eq!(s.subjects_state(">").unwrap()["a.1"], 2);
+    // `keep` counts across the filter (NATS): of the 20 `a.*` messages only the 2 newest
+    // stay, 28 (a.1) and 29 (a.2)
+    assert_eq!(s.purge_ex("a.*", 0, 2).unwrap(), 18);
+    assert_eq!(s.subjects_state(">").unwrap()["a.1"], 1);
+    assert_eq!(s.subjects_state(">").unwrap()["a.2"], 1);
     assert_eq!(s.purge_ex("b.1", 10, 0).unwrap(), 3);
-    assert_eq!(s.state().msgs, 11);
+    assert_eq!(s.state().msgs, 9);
     assert_eq!(s.compact(25).unwrap(), 5);
-    assert_eq!(s.state().first_seq, 25);
+    assert_eq!(
+        s.state().first_seq,
+        27,
+        "the b.1 message after 25 is the first left"
+    );
     assert_eq!(s.truncate(27).unwrap(), 3, "{:?}", s.state());
     assert_eq!(s.state().last_seq, 27);
     assert_eq!(s.append("c", b"", b"again").unwrap(), 28);
@@ -246,7 +289,7 @@ fn purge_ex_compact_truncate() {
     assert_eq!(s.get(28).unwrap().payload, b"again");
     assert!(matches!(s.truncate(3), Err(Error::InvalidArgument(_))));
     // compact beyond the end raises last
-    assert_eq!(s.compact(100).unwrap(), 4);
+    assert_eq!(s.compact(100).unwrap(), 2);
     assert_eq!((s.state().first_seq, s.state().last_seq), (100, 99));
     drop(s);
     let mut s = open(&fs, small());
@@ -315,7 +358,9 @@ fn golden_workload() -> Vec<(String, Vec<u8>)> {
     }
     s.delete(3).unwrap();
     s.erase(5).unwrap();
-    s.purge_ex("orders.*", 12, 1).unwrap();
+    // removes 1, 2, 4, 7 and 8 (the files were blessed when this was `("orders.*", 12, 1)`
+    // read per subject, which removed the same messages in the same order)
+    s.purge_ex("orders.*", 10, 0).unwrap();
     s.compact(8).unwrap();
     s.truncate(20).unwrap();
     s.checkpoint().unwrap();
@@ -873,7 +918,7 @@ enum Op {
     Delete(u8),
     Erase(u8),
     Purge,
-    PurgeEx(u8, u8),
+    PurgeEx(u8, u8, u8),
     Compact(u8),
     Truncate(u8),
     Reopen(bool),
@@ -886,7 +931,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => any::<u8>().prop_map(Op::Delete),
         1 => any::<u8>().prop_map(Op::Erase),
         1 => Just(Op::Purge),
-        1 => (0u8..4, 0u8..3).prop_map(|(f, k)| Op::PurgeEx(f, k)),
+        1 => (0u8..4, 0u8..3, any::<u8>()).prop_map(|(f, k, u)| Op::PurgeEx(f, k, u)),
         1 => any::<u8>().prop_map(Op::Compact),
         1 => any::<u8>().prop_map(Op::Truncate),
         2 => any::<bool>().prop_map(Op::Reopen),
@@ -954,26 +999,45 @@ fn run_ops(ops: &[Op], cfg: Config) -> Result<(), TestCaseError> {
                 m.msgs.clear();
                 m.floor = m.last;
             }
-            Op::PurgeEx(f, keep) => {
+            Op::PurgeEx(f, keep, u) => {
+                // NATS's PurgeEx: `keep` across the filter, a bound past the end without a
+                // filter is a compact (ARCHITECTURE.md, "Purge by subject")
                 let filter = FILT[f as usize];
-                let n = s.purge_ex(filter, 0, keep as u64).unwrap();
-                let mut per: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-                for (seq, (subj, _)) in &m.msgs {
-                    if subject::matches(filter, subj) {
-                        per.entry(subj.clone()).or_default().push(*seq);
+                let up_to = if u % 2 == 0 { 0 } else { m.pick(u / 2) };
+                let keep = keep as u64;
+                let n = s.purge_ex(filter, up_to, keep).unwrap();
+                let removed = if up_to == 1 {
+                    0
+                } else if filter == ">" && up_to > 1 {
+                    let n = m.msgs.range(..up_to).count() as u64;
+                    let f = up_to - 1;
+                    if !(f < m.first() && f <= m.last) {
+                        m.msgs.retain(|k, _| *k >= up_to);
+                        m.floor = m.floor.max(f);
+                        m.last = m.last.max(f);
                     }
-                }
-                let mut removed = 0;
-                for seqs in per.values() {
-                    let cut = seqs.len().saturating_sub(keep as usize);
-                    for seq in &seqs[..cut] {
-                        m.msgs.remove(seq);
-                        removed += 1;
-                    }
-                }
-                if filter == ">" && keep == 0 {
+                    n
+                } else if filter == ">" && keep == 0 && up_to == 0 {
                     m.floor = m.last;
-                }
+                    std::mem::take(&mut m.msgs).len() as u64
+                } else {
+                    let all: Vec<u64> = m
+                        .msgs
+                        .iter()
+                        .filter(|(_, (subj, _))| subject::matches(filter, subj))
+                        .map(|(q, _)| *q)
+                        .collect();
+                    let most = (all.len() as u64).saturating_sub(keep);
+                    let gone: Vec<u64> = all
+                        .into_iter()
+                        .filter(|&q| up_to == 0 || q < up_to)
+                        .take(most as usize)
+                        .collect();
+                    for q in &gone {
+                        m.msgs.remove(q);
+                    }
+                    gone.len() as u64
+                };
                 prop_assert_eq!(n, removed);
             }
             Op::Compact(b) => {

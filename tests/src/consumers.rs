@@ -5,17 +5,19 @@
 //! since its last durable point (brought in line with the recovered stream).
 
 use crate::*;
+use std::collections::BTreeSet;
 use store_core::AckPolicy;
 
-/// Per consumer: the states a crash image may hold, oldest first; the first is the last
-/// durable one (`None`: absent).
-pub(crate) type Candidates = BTreeMap<&'static str, Vec<Option<ConsumerState>>>;
+/// Per consumer: the states a crash image may hold, oldest first, each with the consumer's
+/// ack policy; the first is the last durable one (`None`: absent).
+pub(crate) type Candidates = BTreeMap<&'static str, Vec<Option<(AckPolicy, ConsumerState)>>>;
 
 /// Folds one event into the candidates.
 pub(crate) fn note_consumer_event(c: &mut Candidates, ev: &Event) {
     match ev {
         Event::Consumer {
             name,
+            ack,
             state,
             durable,
         } => {
@@ -23,7 +25,7 @@ pub(crate) fn note_consumer_event(c: &mut Candidates, ev: &Event) {
             if *durable {
                 v.clear();
             }
-            v.push(state.clone());
+            v.push(state.clone().map(|st| (*ack, st)));
         }
         Event::Synced => {
             for v in c.values_mut() {
@@ -60,13 +62,13 @@ fn predict(
     match *call {
         ConsumerCall::Add(_) => {
             st = ConsumerState::default();
-            st.clamp_to_stream(first, last);
+            st.clamp_to_stream(ack_policy, first, last);
         }
         ConsumerCall::Delivered(n, d, q, dc, ts) => st.update_delivered(&cfg(n), d, q, dc, ts)?,
         ConsumerCall::Ack(n, d, q) => st.update_acks(&cfg(n), d, q)?,
         ConsumerCall::Reset(_, start) => {
             st = ConsumerState::starting_at(start);
-            st.clamp_to_stream(first, last);
+            st.clamp_to_stream(ack_policy, first, last);
         }
         ConsumerCall::Delete(_) => return Ok(None),
         ConsumerCall::State(_) => {}
@@ -115,12 +117,22 @@ impl Runner<'_> {
         };
         // from here a crash image may hold the call's effect: note what it will be
         let (first, last) = (stream.first_seq.max(1), stream.last_seq);
-        let predicted = predict(st, &call, self.policy_of(name), first, last).map_err(e)?;
+        let ack = match call {
+            ConsumerCall::Add(c) => c.ack_policy,
+            _ => self.policy_of(name),
+        };
+        let predicted = predict(st.clone(), &call, ack, first, last).map_err(e)?;
         let ev = |state, durable| Event::Consumer {
             name,
+            ack,
             state,
             durable,
         };
+        // The state before the call as the consumer showed it (the stream's removals since
+        // its last call acknowledged): the call first records those acknowledgements, and a
+        // crash may keep them without the call's own record — or without an unsynced removal
+        // they came from, when the journal's write reached the disk and the block's did not.
+        j.note(fs, ev(st.clone(), false));
         j.note(fs, ev(predicted.clone(), false));
         self.store()?.consumer(call).map_err(e)?;
         let state = self.consumer_now(name).map_err(e)?;
@@ -165,14 +177,11 @@ impl Runner<'_> {
                 Some(ConsumerCall::Add(add))
             }
             (&Step::Deliver(_), Some(s)) if s.delivered.stream < last => {
+                // the next message the stream holds: a removed one is never delivered
                 let d = s.delivered;
-                Some(ConsumerCall::Delivered(
-                    name,
-                    d.consumer + 1,
-                    d.stream + 1,
-                    1,
-                    ts,
-                ))
+                let store = self.store().ok()?;
+                let q = (d.stream + 1..=last).find(|&q| store.get(q).is_ok())?;
+                Some(ConsumerCall::Delivered(name, d.consumer + 1, q, 1, ts))
             }
             (&Step::Redeliver(_), Some(s)) => s.pending.keys().next().map(|&q| {
                 let dc = s.redelivered.get(&q).copied().unwrap_or(0) + 2;
@@ -220,6 +229,7 @@ impl Runner<'_> {
             };
             let ev = Event::Consumer {
                 name,
+                ack: self.policy_of(name),
                 state,
                 durable: true,
             };
@@ -242,16 +252,47 @@ pub(crate) fn check_consumers(
             Err(Error::ConsumerNotFound { .. }) => None,
             Err(e) => return Err(format!("consumer {name}: state: {e}")),
         };
-        let clamp = |c: &Option<ConsumerState>| {
-            c.clone().map(|mut c| {
-                c.clamp_to_stream(first, last);
+        // the pending messages the recovered stream no longer holds: the store shows them
+        // acknowledged (NATS's terminations)
+        let mut gone = BTreeSet::new();
+        for (_, c) in states.iter().flatten() {
+            for &q in c.pending.keys() {
+                if matches!(s.get(q), Err(Error::NotFound { .. })) {
+                    gone.insert(q);
+                }
+            }
+        }
+        // A candidate brought in line with the recovered stream, as `consumer_state` does
+        // (`ConsumerState::in_line`), at the stream's purge floor + 1. The floor is not in
+        // `StreamState`; it is at most `first - 1`, and the states it can give are those of
+        // the floors just below a pending message, at the recovered state's floor or
+        // delivery, and at 0 and `first - 1` (between those the result does not change).
+        let in_line = |c: &Option<(AckPolicy, ConsumerState)>, base: u64| {
+            c.clone().map(|(ack, mut c)| {
+                c.in_line(ack, base, last, |q| gone.contains(&q));
                 c
             })
         };
-        if states.iter().any(|c| clamp(c) == got) {
+        let bases = |c: &Option<(AckPolicy, ConsumerState)>| {
+            let mut b: BTreeSet<u64> = [1, first].into();
+            if let Some(g) = &got {
+                b.extend([g.ack_floor.stream + 1, g.delivered.stream + 1]);
+            }
+            if let Some((_, c)) = c {
+                b.extend(c.pending.keys().map(|q| q + 1));
+                b.insert(c.ack_floor.stream + 1);
+            }
+            b.retain(|&x| x <= first);
+            b
+        };
+        if states
+            .iter()
+            .any(|c| bases(c).into_iter().any(|b| in_line(c, b) == got))
+        {
             continue;
         }
-        let durable = clamp(&states[0]);
+        // the explanation: the durable state without a purge floor (the lowest it can be)
+        let durable = in_line(&states[0], 1);
         let why = match (&durable, &got) {
             (Some(_), None) => "the consumer is gone although it was durable".to_string(),
             (Some(d), Some(g)) if g.ack_floor.stream < d.ack_floor.stream => format!(

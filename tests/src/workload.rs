@@ -160,6 +160,8 @@ pub enum Event {
     Consumer {
         /// The consumer.
         name: &'static str,
+        /// Its ack policy (the rules that bring a state in line with a recovered stream).
+        ack: store_core::AckPolicy,
         /// Its state as `consumer_state` reports it.
         state: Option<store_core::ConsumerState>,
         /// Acknowledged durable.
@@ -562,6 +564,34 @@ pub fn workloads() -> Vec<Workload> {
                 ],
                 appends(&["t.a"], 3, 40),
                 vec![Step::Deliver("t"), Step::Ack("t", 0)],
+            ]),
+            block_size: 1024,
+        },
+        // removals of pending messages (a delete, a purge by subject) acknowledge them, a
+        // compact onto deleted messages moves the consumer (NATS's rules): the consumer's
+        // next records carry those acks, and a crash between must recover a state the
+        // consumer went through
+        Workload {
+            name: "consumer-removals",
+            steps: cat(vec![
+                vec![Step::Open, Step::ConsumerAdd("r", "explicit")],
+                appends(&["r.a", "r.b"], 8, 40),
+                vec![
+                    Step::Deliver("r"),
+                    Step::Deliver("r"),
+                    Step::Deliver("r"),
+                    Step::Deliver("r"),
+                    Step::Delete(2),
+                    Step::Ack("r", 0),
+                    Step::PurgeEx("r.b", 0, 0),
+                    Step::Sync,
+                    Step::Deliver("r"),
+                    Step::Delete(5),
+                    Step::Compact(6),
+                    Step::Reopen,
+                    Step::Deliver("r"),
+                    Step::Ack("r", 0),
+                ],
             ]),
             block_size: 1024,
         },

@@ -8,6 +8,7 @@ use super::{check_name, CONSUMERS_DIR};
 use crate::error::{Error, Result};
 use crate::fs::{Fs, FsFile, OpenOptions};
 use crate::store::{Store, SyncSite};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A journal this long (bytes) is compacted into a new checkpoint after the write that
@@ -89,13 +90,24 @@ impl<F: Fs> Store<F> {
     }
 
     /// The state of consumer `name`, in line with the stream as it is now (see
-    /// [`ConsumerState::clamp_to_stream`]).
+    /// [`ConsumerState::in_line`]): moved up to the last purge or compact, and with the
+    /// pending messages the stream no longer holds acknowledged, as NATS shows it.
     pub fn consumer_state(&self, name: &str) -> Result<ConsumerState> {
-        let (_, st) = self.consumer_entry(name)?;
+        let (cfg, st) = self.consumer_entry(name)?;
+        Ok(self.consumer_in_line(cfg, st))
+    }
+
+    /// `st` in line with the stream as it is now.
+    pub(crate) fn consumer_in_line(
+        &self,
+        cfg: &ConsumerConfig,
+        st: &ConsumerState,
+    ) -> ConsumerState {
         let mut st = st.clone();
         let (first, last) = self.stream_bounds();
-        st.clamp_to_stream(first, last);
-        Ok(st)
+        let gone = &self.consumers.gone;
+        st.in_line(cfg.ack_policy, first, last, |q| gone.contains(&q));
+        st
     }
 
     /// The configuration of consumer `name`.
@@ -121,11 +133,11 @@ impl<F: Fs> Store<F> {
         self.check_writable()
     }
 
-    /// The stream's first and last sequence as the consumers see it (`first` is 1 for a
-    /// stream that never had a message).
+    /// The first and last sequence the consumers are clamped to: the stream's purge floor +
+    /// 1 (what purge, compact, `purge_ex` and the limits removed; NATS moves its consumers at
+    /// a purge, not at a delete) and the last sequence.
     pub(crate) fn stream_bounds(&self) -> (u64, u64) {
-        let st = self.state();
-        (st.first_seq.max(1), st.last_seq)
+        (self.consumer_floor() + 1, self.state().last_seq)
     }
 
     /// The write path of every consumer call: check the name, apply the operation to the
@@ -137,13 +149,25 @@ impl<F: Fs> Store<F> {
     pub(crate) fn consumer_write(&mut self, name: &str, op: Op, sync: bool) -> Result<u64> {
         self.check_writable()?;
         check_name(name)?;
-        let (first, last) = self.stream_bounds();
-        if let Op::Delivered { sseq, .. } = op {
+        let (mut first, last) = self.stream_bounds();
+        if let Op::Delivered { sseq, dc, .. } = op {
             if sseq == 0 || sseq > last {
                 return Err(Error::InvalidArgument(format!(
                     "consumer {name:?}: stream sequence {sseq} was never issued (last {last})"
                 )));
             }
+            // a removed message is never delivered (NATS skips it): its delivery would be
+            // acknowledged by its removal at once
+            if dc == 1 && self.find_live(sseq)?.is_none() {
+                return Err(Error::NotFound { seq: sseq });
+            }
+        }
+        if matches!(op, Op::Add { .. } | Op::Reset { .. }) {
+            // a new consumer, or one started over, begins at the stream's first message
+            first = self.state().first_seq.max(1);
+        }
+        if !matches!(op, Op::Add { .. }) && !self.consumers.all.contains_key(name) {
+            return Err(Error::ConsumerNotFound { name: name.into() });
         }
         let rec = Rec {
             name: name.into(),
@@ -151,12 +175,32 @@ impl<F: Fs> Store<F> {
             last,
             op,
         };
-        if !matches!(rec.op, Op::Add { .. }) && !self.consumers.all.contains_key(name) {
-            return Err(Error::ConsumerNotFound { name: name.into() });
+        let terms = match rec.op {
+            Op::Add { .. } | Op::Delete => Vec::new(),
+            _ => self.terminations(name, first, last),
+        };
+        if !terms.is_empty() {
+            // the call is tried on a copy first: a refusal changes nothing
+            let mut trial = BTreeMap::new();
+            trial.extend(
+                self.consumers
+                    .all
+                    .get_key_value(name)
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+            for t in &terms {
+                journal::apply(&mut trial, t)?;
+            }
+            journal::apply(&mut trial, &rec)?;
+            for t in &terms {
+                journal::apply(&mut self.consumers.all, t)?;
+                self.append_consumer_record(t)?;
+            }
         }
         journal::apply(&mut self.consumers.all, &rec)?;
         self.ensure_consumer_files()?;
         self.append_consumer_record(&rec)?;
+        self.forget_gone();
         self.dur.writes += 1;
         let write = self.dur.writes;
         if sync {
@@ -166,6 +210,59 @@ impl<F: Fs> Store<F> {
             self.compact_consumers()?;
         }
         Ok(write)
+    }
+
+    /// The ack records of the acknowledgements that the stream's removals made of consumer
+    /// `name`'s pending messages (what [`Store::consumer_state`] already shows): written
+    /// before the consumer's next record, so that the journal replays exactly what the live
+    /// consumer went through.
+    fn terminations(&self, name: &str, first: u64, last: u64) -> Vec<Rec> {
+        if self.consumers.gone.is_empty() {
+            return Vec::new();
+        }
+        let Some((cfg, st)) = self.consumers.all.get(name) else {
+            return Vec::new();
+        };
+        let mut clamped = st.clone();
+        clamped.clamp_to_stream(cfg.ack_policy, first, last);
+        clamped
+            .pending
+            .iter()
+            .filter(|(q, _)| self.consumers.gone.contains(q))
+            .map(|(&sseq, p)| Rec {
+                name: name.into(),
+                first,
+                last,
+                op: Op::Ack {
+                    dseq: p.sequence,
+                    sseq,
+                },
+            })
+            .collect()
+    }
+
+    /// Drops the removed sequences no consumer has pending any more.
+    fn forget_gone(&mut self) {
+        if self.consumers.gone.is_empty() {
+            return;
+        }
+        let all = &self.consumers.all;
+        self.consumers
+            .gone
+            .retain(|q| all.values().any(|(_, st)| st.pending.contains_key(q)));
+    }
+
+    /// Notes that stream sequence `seq` left the stream (a delete, an erase, a filtered
+    /// purge, a limit, a ttl): a consumer that has it pending now sees it acknowledged.
+    pub(crate) fn note_removed(&mut self, seq: u64) {
+        if self
+            .consumers
+            .all
+            .values()
+            .any(|(_, st)| st.pending.contains_key(&seq))
+        {
+            self.consumers.gone.insert(seq);
+        }
     }
 
     fn append_consumer_record(&mut self, rec: &Rec) -> Result<()> {

@@ -23,10 +23,13 @@ impl<F: Fs> Store<F> {
         if self.consumers.journal.is_none() {
             return Ok(());
         }
-        let (first, last) = self.stream_bounds();
-        for (_, st) in self.consumers.all.values_mut() {
-            st.clamp_to_stream(first, last);
+        let names: Vec<String> = self.consumers.all.keys().cloned().collect();
+        for name in names {
+            let (cfg, st) = &self.consumers.all[&name];
+            let st = self.consumer_in_line(cfg, st);
+            self.consumers.all.get_mut(&name).expect("listed").1 = st;
         }
+        self.consumers.gone.clear();
         let gen = self.consumers.gen + 1;
         let bytes = codec::encode_state(gen, &self.consumers.all);
         let opts = OpenOptions::new().write(true).create(true).truncate(true);
@@ -62,6 +65,8 @@ impl<F: Fs> Store<F> {
     /// delivered sequence would replay the consumer past messages it never saw.
     pub(crate) fn truncate_consumers(&mut self) -> Result<()> {
         let (_, last) = self.stream_bounds();
+        // the sequences above the cut are issued again, to other messages
+        self.consumers.gone.retain(|&q| q <= last);
         let ahead = self
             .consumers
             .all
@@ -87,6 +92,19 @@ impl<F: Fs> Store<F> {
         }
         if done.created_journal {
             self.sync_dir(CONSUMERS_DIR, SyncSite::ConsumerCreateDir)?;
+        }
+        // the pending messages the stream no longer holds (the removals' effect on the
+        // consumers lives in memory until a consumer's next record)
+        let pending: std::collections::BTreeSet<u64> = self
+            .consumers
+            .all
+            .values()
+            .flat_map(|(_, st)| st.pending.keys().copied())
+            .collect();
+        for q in pending {
+            if self.find_live(q)?.is_none() {
+                self.consumers.gone.insert(q);
+            }
         }
         self.truncate_consumers()
     }

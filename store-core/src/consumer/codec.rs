@@ -51,8 +51,12 @@ pub(crate) enum Op {
     Delete,
 }
 
-/// One journal record: an operation on consumer `name`, with the stream's first and last
-/// sequence when it ran (replay clamps to them first, as the live call did).
+/// One journal record: an operation on consumer `name`, with the first and last sequence
+/// the live call clamped the consumer to (replay clamps to them first, as the live call did:
+/// [`super::ConsumerState::clamp_to_stream`]). `first` is the stream's purge floor + 1, and for
+/// an add or a reset the stream's first sequence (a new consumer starts there, as in NATS).
+/// Journals written before that rule carry the stream's first sequence in every record, and
+/// replay as they were written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Rec {
     pub(crate) name: String,

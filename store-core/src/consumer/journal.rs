@@ -7,7 +7,7 @@ use super::state::{ConsumerConfig, ConsumerState};
 use super::CONSUMERS_DIR;
 use crate::error::{Error, Result};
 use crate::fs::{Fs, FsFile, OpenOptions};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// The checkpoint.
@@ -40,6 +40,11 @@ pub(crate) struct Consumers<H> {
     pub(crate) dirty: bool,
     /// The crc of the last record (of the header for none): the next record chains on it.
     pub(crate) prev_crc: u32,
+    /// Stream sequences removed from the stream while some consumer had them pending (in
+    /// memory only: open finds them again). A consumer sees each as acknowledged
+    /// ([`ConsumerState::terminate`]); its next call records that (one ack record each)
+    /// before its own record.
+    pub(crate) gone: BTreeSet<u64>,
 }
 
 impl<H> Default for Consumers<H> {
@@ -51,6 +56,7 @@ impl<H> Default for Consumers<H> {
             len: 0,
             dirty: false,
             prev_crc: 0,
+            gone: BTreeSet::new(),
         }
     }
 }
@@ -101,7 +107,7 @@ pub(crate) fn apply(all: &mut BTreeMap<String, Entry>, rec: &Rec) -> Result<()> 
                 max_deliver,
             };
             let mut st = ConsumerState::default();
-            st.clamp_to_stream(rec.first, rec.last);
+            st.clamp_to_stream(ack, rec.first, rec.last);
             all.insert(rec.name.clone(), (cfg, st));
             return Ok(());
         }
@@ -111,14 +117,14 @@ pub(crate) fn apply(all: &mut BTreeMap<String, Entry>, rec: &Rec) -> Result<()> 
         _ => {}
     }
     let (cfg, st) = all.get_mut(&rec.name).ok_or_else(not_found)?;
-    st.clamp_to_stream(rec.first, rec.last);
+    st.clamp_to_stream(cfg.ack_policy, rec.first, rec.last);
     match rec.op {
         Op::Config { max_deliver } => cfg.max_deliver = max_deliver,
         Op::Delivered { dseq, sseq, dc, ts } => st.update_delivered(cfg, dseq, sseq, dc, ts)?,
         Op::Ack { dseq, sseq } => st.update_acks(cfg, dseq, sseq)?,
         Op::Reset { start } => {
             *st = ConsumerState::starting_at(start);
-            st.clamp_to_stream(rec.first, rec.last);
+            st.clamp_to_stream(cfg.ack_policy, rec.first, rec.last);
         }
         Op::Add { .. } | Op::Delete => unreachable!("handled above"),
     }

@@ -168,10 +168,10 @@ impl ConsumerState {
         let r = self.redelivered.entry(sseq).or_insert(0);
         *r = (*r).max(dc - 1);
         if cfg.max_deliver > 0 && dc > cfg.max_deliver {
-            // delivered for the last time: NATS stops tracking it (it will not come again)
+            // delivered for the last time: NATS stops tracking it (it will not come again);
+            // the ack floor stays where it is, as in NATS's consumer store
             self.pending.remove(&sseq);
             self.redelivered.remove(&sseq);
-            self.settle_floor();
         }
         Ok(())
     }
@@ -197,57 +197,120 @@ impl ConsumerState {
                 seq: sseq,
             });
         }
-        if cfg.ack_policy == AckPolicy::All {
+        self.ack(cfg.ack_policy, p.sequence, sseq);
+        Ok(())
+    }
+
+    /// The ack of pending stream sequence `sseq`, first delivered as `dseq`, by NATS's rules
+    /// (`consumerFileStore.UpdateAcks`). `All`: every pending message at or below it goes and
+    /// the floor is this message. `Explicit`: it goes; with nothing left pending the floor is
+    /// the last delivery, else the floor moves only if this message was the one right above
+    /// it (its consumer sequence is the floor's + 1), and then to just below the oldest
+    /// pending message after it. So a gap in the consumer sequences (a message removed before
+    /// it was delivered) holds the floor until everything below the next pending message is
+    /// acknowledged: NATS's floor, not the highest one the pending set would allow.
+    fn ack(&mut self, policy: AckPolicy, dseq: u64, sseq: u64) {
+        if policy == AckPolicy::All {
             let rest = self.pending.split_off(&(sseq + 1));
             for s in std::mem::replace(&mut self.pending, rest).into_keys() {
                 self.redelivered.remove(&s);
             }
             self.ack_floor = SequencePair {
-                consumer: p.sequence,
+                consumer: dseq,
                 stream: sseq,
             };
-        } else {
-            self.pending.remove(&sseq);
-            self.redelivered.remove(&sseq);
+            return;
         }
-        self.settle_floor();
-        Ok(())
-    }
-
-    /// Moves the ack floor up to just below the oldest pending message (or to the last
-    /// delivery when nothing is pending): everything below it is acknowledged.
-    fn settle_floor(&mut self) {
-        match self.pending.iter().next() {
-            None => self.ack_floor = self.delivered,
-            Some((&s, p)) => {
-                let f = SequencePair {
-                    consumer: p.sequence - 1,
-                    stream: s - 1,
-                };
-                if f.stream > self.ack_floor.stream {
-                    self.ack_floor = f;
+        self.pending.remove(&sseq);
+        self.redelivered.remove(&sseq);
+        if self.pending.is_empty() {
+            self.ack_floor = self.delivered;
+        } else if dseq == self.ack_floor.consumer + 1 {
+            self.ack_floor = SequencePair {
+                consumer: dseq,
+                stream: sseq,
+            };
+            if self.delivered.consumer > dseq {
+                let next = self.pending.range(sseq + 1..=self.delivered.stream).next();
+                if let Some((&s, p)) = next.filter(|(_, p)| p.sequence > 0) {
+                    self.ack_floor = SequencePair {
+                        consumer: p.sequence - 1,
+                        stream: s - 1,
+                    };
                 }
             }
         }
     }
 
-    /// Brings the state in line with a stream whose messages are `first..=last` now. Below
-    /// `first` nothing is left to deliver or ack: pending messages there are dropped and the
-    /// ack floor and the delivered sequence move up to `first - 1` (NATS's consumer `purge`).
+    /// What the removal of stream sequence `sseq` from the stream (delete, erase, a
+    /// filtered purge, ttl expiry) does to the consumer: a pending message is acknowledged
+    /// by the rules of [`ConsumerState::update_acks`] (NATS's `processTerm`: "treat like an
+    /// ack"), anything else is unchanged. Returns whether it was pending.
+    pub fn terminate(&mut self, policy: AckPolicy, sseq: u64) -> bool {
+        let Some(p) = self.pending.get(&sseq).copied() else {
+            return false;
+        };
+        self.ack(policy, p.sequence, sseq);
+        true
+    }
+
+    /// The state as the consumer sees the stream now: [`ConsumerState::clamp_to_stream`]
+    /// with the stream's purge floor + 1 as `first`, then [`ConsumerState::terminate`] of
+    /// every pending message `gone` says the stream no longer holds, oldest first.
+    pub fn in_line(
+        &mut self,
+        policy: AckPolicy,
+        first: u64,
+        last: u64,
+        gone: impl Fn(u64) -> bool,
+    ) {
+        self.clamp_to_stream(policy, first, last);
+        let dead: Vec<u64> = self.pending.keys().copied().filter(|&q| gone(q)).collect();
+        for q in dead {
+            self.terminate(policy, q);
+        }
+    }
+
+    /// Brings the state in line with a stream purged or compacted up to `first - 1` (NATS's
+    /// consumer `purge`, run at every purge and compact) whose last sequence is `last`.
+    ///
+    /// Below `first` nothing is left to deliver or ack. If the ack floor is below `first`,
+    /// each pending message there is acknowledged by the ack rule (NATS's consumer store
+    /// sees one `UpdateAcks` per message), and then the state moves to delivered ≥
+    /// `first - 1`, ack floor `first - 1` with the highest consumer sequence removed — unless
+    /// the acks already took the floor higher (NATS's store refuses that update as older
+    /// than what it holds), which keeps the acks' floor. With nothing pending the floor is
+    /// the last delivery.
+    ///
     /// Above `last` (after a truncate) nothing was delivered: pending messages there are
-    /// dropped and the delivered sequence and the ack floor move down to `last`. Idempotent,
-    /// and applied to the same state with the same stream always gives the same result.
-    pub fn clamp_to_stream(&mut self, first: u64, last: u64) {
+    /// dropped and the delivered sequence and the ack floor move down to `last`.
+    /// Idempotent, and applied to the same state with the same stream always gives the same
+    /// result.
+    pub fn clamp_to_stream(&mut self, policy: AckPolicy, first: u64, last: u64) {
         let floor = first.saturating_sub(1).min(last);
-        if self.ack_floor.stream < floor {
+        if self.ack_floor.stream <= floor {
             let keep = self.pending.split_off(&(floor + 1));
-            for (s, p) in std::mem::replace(&mut self.pending, keep) {
-                self.redelivered.remove(&s);
-                self.ack_floor.consumer = self.ack_floor.consumer.max(p.sequence);
+            let removed = std::mem::replace(&mut self.pending, keep);
+            let mut acked = self.clone();
+            acked.pending.extend(removed.iter().map(|(&q, &p)| (q, p)));
+            let mut consumer = self.ack_floor.consumer;
+            for (&q, p) in &removed {
+                acked.ack(policy, p.sequence, q);
+                self.redelivered.remove(&q);
+                consumer = consumer.max(p.sequence);
             }
-            self.ack_floor.stream = floor;
-            self.delivered.consumer = self.delivered.consumer.max(self.ack_floor.consumer);
+            self.ack_floor = SequencePair {
+                consumer,
+                stream: floor,
+            };
+            self.delivered.consumer = self.delivered.consumer.max(consumer);
             self.delivered.stream = self.delivered.stream.max(floor);
+            if self.pending.is_empty() {
+                self.ack_floor = self.delivered;
+            }
+            if acked.ack_floor.stream > self.ack_floor.stream {
+                *self = acked;
+            }
         }
         if self.delivered.stream > last {
             for s in self.pending.split_off(&(last + 1)).into_keys() {

@@ -26,6 +26,13 @@ fn fill(s: &mut Store<MemFs>, n: u64) {
     }
 }
 
+/// Appends `n` messages on `subject`.
+fn fill_on(s: &mut Store<MemFs>, subject: &str, n: u64) {
+    for _ in 0..n {
+        s.append(subject, b"", b"payload").unwrap();
+    }
+}
+
 #[test]
 fn explicit_acks_move_the_floor_and_survive_reopen() {
     let fs = MemFs::new();
@@ -311,12 +318,15 @@ fn random_step(
     let n = names[i];
     let st = s.consumer_state(n).unwrap();
     let last = s.state().last_seq;
-    match next() % 12 {
-        0..=2 => fill(s, 1 + next() % 3),
+    match next() % 15 {
+        0..=2 => fill_on(s, ["c.x", "c.y"][(next() % 2) as usize], 1 + next() % 3),
         3..=4 if st.delivered.stream < last => {
+            // the next message the stream still holds (a removed one is never delivered)
             let d = st.delivered;
-            s.update_delivered(n, d.consumer + 1, d.stream + 1, 1, 0)
-                .unwrap_or_else(|e| panic!("{ctx}: deliver: {e}"));
+            if let Some(m) = s.next_matching(">", d.stream + 1).unwrap() {
+                s.update_delivered(n, d.consumer + 1, m.seq, 1, 0)
+                    .unwrap_or_else(|e| panic!("{ctx}: deliver: {e}"));
+            }
         }
         5..=6 if !st.pending.is_empty() => {
             let k = (next() % st.pending.len() as u64) as usize;
@@ -352,6 +362,119 @@ fn random_step(
         11 => {
             s.compact(s.state().first_seq.max(1) + next() % 3).unwrap();
         }
+        // removals that acknowledge pending messages (NATS's terminations): a delete, and a
+        // purge by subject with a bound or a keep
+        12 | 13 if last > 0 => {
+            let first = s.state().first_seq.max(1);
+            let _ = s.delete(first + next() % (last + 1 - first.min(last)));
+        }
+        14 => {
+            let f = ["c.y", "c.*", ">"][(next() % 3) as usize];
+            let up_to = [0, last / 2 + 1][(next() % 2) as usize];
+            s.purge_ex(f, up_to, next() % 3).unwrap();
+        }
         _ => {}
     }
+}
+
+/// `(delivered, ack floor, pending)` as NATS's consumer info reports them (stream sequences).
+fn info(s: &Store<MemFs>, n: &str) -> (u64, u64, usize) {
+    let st = s.consumer_state(n).unwrap();
+    (st.delivered.stream, st.ack_floor.stream, st.pending.len())
+}
+
+/// Delivers the next message the stream holds, as a pull consumer's fetch does.
+fn fetch(s: &mut Store<MemFs>, n: &str) -> u64 {
+    let st = s.consumer_state(n).unwrap();
+    let m = s
+        .next_matching(">", st.delivered.stream + 1)
+        .unwrap()
+        .expect("a message");
+    s.update_delivered(n, st.delivered.consumer + 1, m.seq, 1, 0)
+        .unwrap();
+    m.seq
+}
+
+fn ack(s: &mut Store<MemFs>, n: &str, q: u64) {
+    let p = s.consumer_state(n).unwrap().pending[&q];
+    s.update_acks(n, p.sequence, q).unwrap();
+}
+
+/// The consumer cases of issue #28, each with what nats-server 2.15.1 reports (the
+/// differential test in `nats-parity/` runs them against the server too), and each kept
+/// across a reopen (the journal replays what the live consumer went through).
+#[test]
+fn consumers_answer_as_nats_does() {
+    let check = |s: &mut Store<MemFs>, fs: &MemFs, want: (u64, u64, usize), what: &str| {
+        assert_eq!(info(s, "w"), want, "{what}");
+        drop(std::mem::replace(s, open(fs)));
+        assert_eq!(info(s, "w"), want, "{what}, reopened");
+    };
+    let start = |n: u64| {
+        let fs = MemFs::new();
+        let mut s = open(&fs);
+        fill_on(&mut s, "a", n);
+        s.consumer_add(&cfg("w", AckPolicy::Explicit)).unwrap();
+        (fs, s)
+    };
+    // 3. a deleted pending message is no longer pending; the floor then moves past it
+    let (fs, mut s) = start(3);
+    for _ in 0..3 {
+        fetch(&mut s, "w");
+    }
+    s.delete(2).unwrap();
+    check(&mut s, &fs, (3, 0, 2), "delete of a pending message");
+    ack(&mut s, "w", 1);
+    check(&mut s, &fs, (3, 2, 1), "ack below it");
+    // 4. a filtered purge: the same for each message it removed
+    let fs = MemFs::new();
+    let mut s = open(&fs);
+    for subject in ["a", "b", "a", "b"] {
+        fill_on(&mut s, subject, 1);
+    }
+    s.consumer_add(&cfg("w", AckPolicy::Explicit)).unwrap();
+    for _ in 0..4 {
+        fetch(&mut s, "w");
+    }
+    s.purge_ex("b", 0, 0).unwrap();
+    check(&mut s, &fs, (4, 0, 2), "filtered purge");
+    // 5. a delete does not move the consumer
+    let (fs, mut s) = start(3);
+    s.delete(1).unwrap();
+    check(&mut s, &fs, (0, 0, 0), "delete before delivery");
+    assert_eq!(fetch(&mut s, "w"), 2, "the next delivery skips it");
+    // 6. the floor moves only on an ack of the message right above it
+    let (fs, mut s) = start(4);
+    fetch(&mut s, "w");
+    ack(&mut s, "w", 1);
+    s.delete(2).unwrap();
+    fetch(&mut s, "w");
+    fetch(&mut s, "w");
+    ack(&mut s, "w", 4);
+    check(&mut s, &fs, (4, 1, 1), "ack over a gap");
+    ack(&mut s, "w", 3);
+    check(&mut s, &fs, (4, 4, 0), "everything acked");
+    // 7. a compact settles the floor: 2 acked, 3 the oldest pending
+    let (fs, mut s) = start(3);
+    for _ in 0..3 {
+        fetch(&mut s, "w");
+    }
+    ack(&mut s, "w", 2);
+    s.compact(2).unwrap();
+    check(&mut s, &fs, (3, 2, 1), "compact");
+    // a compact and a purge move the consumer, also onto deleted messages
+    let (fs, mut s) = start(5);
+    s.delete(2).unwrap();
+    s.compact(2).unwrap();
+    check(&mut s, &fs, (2, 2, 0), "compact onto a deleted message");
+    s.purge_ex("nothing", 0, 0).unwrap();
+    check(&mut s, &fs, (2, 2, 0), "a purge that removes nothing");
+    s.delete(3).unwrap();
+    s.purge_ex("nothing", 0, 0).unwrap();
+    check(
+        &mut s,
+        &fs,
+        (3, 3, 0),
+        "a purge after a delete at the front",
+    );
 }

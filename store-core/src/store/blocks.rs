@@ -377,6 +377,8 @@ impl<F: Fs> Store<F> {
         self.msgs -= 1;
         self.bytes -= len;
         self.subjects.removed(sid, seq);
+        // a consumer with it pending sees it acknowledged (NATS's consumers do the same)
+        self.note_removed(seq);
     }
 
     /// Finds the live message `seq`: (block position, entry index).

@@ -259,10 +259,9 @@ impl<F: Fs> Store<F> {
     /// without consumers). What a restore must find again.
     pub(crate) fn consumers_snapshot(&self) -> Option<Vec<u8>> {
         self.consumers.journal.as_ref()?;
-        let (first, last) = self.stream_bounds();
         let mut all = self.consumers.all.clone();
-        for (_, st) in all.values_mut() {
-            st.clamp_to_stream(first, last);
+        for (cfg, st) in all.values_mut() {
+            *st = self.consumer_in_line(cfg, st);
         }
         Some(crate::consumer::codec::encode_state(1, &all))
     }

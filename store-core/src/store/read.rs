@@ -110,10 +110,16 @@ impl<F: Fs> Store<F> {
         }
     }
 
-    /// The newest message stored under `subject` (a literal subject, no wildcards).
+    /// The newest message stored under `subject`, or, when `subject` is a filter with
+    /// wildcards (`*`, `>`), the newest message matching it (NATS's `last_by_subj` takes
+    /// either).
     pub fn last_for_subject(&mut self, subject: &str) -> Result<Option<StoredMsg>> {
         self.check_open()?;
         self.trim_entries();
+        if !subject::is_literal(subject) {
+            subject::validate_filter(subject)?;
+            return self.prev_matching(subject, u64::MAX);
+        }
         subject::validate_subject(subject)?;
         let Some(sid) = self.subjects.id(subject) else {
             return Ok(None);

@@ -43,6 +43,36 @@ impl<F: Fs> Store<F> {
         Ok(())
     }
 
+    /// The highest floor: every sequence at or below it was removed by a purge, a compact,
+    /// a `purge_ex` that consumers saw, the limits or the removal of the blocks holding
+    /// everything. Consumers are clamped above it (not above the first sequence: a delete
+    /// does not move them, as in NATS).
+    pub(crate) fn consumer_floor(&self) -> u64 {
+        self.floor
+    }
+
+    /// The live message `seq`, if there is one (block position, entry index).
+    pub(crate) fn find_live(&mut self, seq: u64) -> Result<Option<(usize, usize)>> {
+        self.find(seq)
+    }
+
+    /// NATS moves every consumer up to the stream's first sequence at every purge and
+    /// compact, also where that purge removed nothing below it (the messages there were
+    /// deleted before). Where consumers exist and the first sequence is above the floor, a
+    /// floor record for `first - 1` keeps that (it removes nothing: nothing is live below
+    /// the first sequence); the caller's fsync makes it durable. Without consumers nothing
+    /// reads it, and nothing is written.
+    fn floor_for_consumers(&mut self) -> Result<()> {
+        let target = self.first_seq.saturating_sub(1).min(self.last_seq);
+        if self.consumers.all.is_empty() || target <= self.floor {
+            return Ok(());
+        }
+        let ts = self.last_ts;
+        self.marker(Kind::Floor, target, ts)?;
+        self.floor = target;
+        Ok(())
+    }
+
     /// Deletes every live message with a sequence `<= f` (in memory; the caller writes the
     /// floor record). Returns how many.
     pub(super) fn apply_floor(&mut self, f: u64) -> Result<u64> {
@@ -156,14 +186,20 @@ impl<F: Fs> Store<F> {
         self.drop_empty_front_blocks()
     }
 
-    /// Removes the messages matching `filter` with a sequence below `up_to_seq` (0: no
-    /// bound), keeping the newest `keep` of each subject. Tombstones, fsynced before return.
+    /// Removes messages as NATS's `PurgeEx(filter, up_to_seq, keep)` does. `up_to_seq` is
+    /// exclusive (0: no bound; 1: nothing to remove); `keep` counts across the filter, not
+    /// per subject:
+    /// - no filter (`>` or empty): without `up_to_seq` and `keep`, [`Store::purge`]; with
+    ///   `up_to_seq > 1`, [`Store::compact`]`(up_to_seq)` (`keep` is ignored, as NATS ignores
+    ///   it, and a bound past the end raises the last sequence);
+    /// - otherwise the oldest matching messages below `up_to_seq` go, at most as many as
+    ///   leave the `keep` newest of all the matching messages (wherever they are).
     ///
-    /// The promise, in every sync policy: once this returns, no crash brings back a message
-    /// that matched `filter`, was below `up_to_seq` and was not among the `keep` newest live
-    /// ones of its subject — including messages that earlier unsynced deletes had removed
-    /// (they are not counted in the returned number, but their removal is made durable
-    /// here too, as is everything written before the call).
+    /// Tombstones, fsynced before return. The promise, in every sync policy: once this
+    /// returns, no crash brings back a message it removed — nor a matching message below
+    /// `up_to_seq` that earlier unsynced deletes had removed (they are not counted in the
+    /// returned number, but their removal is made durable here too, as is everything written
+    /// before the call).
     pub fn purge_ex(&mut self, filter: &str, up_to_seq: u64, keep: u64) -> Result<u64> {
         self.check_writable()?;
         self.trim_entries();
@@ -172,68 +208,72 @@ impl<F: Fs> Store<F> {
         if filter == ">" && up_to_seq == 0 && keep == 0 {
             return self.purge();
         }
-        let mut cands: Vec<(usize, usize, u32)> = Vec::new();
-        let mut cache: Vec<u8> = vec![0; self.subjects.len()];
-        for pos in 0..self.blocks.len() {
-            if self.blocks[pos].live == 0 {
-                continue;
-            }
-            if up_to_seq > 0 && self.blocks[pos].msg_first >= up_to_seq {
-                break;
-            }
-            self.ensure_loaded(pos)?;
-            cache.resize(self.subjects.len(), 0);
-            for (i, e) in self.blocks[pos]
-                .entries
-                .as_ref()
-                .expect("loaded")
-                .iter()
-                .enumerate()
-            {
-                if e.deleted || (up_to_seq > 0 && e.seq >= up_to_seq) {
+        if filter == ">" && up_to_seq > 1 {
+            return self.compact(up_to_seq);
+        }
+        let mut cands: Vec<(usize, usize)> = Vec::new();
+        // how many messages match in the whole stream: what `keep` counts against
+        let mut total = 0u64;
+        if up_to_seq != 1 {
+            let mut cache: Vec<u8> = vec![0; self.subjects.len()];
+            for pos in 0..self.blocks.len() {
+                if self.blocks[pos].live == 0 {
                     continue;
                 }
-                let k = e.subj as usize;
-                if cache[k] == 0 {
-                    cache[k] = if subject::matches(filter, &self.subjects.names()[k]) {
-                        1
-                    } else {
-                        2
-                    };
+                if keep == 0 && up_to_seq > 0 && self.blocks[pos].msg_first >= up_to_seq {
+                    break;
                 }
-                if cache[k] == 1 {
-                    cands.push((pos, i, e.subj));
+                self.ensure_loaded(pos)?;
+                cache.resize(self.subjects.len(), 0);
+                for (i, e) in self.blocks[pos]
+                    .entries
+                    .as_ref()
+                    .expect("loaded")
+                    .iter()
+                    .enumerate()
+                {
+                    if e.deleted {
+                        continue;
+                    }
+                    let k = e.subj as usize;
+                    if cache[k] == 0 {
+                        cache[k] = if subject::matches(filter, &self.subjects.names()[k]) {
+                            1
+                        } else {
+                            2
+                        };
+                    }
+                    if cache[k] == 1 {
+                        total += 1;
+                        if up_to_seq == 0 || e.seq < up_to_seq {
+                            cands.push((pos, i));
+                        }
+                    }
                 }
             }
         }
         if keep > 0 {
-            let mut per: HashMap<u32, u64> = HashMap::new();
-            for c in &cands {
-                *per.entry(c.2).or_default() += 1;
-            }
-            let mut seen: HashMap<u32, u64> = HashMap::new();
-            cands.retain(|c| {
-                let n = seen.entry(c.2).or_default();
-                *n += 1;
-                *n + keep <= per[&c.2]
-            });
+            // the oldest go first, and `keep` of all the matching messages stay
+            cands.truncate(total.saturating_sub(keep) as usize);
         }
         if cands.is_empty() {
             // Nothing left to remove in memory, but earlier unsynced deletes may be what
             // removed the matching messages: after `purge_ex` returns none of them may come
             // back, so make them durable (the rule for structural operations).
+            self.floor_for_consumers()?;
             self.sync_inner(S_PURGE_EX)?;
             return Ok(0);
         }
         let ts = self.now();
-        for &(pos, i, _) in &cands {
+        for &(pos, i) in &cands {
             let seq = self.blocks[pos].entries.as_ref().expect("loaded").seq_at(i);
             self.marker(Kind::Tombstone, seq, ts)?;
             self.mark_deleted(pos, i);
         }
-        self.sync_inner(S_PURGE_EX)?;
         let first = self.first_seq;
         self.set_first_from(first)?;
+        self.floor_for_consumers()?;
+        self.sync_inner(S_PURGE_EX)?;
         self.drop_empty_front_blocks()?;
         Ok(cands.len() as u64)
     }
@@ -260,6 +300,7 @@ impl<F: Fs> Store<F> {
             if self.cfg.ablation == crate::Ablation::CompactEarlyReturn {
                 return Ok(0);
             }
+            self.floor_for_consumers()?;
             self.sync_inner(S_COMPACT)?;
             return Ok(0);
         }
@@ -277,6 +318,12 @@ impl<F: Fs> Store<F> {
             self.last_ts = ts;
         }
         self.set_first_from(f + 1)?;
+        if self.first_seq - 1 > self.floor && !self.consumers.all.is_empty() {
+            // the compact landed on deleted messages: the consumers move up to the first
+            // message after them, as NATS's do
+            self.floor_for_consumers()?;
+            self.sync_inner(S_COMPACT)?;
+        }
         self.drop_empty_front_blocks()?;
         Ok(n)
     }

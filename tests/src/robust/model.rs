@@ -193,30 +193,31 @@ impl RefModel {
             }
             Step::Purge => self.live.clear(),
             Step::PurgeEx(filter, up_to, keep) => {
+                // NATS's PurgeEx (store-core's `purge_ex`): without a filter a purge or, with
+                // a bound above 1, a compact; `keep` across the filter
+                if up_to == 1 {
+                    return;
+                }
+                if filter == ">" && up_to > 1 {
+                    return self.apply(&Step::Compact(up_to));
+                }
                 if filter == ">" && up_to == 0 && keep == 0 {
                     self.live.clear();
                     return;
                 }
-                let cands: Vec<(u64, usize)> = self
+                let all: Vec<u64> = self
                     .live
                     .iter()
-                    .filter(|(&q, &(s, _))| {
-                        store_core::subject::matches(filter, SUBJECTS[s])
-                            && (up_to == 0 || q < up_to)
-                    })
-                    .map(|(&q, &(s, _))| (q, s))
+                    .filter(|(_, &(s, _))| store_core::subject::matches(filter, SUBJECTS[s]))
+                    .map(|(&q, _)| q)
                     .collect();
-                let mut per: BTreeMap<usize, u64> = BTreeMap::new();
-                for &(_, s) in &cands {
-                    *per.entry(s).or_default() += 1;
-                }
-                let mut seen: BTreeMap<usize, u64> = BTreeMap::new();
-                for (q, s) in cands {
-                    let n = seen.entry(s).or_default();
-                    *n += 1;
-                    if *n + keep <= per[&s] {
-                        self.live.remove(&q);
-                    }
+                let most = (all.len() as u64).saturating_sub(keep) as usize;
+                for q in all
+                    .into_iter()
+                    .filter(|&q| up_to == 0 || q < up_to)
+                    .take(most)
+                {
+                    self.live.remove(&q);
                 }
             }
             Step::Compact(seq) => {
