@@ -102,7 +102,9 @@ impl Ablation {
             Ablation::NoTombstoneSync => site == SyncSite::PurgeTombstone,
             Ablation::NoDirSync => site.is_dir(),
             Ablation::Skip(s) => s == site,
-            Ablation::MovePurgeBlocks | Ablation::CompactEarlyReturn => false,
+            Ablation::MovePurgeBlocks | Ablation::CompactEarlyReturn | Ablation::NoStoreLock => {
+                false
+            }
         }
     }
 }
