@@ -237,7 +237,7 @@ fn violations(dir: &Path, acked: &[Acked], other_failures: &[String]) -> Vec<Str
 /// acknowledged is lost, duplicated or changed, and the store verifies.
 #[test]
 fn parallel_processes_never_corrupt_the_store() {
-    let seed = seed(2026_12_03);
+    let seed = seed(20261203);
     println!("seed {seed} (SEQSTORE_SEED={seed} replays the commands)");
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("store");
@@ -285,7 +285,7 @@ fn parallel_processes_never_corrupt_the_store() {
 /// shows it, at most five.
 #[test]
 fn without_the_lock_parallel_writers_corrupt_the_store() {
-    let seed = seed(2026_12_03);
+    let seed = seed(20261203);
     println!("seed {seed}");
     let ablated = ["--ablation", "no-store-lock"];
     for round in 0..5u64 {
