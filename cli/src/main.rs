@@ -78,19 +78,27 @@ enum Cmd {
     /// every file's length and crc32) to standard output or to a new file.
     Snapshot {
         /// The store directory.
+        #[arg(long, short, default_value = seqstore_commands::DEFAULT_DIR)]
         dir: PathBuf,
+        /// The store directory, as an argument (the form before `--dir`; hidden).
+        #[arg(hide = true, conflicts_with = "dir", value_name = "DIR")]
+        dir_arg: Option<PathBuf>,
         /// Write to this new file (fsynced) instead of standard output.
         #[arg(long)]
         out: Option<PathBuf>,
         #[command(flatten)]
         layer: archive::LayerArgs,
     },
-    /// Restore a snapshot into DIR (created if missing; it must be empty), from standard input
-    /// or a file. Every file is checked against the manifest; a damaged, truncated or
-    /// other-version snapshot is refused and leaves DIR empty.
+    /// Restore a snapshot into --dir (created if missing; it must be empty), from standard
+    /// input or a file. Every file is checked against the manifest; a damaged, truncated or
+    /// other-version snapshot is refused and leaves the directory empty.
     Restore {
         /// The directory to restore into.
+        #[arg(long, short, default_value = seqstore_commands::DEFAULT_DIR)]
         dir: PathBuf,
+        /// The directory, as an argument (the form before `--dir`; hidden).
+        #[arg(hide = true, conflicts_with = "dir", value_name = "DIR")]
+        dir_arg: Option<PathBuf>,
         /// Read the snapshot from this file instead of standard input.
         #[arg(long)]
         from: Option<PathBuf>,
@@ -144,11 +152,19 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
         }
         Cmd::Store(cmd) => Ok(store_cmd(&cmd)),
         Cmd::Trace(args) => trace::run(args),
-        Cmd::Snapshot { dir, out, layer } => {
-            archive::snapshot(&dir, out.as_deref(), &layer).map(|()| ExitCode::SUCCESS)
-        }
-        Cmd::Restore { dir, from, layer } => {
-            archive::restore(&dir, from.as_ref(), &layer).map(|()| ExitCode::SUCCESS)
-        }
+        Cmd::Snapshot {
+            dir,
+            dir_arg,
+            out,
+            layer,
+        } => archive::snapshot(&dir_arg.unwrap_or(dir), out.as_deref(), &layer)
+            .map(|()| ExitCode::SUCCESS),
+        Cmd::Restore {
+            dir,
+            dir_arg,
+            from,
+            layer,
+        } => archive::restore(&dir_arg.unwrap_or(dir), from.as_ref(), &layer)
+            .map(|()| ExitCode::SUCCESS),
     }
 }
