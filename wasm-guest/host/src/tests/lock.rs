@@ -19,7 +19,10 @@ fn a_guest_and_a_native_store_refuse_each_other_on_a_directory() {
     let native = Store::open(HostFs::open(d).unwrap(), Config::default()).unwrap();
     let e = GuestStore::open_dir(d, Config::default(), Box::new(SystemClock)).unwrap_err();
     assert!(is_locked(&e), "{e}");
-    assert!(e.to_string().contains(&std::process::id().to_string()), "{e}");
+    assert!(
+        e.to_string().contains(&std::process::id().to_string()),
+        "{e}"
+    );
     native.close().unwrap();
 
     let mut guest = GuestStore::open_dir(d, Config::default(), Box::new(SystemClock)).unwrap();
@@ -32,7 +35,10 @@ fn a_guest_and_a_native_store_refuse_each_other_on_a_directory() {
     let out = run_guest_command(d, &["state", "--wait", "0"], &GuestOptions::default()).unwrap();
     assert_ne!(out.code, 0);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("in use") && err.contains("native process"), "{err}");
+    assert!(
+        err.contains("in use") && err.contains("native process"),
+        "{err}"
+    );
     guest.close().unwrap();
     let s = Store::open(HostFs::open(d).unwrap(), Config::default()).unwrap();
     assert_eq!(s.state().msgs, 1);
@@ -50,7 +56,10 @@ fn a_guest_on_an_fs_holds_its_lock() {
     let e = GuestStore::from_fs(fs.clone(), Config::default(), Box::new(SystemClock)).unwrap_err();
     assert!(is_locked(&e), "{e}");
     drop(guest);
-    assert!(!fs.is_locked(LOCK_FILE), "dropping the guest store releases the lock");
+    assert!(
+        !fs.is_locked(LOCK_FILE),
+        "dropping the guest store releases the lock"
+    );
     Store::open(fs, Config::default()).unwrap().close().unwrap();
 }
 
@@ -64,10 +73,18 @@ fn the_wasi_marker_and_the_native_lock() {
     let d = dir.path();
     let ok = |args: &[&str]| {
         let out = run_guest_command(d, args, &GuestOptions::default()).unwrap();
-        assert_eq!(out.code, 0, "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.code,
+            0,
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     ok(&["append", "--subject", "a", "--data", "x"]);
-    assert!(!d.join("LOCK.wasi").exists(), "the command removed its marker");
+    assert!(
+        !d.join("LOCK.wasi").exists(),
+        "the command removed its marker"
+    );
     // a marker left by a guest that died
     std::fs::write(d.join("LOCK.wasi"), "a WASI process (seqstore-guest)\n").unwrap();
     match Store::open(HostFs::open(d).unwrap(), Config::default()) {
