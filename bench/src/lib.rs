@@ -1,8 +1,9 @@
-//! `seqstore bench`: seqstore measured against a naive log, okaywal and fjall, in one process.
+//! `seqstore-bench`: seqstore measured against a naive log, okaywal, fjall, the wasm guest and
+//! NATS JetStream, in one process.
 //!
-//! Everything is a **ratio measured in the same run**: fsync latency on the machines this
-//! project runs on swings 20× when the host is busy, so absolute times from different runs do
-//! not compare. The harness therefore
+//! Everything is a **ratio measured in the same run**: fsync latency on a shared or virtual
+//! machine changes by an order of magnitude with the host's load, so absolute times from
+//! different runs do not compare. The harness therefore
 //! - alternates implementations inside each table (A B A B …, `reps` rounds), each engine in
 //!   its own fresh tempdir that is removed right after, and reports medians;
 //! - measures the raw fsync latency at the start and at the end (`fsync_probe_us`), so a
@@ -46,7 +47,7 @@
 //!   `Store::purge()` timed.
 //! - `recover_index_cpu_ms`, `purge_cpu_ms`: the same calls' on-CPU time only (the calling
 //!   thread's, from `/proc/thread-self/schedstat`): their own work without the waits for the
-//!   disk, whose latency on this VM jumps between ~0.07 and ~4 ms per flush.
+//!   disk, whose latency can change by an order of magnitude during a run.
 //! - `get_random_msgs_per_s`: `Store::get` of uniformly random sequences on the warm
 //!   `big_msgs` stream; `seqstore` with a block cache that holds the stream,
 //!   `seqstore_cache_64mib` with the default cache, `seqstore_no_cache` by pread.
@@ -85,6 +86,7 @@
 
 mod acks;
 mod groups;
+mod markdown;
 mod mem;
 mod nats;
 mod peers;
@@ -94,6 +96,7 @@ mod util;
 
 use std::path::PathBuf;
 
+pub use markdown::Machine;
 pub use mem::{child_main, ChildCmd, CHILD_ENV};
 pub use report::{fsync_probe_state, goals_line, BenchReport, Goal};
 pub use util::median;

@@ -2,8 +2,8 @@
 //! one child process per stream size so that each peak is its own (VmHWM never goes down).
 //!
 //! The child is the current binary re-executed with [`CHILD_ENV`] set; a binary that runs the
-//! bench calls [`child_main`] first thing in `main` (the `seqstore` CLI and `seqstore-bench`
-//! do). Tests re-execute the test binary on one test instead ([`crate::BenchOpts::mem_child`]).
+//! bench calls [`child_main`] first thing in `main` (`seqstore-bench`
+//! does). Tests re-execute the test binary on one test instead ([`crate::BenchOpts::mem_child`]).
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};

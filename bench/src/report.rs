@@ -214,7 +214,7 @@ fn fmt_rate(v: f64) -> String {
     }
 }
 
-fn fmt_val(unit: Unit, v: Option<f64>) -> String {
+pub(crate) fn fmt_val(unit: Unit, v: Option<f64>) -> String {
     match (unit, v) {
         (_, None) => "-".into(),
         (Unit::PerSec, Some(v)) => fmt_rate(v),
@@ -226,7 +226,7 @@ fn fmt_val(unit: Unit, v: Option<f64>) -> String {
     }
 }
 
-fn fmt_goal(v: f64) -> String {
+pub(crate) fn fmt_goal(v: f64) -> String {
     if v >= 1e5 {
         fmt_rate(v)
     } else if v >= 100.0 {
@@ -354,7 +354,7 @@ impl BenchReport {
     }
 
     /// The probe's state and values, as printed under the fsync-bound tables.
-    fn probe_text(&self) -> String {
+    pub(crate) fn probe_text(&self) -> String {
         let us = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0} µs"));
         format!(
             "fsync probe {}: start {}, end {}",

@@ -358,3 +358,98 @@ fn default_and_quick_plans_fit_the_byte_budget() {
         );
     }
 }
+
+/// The Markdown page of a small hand-made report: the generated-file line, the machine, the
+/// probe, a goal of each outcome, a table (with the fsync-bound line and a per-message row),
+/// the notes and the goals line.
+#[test]
+fn markdown_renders_a_small_report() {
+    use crate::report::{BenchReport, Table, Unit};
+    use crate::Machine;
+    let mut always = Table::new(
+        "append_always_msgs_per_s",
+        "append, sync always (msgs/s)",
+        Unit::PerSec,
+        &["seqstore_1", "seqstore_64"],
+    )
+    .fsync_bound()
+    .label("seqstore", "embedded");
+    for v in [7000.0, 8000.0, 9000.0] {
+        always.push("seqstore_1", v);
+    }
+    always.push("seqstore_64", 150_000.0);
+    let mut memory = Table::new(
+        "memory_peak_rss_mib",
+        "peak RSS (MiB)",
+        Unit::MiB,
+        &["small", "large_bytes_per_msg"],
+    );
+    memory.push("small", 41.3);
+    memory.push("large_bytes_per_msg", 5.5);
+    let report = BenchReport {
+        opts: BenchOpts::quick(),
+        fsync_probe_us: (Some(130.0), Some(150.0)),
+        tables: vec![always, memory],
+        goals: vec![
+            goal("group64_vs_1", Some(18.75), ">=", 10.0),
+            goal("rebuild_s_per_gib", Some(0.5), "<=", 0.4),
+            goal("vs_nats_always64", None, ">=", 20.0),
+        ],
+        notes: vec!["a note | with a bar".into()],
+        todo: vec![],
+        elapsed_s: 61.4,
+        bytes_written: 300 << 20,
+        disk_bytes: None,
+        loadavg: (Some(1.5), None),
+    };
+    let machine = Machine {
+        cores: 2,
+        cpu_model: "Example CPU @ 2.00GHz".into(),
+        kernel: "6.1.0-test".into(),
+        commit: "abc1234".into(),
+        date_utc: "2026-12-03 17:05 UTC".into(),
+    };
+    let cmd = "cargo run --release -p seqstore-bench -- --quick --markdown docs/BENCHMARKS.md";
+    let md = report.markdown(&machine, cmd);
+    for want in [
+        "# seqstore benchmarks\n",
+        "must not be edited by hand",
+        cmd,
+        "| date | 2026-12-03 17:05 UTC |",
+        "| commit | `abc1234` |",
+        "| machine | 2 cores, Example CPU @ 2.00GHz, Linux 6.1.0-test |",
+        "| run | `--quick`, 3 rounds, 128 B payloads, 16 B subjects, 61 s, 300 MiB written |",
+        "| fsync probe | fsync probe fast: start 130 µs, end 150 µs |",
+        "| load average (1 min) | 1.50 at the start, - at the end |",
+        "`goals: 1 passed, 1 failed, 1 not measured (rebuild_s_per_gib 0.5>0.4)`",
+        "| `group64_vs_1` |  | 18.750 | ≥ 10.000 | pass |  |",
+        "| `rebuild_s_per_gib` |  | 0.500 | ≤ 0.400 | **miss** |  |",
+        "| `vs_nats_always64` |  | - | ≥ 20.000 | not run |  |",
+        "### append, sync always (msgs/s) (`append_always_msgs_per_s`)",
+        "| `seqstore_1` (embedded) | 8.0 k/s | 7.0 k/s | 9.0 k/s | 3 |",
+        "| `seqstore_64` (embedded) | 150.0 k/s | 150.0 k/s | 150.0 k/s | 1 |",
+        "Bound by fsync latency (fsync probe fast: start 130 µs, end 150 µs).",
+        "| `small` | 41.3 MiB |",
+        "| `large_bytes_per_msg` | 5.50 B/msg |",
+        "- a note | with a bar",
+    ] {
+        assert!(md.contains(want), "missing {want:?} in:\n{md}");
+    }
+    assert!(
+        !md.contains("## Not measured"),
+        "no TODO section without TODOs"
+    );
+}
+
+#[test]
+fn markdown_machine_parts() {
+    use crate::markdown::{cpu_model, utc_minute};
+    assert_eq!(utc_minute(0), "1970-01-01 00:00 UTC");
+    assert_eq!(utc_minute(951_782_400 + 3600 + 120), "2000-02-29 01:02 UTC");
+    assert_eq!(utc_minute(1_796_307_900), "2026-12-03 14:25 UTC");
+    let info = "processor\t: 0\nvendor_id\t: X\nmodel name\t: Example CPU @ 2.00GHz\n\nprocessor\t: 1\nmodel name\t: Example CPU @ 2.00GHz\n";
+    assert_eq!(cpu_model(info).as_deref(), Some("Example CPU @ 2.00GHz"));
+    assert_eq!(cpu_model("processor\t: 0\n"), None);
+    let m = crate::Machine::detect();
+    assert!(!m.commit.is_empty() && m.date_utc.ends_with(" UTC"));
+}

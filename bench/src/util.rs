@@ -140,26 +140,3 @@ impl<'a> Ctx<'a> {
         &self.subjects[(i % self.subjects.len() as u64) as usize]
     }
 }
-
-/// Hard-links every file below `from` into the empty directory `to`, recreating the
-/// directories; the store's lock files are left out (each copy has its own lock). For a
-/// second store that reads the same blocks as the first while neither writes.
-#[cfg(feature = "guest")]
-pub(crate) fn link_tree(from: &Path, to: &Path) -> Result<()> {
-    for entry in std::fs::read_dir(from).with_context(|| format!("read {}", from.display()))? {
-        let entry = entry?;
-        let name = entry.file_name();
-        if name.to_str().is_some_and(store_core::is_lock_name) {
-            continue;
-        }
-        let (src, dst) = (entry.path(), to.join(&name));
-        if entry.file_type()?.is_dir() {
-            std::fs::create_dir(&dst).with_context(|| format!("mkdir {}", dst.display()))?;
-            link_tree(&src, &dst)?;
-        } else {
-            std::fs::hard_link(&src, &dst)
-                .with_context(|| format!("link {} to {}", src.display(), dst.display()))?;
-        }
-    }
-    Ok(())
-}

@@ -1,4 +1,4 @@
-//! `seqstore snapshot DIR` and `seqstore restore DIR`: a consistent snapshot of a
+//! `seqstore snapshot --dir DIR` and `seqstore restore --dir DIR`: a consistent snapshot of a
 //! store as a tar stream, and its restore into an empty directory (both native only).
 //!
 //! The snapshot holds the store's logical files, as NATS's does: a snapshot of an encrypted

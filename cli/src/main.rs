@@ -12,11 +12,9 @@ mod store_ops;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use indicatif::ProgressBar;
 use seqstore_commands::{StoreCmd, EXIT_FAILED};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 mod trace;
 
@@ -70,24 +68,6 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Measure seqstore against a naive log, okaywal, fjall, the wasm guest and NATS JetStream
-    /// (when a nats-server is found), in one run (ratios, never absolute times: this
-    /// machine's fsync latency swings 20x).
-    Bench {
-        /// The short run (under 2 minutes).
-        #[arg(long)]
-        quick: bool,
-        /// Print one JSON object instead of the table.
-        #[arg(long)]
-        json: bool,
-        /// Where to write (a directory on the disk to measure; default: a temp dir).
-        #[arg(long)]
-        dir: Option<PathBuf>,
-        /// The nats-server for the NATS JetStream rows (default: $NATS_SERVER_BIN, else
-        /// nats-server on the PATH; without one the rows are skipped).
-        #[arg(long, value_name = "PATH")]
-        nats_server: Option<PathBuf>,
-    },
     /// The store commands (shared with the WASI command `seqstore-guest`).
     #[command(flatten)]
     Store(StoreCmd<CliExtra>),
@@ -98,19 +78,28 @@ enum Cmd {
     /// every file's length and crc32) to standard output or to a new file.
     Snapshot {
         /// The store directory.
+        #[arg(long, short, default_value = seqstore_commands::DEFAULT_DIR)]
         dir: PathBuf,
+        /// The store directory, as an argument (the form before `--dir`; hidden).
+        #[arg(hide = true, conflicts_with = "dir", value_name = "DIR")]
+        dir_arg: Option<PathBuf>,
         /// Write to this new file (fsynced) instead of standard output.
         #[arg(long)]
         out: Option<PathBuf>,
         #[command(flatten)]
         layer: archive::LayerArgs,
     },
-    /// Restore a snapshot into DIR (created if missing; it must be empty), from standard input
-    /// or a file. Every file is checked against the manifest; a damaged, truncated or
-    /// other-version snapshot is refused and leaves DIR empty (but for the store's lock file).
+    /// Restore a snapshot into --dir (created if missing; it must be empty), from standard
+    /// input or a file. Every file is checked against the manifest; a damaged, truncated or
+    /// other-version snapshot is refused and leaves the directory empty (but for the store's
+    /// lock file).
     Restore {
         /// The directory to restore into.
+        #[arg(long, short, default_value = seqstore_commands::DEFAULT_DIR)]
         dir: PathBuf,
+        /// The directory, as an argument (the form before `--dir`; hidden).
+        #[arg(hide = true, conflicts_with = "dir", value_name = "DIR")]
+        dir_arg: Option<PathBuf>,
         /// Read the snapshot from this file instead of standard input.
         #[arg(long)]
         from: Option<PathBuf>,
@@ -121,10 +110,6 @@ enum Cmd {
 
 fn main() -> ExitCode {
     restore_sigpipe();
-    // `seqstore bench` re-executes this binary for its memory rows (one child per stream size)
-    if let Some(code) = seqstore_bench::child_main() {
-        return code;
-    }
     let cli = Cli::parse();
     // `--guest` then compiles each component once per machine, not once per command
     if let Some(dir) = wasm_host::default_compile_cache_dir() {
@@ -167,43 +152,20 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
             Ok(ExitCode::from(seqstore_commands::EXIT_USAGE))
         }
         Cmd::Store(cmd) => Ok(store_cmd(&cmd)),
-        Cmd::Bench {
-            quick,
-            json,
-            dir,
-            nats_server,
-        } => bench(quick, json, dir, nats_server),
         Cmd::Trace(args) => trace::run(args),
-        Cmd::Snapshot { dir, out, layer } => {
-            archive::snapshot(&dir, out.as_deref(), &layer).map(|()| ExitCode::SUCCESS)
-        }
-        Cmd::Restore { dir, from, layer } => {
-            archive::restore(&dir, from.as_ref(), &layer).map(|()| ExitCode::SUCCESS)
-        }
+        Cmd::Snapshot {
+            dir,
+            dir_arg,
+            out,
+            layer,
+        } => archive::snapshot(&dir_arg.unwrap_or(dir), out.as_deref(), &layer)
+            .map(|()| ExitCode::SUCCESS),
+        Cmd::Restore {
+            dir,
+            dir_arg,
+            from,
+            layer,
+        } => archive::restore(&dir_arg.unwrap_or(dir), from.as_ref(), &layer)
+            .map(|()| ExitCode::SUCCESS),
     }
-}
-
-fn bench(
-    quick: bool,
-    as_json: bool,
-    dir: Option<PathBuf>,
-    nats_server: Option<PathBuf>,
-) -> Result<ExitCode> {
-    let mut opts = if quick {
-        seqstore_bench::BenchOpts::quick()
-    } else {
-        seqstore_bench::BenchOpts::default()
-    };
-    opts.dir = dir;
-    opts.nats_server = nats_server;
-    let pb = ProgressBar::new_spinner();
-    pb.enable_steady_tick(Duration::from_millis(120));
-    let report = seqstore_bench::run(&opts, &|m: &str| pb.set_message(m.to_string()))?;
-    pb.finish_and_clear();
-    if as_json {
-        println!("{}", report.to_json());
-    } else {
-        print!("{}", report.table());
-    }
-    Ok(ExitCode::SUCCESS)
 }

@@ -138,19 +138,33 @@ fn a_snapshot_of_an_encrypted_store_restores_encrypted() {
     let snap = t.path().join("snap.tar");
     let seqstore = || Command::new(env!("CARGO_BIN_EXE_seqstore"));
     let out = seqstore()
-        .args(["snapshot", src.to_str().unwrap(), "--out"])
+        .args(["snapshot", "--dir", src.to_str().unwrap(), "--out"])
         .arg(&snap)
         .output()
         .unwrap();
     assert!(!out.status.success(), "a snapshot without the key: {out:?}");
     let out = seqstore()
-        .args(["snapshot", src.to_str().unwrap(), "--key-file", k, "--out"])
+        .args([
+            "snapshot",
+            "--dir",
+            src.to_str().unwrap(),
+            "--key-file",
+            k,
+            "--out",
+        ])
         .arg(&snap)
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let out = seqstore()
-        .args(["restore", dst.to_str().unwrap(), "--key-file", k2, "--from"])
+        .args([
+            "restore",
+            "--dir",
+            dst.to_str().unwrap(),
+            "--key-file",
+            k2,
+            "--from",
+        ])
         .arg(&snap)
         .output()
         .unwrap();

@@ -1,4 +1,4 @@
-//! `seqstore snapshot` and `seqstore restore` on real directories: through a pipe
+//! `seqstore snapshot --dir` and `seqstore restore --dir` on real directories: through a pipe
 //! and through files, and the refusals (non-empty target, damaged and truncated snapshots).
 
 use std::io::Write;
@@ -63,9 +63,9 @@ fn snapshot_restore_through_a_pipe_and_files() {
     source(&src);
     let want = dump(&src);
     // standard output to standard input
-    let tar = ok(&["snapshot", p(&src)], b"");
+    let tar = ok(&["snapshot", "--dir", p(&src)], b"");
     let a = tmp.path().join("a");
-    let said = ok(&["restore", p(&a)], &tar);
+    let said = ok(&["restore", "--dir", p(&a)], &tar);
     assert!(
         String::from_utf8_lossy(&said).contains("27 messages"),
         "{said:?}"
@@ -73,15 +73,27 @@ fn snapshot_restore_through_a_pipe_and_files() {
     assert_eq!(dump(&a), want);
     // --out and --from
     let file = tmp.path().join("snap.tar");
-    ok(&["snapshot", p(&src), "--out", p(&file)], b"");
+    ok(&["snapshot", "--dir", p(&src), "--out", p(&file)], b"");
     assert_eq!(std::fs::read(&file).expect("snapshot file"), tar);
     let b = tmp.path().join("b");
-    ok(&["restore", p(&b), "--from", p(&file)], b"");
+    ok(&["restore", "--dir", p(&b), "--from", p(&file)], b"");
     assert_eq!(dump(&b), want);
+    // the directory as an argument, the form before --dir, still works (hidden from --help)
+    let c = tmp.path().join("c");
+    ok(&["restore", p(&c), "--from", p(&file)], b"");
+    assert_eq!(ok(&["snapshot", p(&c)], b""), tar);
+    assert!(
+        !run(&["snapshot", p(&c), "--dir", p(&src)], b"")
+            .status
+            .success(),
+        "both forms at once are refused"
+    );
     // --out never overwrites
-    assert!(!run(&["snapshot", p(&src), "--out", p(&file)], b"")
-        .status
-        .success());
+    assert!(
+        !run(&["snapshot", "--dir", p(&src), "--out", p(&file)], b"")
+            .status
+            .success()
+    );
 }
 
 #[test]
@@ -89,9 +101,9 @@ fn restore_refuses_non_empty_damaged_and_truncated() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let src = tmp.path().join("src");
     source(&src);
-    let tar = ok(&["snapshot", p(&src)], b"");
+    let tar = ok(&["snapshot", "--dir", p(&src)], b"");
     // a non-empty target is refused and left alone
-    let out = run(&["restore", p(&src)], &tar);
+    let out = run(&["restore", "--dir", p(&src)], &tar);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("not empty"),
@@ -102,7 +114,7 @@ fn restore_refuses_non_empty_damaged_and_truncated() {
     bad[512 * 3 + 100] ^= 0x40;
     for (name, input) in [("flipped", &bad[..]), ("cut", &tar[..tar.len() / 2])] {
         let dst = tmp.path().join(name);
-        let out = run(&["restore", p(&dst)], input);
+        let out = run(&["restore", "--dir", p(&dst)], input);
         assert!(!out.status.success(), "{name}: {out:?}");
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("bad snapshot"),
@@ -117,6 +129,6 @@ fn restore_refuses_non_empty_damaged_and_truncated() {
         assert!(left.is_empty(), "{name}: left {left:?}");
     }
     // a snapshot of a directory that holds no store is refused
-    let out = run(&["snapshot", p(&tmp.path().join("flipped"))], b"");
+    let out = run(&["snapshot", "--dir", p(&tmp.path().join("flipped"))], b"");
     assert!(!out.status.success(), "{out:?}");
 }

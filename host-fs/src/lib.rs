@@ -138,9 +138,9 @@ impl store_core::Clock for SystemClock {
     /// The system time in ns since the epoch (0 before it). Natively: the system time at
     /// the last anchor plus the TSC's elapsed time since (`tsc_clock`), re-anchored every
     /// 100 ms, so it follows the system time (NTP steps and slews) to well within a
-    /// microsecond of drift between anchors. A reading costs ~25 instructions where
-    /// `SystemTime::now` with `duration_since` cost ~110: 14% of an unsynced append
-    /// (callgrind). Not monotonic across an anchor that the system time stepped back; the
+    /// microsecond of drift between anchors. A reading costs a few dozen instructions, a
+    /// fraction of `SystemTime::now` with `duration_since`, which an unsynced append would
+    /// otherwise spend a noticeable share of its time in. Not monotonic across an anchor that the system time stepped back; the
     /// store never lets a timestamp go back anyway.
     #[inline]
     fn now_ns(&self) -> i64 {

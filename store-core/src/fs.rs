@@ -182,8 +182,8 @@ pub trait FsFile: Send + Sync {
 
     /// Whether the checksums of data read from this file are better computed many records per
     /// call by [`FsFile::crc32_ranges`] than one record at a time in this process. False by
-    /// default. The wasm guest's files say true: crc32 in wasm has no SIMD (~1.5 GB/s against
-    /// ~10 GB/s natively), and its host computes a whole chunk's checksums in one call.
+    /// default. The wasm guest's files say true: crc32 in wasm has no SIMD (several times slower
+    /// than native code), and its host computes a whole chunk's checksums in one call.
     /// Recovery's block scan then asks for the checksums of every record of each chunk it
     /// reads at once, and compares them with the stored ones as it would its own.
     fn batch_crc32(&self) -> bool {

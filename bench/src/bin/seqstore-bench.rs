@@ -1,17 +1,24 @@
-//! `seqstore-bench [--quick] [--json] [--json-out FILE] [--dir PATH] [--reps N]
-//! [--only TABLE[,TABLE…]] [--nats-server PATH]`: the harness on its own (the `seqstore bench` subcommand calls the
-//! same `run`). `--json-out` also writes the JSON of the same run to FILE.
+//! `seqstore-bench [--quick] [--json] [--json-out FILE] [--markdown FILE] [--dir PATH]
+//! [--reps N] [--only TABLE[,TABLE…]] [--nats-server PATH]`: seqstore measured against a naive
+//! log, okaywal, fjall, the wasm guest and NATS JetStream, in one process. `--json-out` also
+//! writes the JSON of the same run to FILE; `--markdown` writes the run as a Markdown page
+//! (docs/BENCHMARKS.md is one) with the machine, the fsync probe, the date and the commit.
+//!
+//! Run it with `cargo run --release -p seqstore-bench -- --quick`. It is its own binary, not a
+//! subcommand of `seqstore`, so that the command line does not build fjall, okaywal, async-nats
+//! and tokio. The memory rows re-execute this binary, one child per stream size.
 
 use std::process::ExitCode;
 
-use seqstore_bench::{run, BenchOpts};
+use seqstore_bench::{run, BenchOpts, Machine};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: seqstore-bench [--quick] [--json] [--json-out FILE] [--dir PATH] [--reps N] [--only TABLE,...] [--nats-server PATH]\n\
+        "usage: seqstore-bench [--quick] [--json] [--json-out FILE] [--markdown FILE] [--dir PATH] [--reps N] [--only TABLE,...] [--nats-server PATH]\n\
          tables: append_nosync_msgs_per_s append_every1000_msgs_per_s append_always_msgs_per_s\n\
-         nats_publish_msgs_per_s recover_rebuild_s_per_gib recover_index_ms purge_ms\n\
-         get_random_msgs_per_s memory_peak_rss_mib (prefixes work)"
+         consumer_acks_always_per_s nats_publish_msgs_per_s recover_rebuild_s_per_gib\n\
+         recover_index_ms purge_ms get_random_msgs_per_s reads15_us get_batch_msgs_per_s\n\
+         memory_peak_rss_mib (prefixes work)"
     );
     ExitCode::from(2)
 }
@@ -30,6 +37,7 @@ fn main() -> ExitCode {
     };
     let mut json = false;
     let mut json_out: Option<String> = None;
+    let mut markdown: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -37,6 +45,10 @@ fn main() -> ExitCode {
             "--json" => json = true,
             "--json-out" => match it.next() {
                 Some(f) => json_out = Some(f.clone()),
+                None => return usage(),
+            },
+            "--markdown" => match it.next() {
+                Some(f) => markdown = Some(f.clone()),
                 None => return usage(),
             },
             "--dir" => match it.next() {
@@ -62,6 +74,17 @@ fn main() -> ExitCode {
         Ok(r) => {
             if let Some(f) = json_out {
                 if let Err(e) = std::fs::write(&f, format!("{:#}\n", r.to_json())) {
+                    eprintln!("seqstore-bench: writing {f}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+            if let Some(f) = markdown {
+                let command = std::iter::once("cargo run --release -p seqstore-bench --".into())
+                    .chain(args.iter().map(|a| a.to_string()))
+                    .collect::<Vec<String>>()
+                    .join(" ");
+                let page = r.markdown(&Machine::detect(), &command);
+                if let Err(e) = std::fs::write(&f, page) {
                     eprintln!("seqstore-bench: writing {f}: {e}");
                     return ExitCode::FAILURE;
                 }

@@ -1,4 +1,4 @@
-//! The tables a run fills and the goals it checks them against (README's table).
+//! The tables a run fills and the goals it checks them against (docs/BENCHMARKS.md shows a run).
 
 use super::*;
 
@@ -143,7 +143,7 @@ pub(super) fn goals(tables: &[Table]) -> Vec<Goal> {
             value: ratio(NOSYNC, "seqstore", "okaywal"),
             op: ">=",
             paired: paired(NOSYNC, "seqstore", "okaywal"),
-            // not slower than the WAL a user would pick instead (README says why not 1.5)
+            // not slower than the WAL a user would pick instead
             target: 1.0,
         },
         Goal {

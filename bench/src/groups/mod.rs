@@ -70,10 +70,8 @@ const SMALL: &str = "msgs_1k";
 const BIG: &str = "msgs_1m";
 #[cfg(not(feature = "guest"))]
 const GUEST_TODO: &str = "guest (the wasm guest on the host's filesystem, wasm-guest/host's \
-    GuestStore::open_dir) is not measured in this build: append_nosync_msgs_per_s.guest and \
-    recover_rebuild_s_per_gib.guest are null. TODO: build with `--features guest` (needs \
-    wasm-host to build and `rustup target add wasm32-wasip2`); the lead's `seqstore bench` \
-    enables it once wasm-host is done.";
+    GuestStore) is not measured in this build: the guest cells are null. Build with the \
+    default features (feature `guest`) to measure it.";
 
 /// The wasm guest on the host's real filesystem. `wasi == false` ("guest"): the host serves
 /// the guest's `fs` import with host-fs (cap-std) on `path`, as `GuestStore::from_fs` does for
@@ -233,8 +231,7 @@ fn host_notes(
             "an fsync probe took ~4 ms, one 250 Hz timer tick: in this state of the VM a thread \
              that blocks on I/O while its CPU idles is woken only at the next tick, so every \
              single-threaded blocking fsync costs ~4 ms whatever the disk does, while threads \
-             on busy CPUs do not wait (on this machine: 70 µs with a spinner on the same CPU, \
-             4 ms without). Single-thread fsync cells then measure the tick; seqstore_64 / \
+             on busy CPUs do not wait. Single-thread fsync cells then measure the tick; seqstore_64 / \
              seqstore_1 is inflated, and recover_index_ms / purge_ms are dominated by their \
              2-3 directory/file fsyncs, which hides their CPU cost (the 1M/1k ratios look \
              better than on a quiet host)"
@@ -354,12 +351,11 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
     host_notes(&mut notes, (load_start, load_end), (probe_start, probe_end));
     let state = crate::fsync_probe_state(probe_start, probe_end);
     if nats.median("always_64").is_some() && state != "fast" {
-        // seen on this machine: 0.6k-1.6k/s with the probe at ~4 ms or changing, 5-8k/s with
-        // it fast, while seqstore_64 moves far less
+        // NATS' single-connection durable publishes follow the host's fsync state much more
+        // than seqstore_64 does
         notes.push(format!(
             "vs_nats_always64 was measured with the fsync probe {state}: NATS always_64 is the \
-             cell that moves most with the host's fsync state (5-10x lower than with a fast \
-             probe), so take that ratio from a run whose probe says fast"
+             cell that moves most with the host's fsync state, so take that ratio from a run whose probe says fast"
         ));
     }
 

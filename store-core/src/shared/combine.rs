@@ -9,9 +9,9 @@
 //! oldest writer that queued meanwhile, and then hands every writer of its batch its own
 //! result.
 //!
-//! Why: with 64 writers on 2 cores a durable append cost ~9 µs of CPU and ~1.4 context
-//! switches, mostly each writer contending for the store's lock to append its own message
-//! and being woken for its result. Here a writer takes the store's lock never, parks once
+//! Why: with many more writers than cores a durable append costs CPU and context switches
+//! more than its share of the fsync, mostly each writer contending for the store's lock to
+//! append its own message and being woken for its result. Here a writer takes the store's lock never, parks once
 //! and is woken once; the store's lock is held by one thread per batch.
 //!
 //! The outcome of each message is the one `Store::append` would give it in that order: its

@@ -41,15 +41,15 @@ impl<F: Fs> Store<F> {
 
     /// Decides whether a read of block `pos` should first cache the whole block, and does it.
     ///
-    /// Why: a random get by `pread` costs a syscall, a page-cache lookup and a copy (~1 µs
-    /// here, 60% of a get); from memory it is a copy. Only sealed blocks are cached (the
+    /// Why: a random get by `pread` costs a syscall, a page-cache lookup and a copy, most of
+    /// a get's time; from memory it is a copy. Only sealed blocks are cached (the
     /// newest still grows), within `Config::block_cache` bytes. Loading a block costs about as
     /// much as one `pread` per 4 KiB of it, so a block is admitted only after that many preads
     /// of it (ski rental). When the cache is full a block displaces the coldest cached one
     /// only if it is clearly hotter (twice the reads, counts halved every 64 reads per block):
     /// reads spread evenly over a stream larger than the cache then settle on a fixed cached
-    /// set instead of reloading 8 MiB blocks over and over (measured: LRU with that churn made
-    /// random gets 1.7x slower than no cache at all). A failed load is the read's error (the
+    /// set instead of reloading 8 MiB blocks over and over (plain LRU, with that churn, made
+    /// random gets slower than no cache at all). A failed load is the read's error (the
     /// fault sweep holds every failed I/O to surfacing somewhere; a block that cannot be read
     /// whole is worth knowing about), and the block is not cached.
     pub(super) fn prepare_read(&mut self, pos: usize) -> Result<()> {

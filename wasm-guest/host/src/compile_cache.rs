@@ -1,6 +1,5 @@
 //! An on-disk cache of compiled components, so that a process that runs the guest does not
-//! compile it with Cranelift again (about a second in a release build of the host, about nine
-//! in a debug build).
+//! compile it with Cranelift again (seconds, and many more in a debug build of the host).
 //!
 //! Off unless the embedder names a directory ([`crate::cache_compiled_components`]); the
 //! `seqstore` command turns it on (see [`crate::default_compile_cache_dir`]). An entry is named

@@ -28,8 +28,8 @@ pub const GUEST_DIR: &str = "/data";
 const STDERR_CAP: usize = 64 << 10;
 
 /// The host's batching of unsynced appends (see [`GuestStore::append`]) sends its queue once
-/// it holds this many bytes of records: large enough that the boundary's cost per call
-/// (~0.5 µs) is lost in the message's own, small enough to stay in the CPU caches.
+/// it holds this many bytes of records: large enough that the boundary's cost per call is
+/// lost in the messages' own, small enough to stay in the CPU caches.
 const FLUSH_BYTES: usize = 64 << 10;
 
 /// Most subjects the host remembers as valid (then it forgets them all and starts again): a
@@ -59,7 +59,7 @@ impl std::hash::Hasher for FxHasher {
 
 /// Subjects the host has checked with `validate_subject` and found valid. Validation is a pure
 /// function of the string, so remembering it changes no result; it spares the queued path a
-/// ~60 ns tokenization per append (store-core likewise skips it for subjects it holds).
+/// tokenization per append (store-core likewise skips it for subjects it holds).
 type ValidSubjects = std::collections::HashSet<Box<str>, std::hash::BuildHasherDefault<FxHasher>>;
 
 /// Appends to `buf` the message record the guest's store would write for this append at
