@@ -241,6 +241,11 @@ fn parallel_processes_never_corrupt_the_store() {
     println!("seed {seed} (SEQSTORE_SEED={seed} replays the commands)");
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("store");
+    // the store exists before the churner's first verify (which never creates one)
+    common::ok(
+        &tmp.path().join("store"),
+        &["append", "--subject", "setup", "--data", "s"],
+    );
     let started = Instant::now();
     let (acked, failures) = std::thread::scope(|s| {
         let writers: Vec<_> = (0..3)

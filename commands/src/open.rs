@@ -40,9 +40,21 @@ pub fn prepare_dir(dir: &Path, create: bool) -> Result<()> {
         }
         Err(e) => return Err(dir_err("reading", e)),
         Ok(it) => {
-            // a lock file alone: another process is creating the store here
-            let mut names = it.filter_map(|e| e.ok()).map(|e| e.file_name());
-            if names.any(|n| !n.to_str().is_some_and(store_core::is_lock_name)) {
+            // a lock file alone: another process is creating the store here; and it may have
+            // created msgs/ since the check above
+            let names: Vec<_> = it.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+            let store_dirs = [
+                store_core::MSGS_DIR,
+                store_core::PURGE_NEW,
+                store_core::PURGE_OLD,
+            ];
+            if names.iter().any(|n| store_dirs.iter().any(|d| n == *d)) {
+                return Ok(());
+            }
+            if names
+                .iter()
+                .any(|n| !n.to_str().is_some_and(store_core::is_lock_name))
+            {
                 return Err(Error::NotAStore {
                     dir: dir.to_path_buf(),
                 });
