@@ -13,17 +13,6 @@ use crate::{run_and_close, Error, Output, Result, StoreCmd};
 /// directory. A non-empty directory that is not a store is refused either way, and nothing is
 /// written to it.
 pub fn prepare_dir(dir: &Path, create: bool) -> Result<()> {
-    // a crash during a purge can leave purge.new/purge.old and no msgs/ (recovery finishes it)
-    let looks_like_store = [
-        store_core::MSGS_DIR,
-        store_core::PURGE_NEW,
-        store_core::PURGE_OLD,
-    ]
-    .iter()
-    .any(|d| dir.join(d).is_dir());
-    if looks_like_store {
-        return Ok(());
-    }
     let dir_err = |what, source| Error::Dir {
         what,
         dir: dir.to_path_buf(),
@@ -40,17 +29,23 @@ pub fn prepare_dir(dir: &Path, create: bool) -> Result<()> {
         }
         Err(e) => return Err(dir_err("reading", e)),
         Ok(it) => {
-            // a lock file alone: another process is creating the store here; and it may have
-            // created msgs/ since the check above
-            let names: Vec<_> = it.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+            // one listing decides, so that a store another process creates meanwhile is seen
+            // whole: a crash during a purge can leave purge.new/purge.old and no msgs/
+            // (recovery finishes it); a lock file alone means another process is creating
+            // the store here
+            let entries: Vec<_> = it.filter_map(|e| e.ok()).collect();
             let store_dirs = [
                 store_core::MSGS_DIR,
                 store_core::PURGE_NEW,
                 store_core::PURGE_OLD,
             ];
-            if names.iter().any(|n| store_dirs.iter().any(|d| n == *d)) {
+            let is_store_dir = |e: &std::fs::DirEntry| {
+                store_dirs.iter().any(|d| e.file_name() == *d) && e.path().is_dir()
+            };
+            if entries.iter().any(is_store_dir) {
                 return Ok(());
             }
+            let names: Vec<_> = entries.iter().map(|e| e.file_name()).collect();
             if names
                 .iter()
                 .any(|n| !n.to_str().is_some_and(store_core::is_lock_name))
