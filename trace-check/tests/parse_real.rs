@@ -141,6 +141,42 @@ fn mutated_traces_are_typed_errors_never_panics() {
 }
 
 #[test]
+fn a_close_split_by_another_threads_open_of_the_same_number_frees_only_the_old_file() {
+    // nats-server under load: one thread's close of 10 is still unfinished when another
+    // thread's open is handed 10; the close's completion must not close the new file
+    let cfg = ParseConfig {
+        roots: vec!["/d".into()],
+        marks: None,
+        cwd: "/".into(),
+    };
+    let text = "\
+1 clone3({flags=CLONE_VM|CLONE_FILES|CLONE_THREAD, exit_signal=0}, 88) = 2
+1 openat(AT_FDCWD</>, \"/d/a\", O_RDWR|O_CREAT, 0644) = 10</d/a>
+1 close(10</d/a> <unfinished ...>
+2 openat(AT_FDCWD</>, \"/d/b\", O_RDWR|O_CREAT, 0644) = 10</d/b>
+1 <... close resumed>) = 0
+2 fcntl(10</d/b>, F_GETFL) = 0x8002 (flags O_RDWR|O_LARGEFILE)
+2 pwrite64(10</d/b>, \"x\", 1, 0) = 1
+2 close_range(3, 4294967295, 0 <unfinished ...>
+1 openat(AT_FDCWD</>, \"/d/c\", O_RDWR|O_CREAT, 0644) = 10</d/c>
+2 <... close_range resumed>) = 0
+1 pwrite64(10</d/c>, \"y\", 1, 0) = 1
+";
+    let cap = parse(text, &cfg).unwrap();
+    assert!(cap.incomplete.is_empty(), "{:?}", cap.incomplete);
+    let fs = FaultFs::new(Model::Posix);
+    let mut r = Replayer::new();
+    let mut j = Journal::new();
+    for (i, t) in cap.ops.iter().enumerate() {
+        r.step(&fs, i, t, &mut j).unwrap();
+    }
+    let dump = fs.dump();
+    for f in ["a = \"\"", "b = \"x\"", "c = \"y\""] {
+        assert!(dump.lines().any(|l| l == f), "{f} missing: {dump}");
+    }
+}
+
+#[test]
 fn unmodellable_calls_are_errors_naming_the_line() {
     use seqstore_trace::Error;
     let cfg = ParseConfig {

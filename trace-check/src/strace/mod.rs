@@ -7,7 +7,8 @@
 //! the current position use the tracked position (advanced by `write`, `read`, set by
 //! `lseek`'s result); `O_APPEND` writes are replayed at the end of the file. A call split by
 //! another thread's output (`<unfinished ...>` / `<... resumed>`) is joined and takes effect
-//! at its completion line, as the kernel applies it by the time it returns.
+//! at its completion line, as the kernel applies it by the time it returns; except `close`
+//! and `close_range`, which free the descriptor number as they start.
 
 mod calls;
 mod run;
@@ -48,6 +49,11 @@ pub fn parse(text: &str, cfg: &ParseConfig) -> Result<Capture, Error> {
             }
             Line::Unfinished { pid, name, head } => {
                 st.entry(n, pid);
+                if FREED_AT_ENTRY.contains(&name) {
+                    // the descriptor is free (and may be handed out again by another
+                    // thread's open) before this call returns: its effect is here
+                    st.call(n, pid, name, &format!("{head}) = 0"))?;
+                }
                 pending.insert(pid, (n, name.to_string(), head.to_string()));
             }
             Line::Resumed { pid, name, tail } => {
@@ -57,7 +63,9 @@ pub fn parse(text: &str, cfg: &ParseConfig) -> Result<Capture, Error> {
                 if pname != name {
                     return Err(parse_err(n, format!("{name} resumed, {pname} started"), l));
                 }
-                st.call(n, pid, name, &format!("{head}{tail}"))?;
+                if !FREED_AT_ENTRY.contains(&name) {
+                    st.call(n, pid, name, &format!("{head}{tail}"))?;
+                }
             }
             Line::Other => {}
         }
@@ -65,7 +73,7 @@ pub fn parse(text: &str, cfg: &ParseConfig) -> Result<Capture, Error> {
     let mut left: Vec<_> = pending.into_values().collect();
     left.sort();
     for (n, name, head) in left {
-        if calls::RELEVANT.contains(&name.as_str()) {
+        if calls::RELEVANT.contains(&name.as_str()) && !FREED_AT_ENTRY.contains(&name.as_str()) {
             st.out
                 .incomplete
                 .push(format!("line {n}: {name}({head} (never completed)"));
@@ -75,6 +83,12 @@ pub fn parse(text: &str, cfg: &ParseConfig) -> Result<Capture, Error> {
     st.out.bytes = text.len();
     Ok(st.out)
 }
+
+/// Calls that free descriptors: Linux takes the descriptor out of the table as the call
+/// starts (and `close` frees it even when it then fails with `EINTR` or `EIO`), so a split
+/// call takes effect at its first line, not its completion. A close that completes after
+/// another thread's open reused its number must not close the new file.
+const FREED_AT_ENTRY: [&str; 2] = ["close", "close_range"];
 
 pub(crate) fn parse_err(line: usize, msg: impl Into<String>, text: &str) -> Error {
     Error::Parse {
