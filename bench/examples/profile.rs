@@ -11,8 +11,8 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use host_fs::{HostFs, SystemClock};
-use store_core::{Config, Store, SyncPolicy};
+use seqstore_core::{Config, Store, SyncPolicy};
+use seqstore_fs::{HostFs, SystemClock};
 
 fn open(p: &std::path::Path, sync: SyncPolicy) -> Store<HostFs> {
     let mut cfg = Config {
@@ -91,7 +91,7 @@ fn main() {
         }
         "group" => {
             // n writer threads on a SharedStore under SyncPolicy::Always for 3 s
-            let store = store_core::SharedStore::new(open(p, SyncPolicy::Always));
+            let store = seqstore_core::SharedStore::new(open(p, SyncPolicy::Always));
             store.append(&subjects[0], b"", &payload).unwrap();
             let dur = std::time::Duration::from_secs(3);
             let (cpu0, cs0) = process_usage();

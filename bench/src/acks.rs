@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use store_core::{ConsumerConfig, SharedStore, SyncPolicy};
+use seqstore_core::{ConsumerConfig, SharedStore, SyncPolicy};
 
 use crate::groups::open_store;
 use crate::report::{Table, Unit};

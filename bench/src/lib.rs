@@ -75,10 +75,10 @@
 //! - `goals`: the goals' names by outcome (`passed`, `failed`, `not_measured`) and `line`, the
 //!   one-line summary the text output ends with ([`goals_line`]).
 //!
-//! Every store is opened with `host_fs::SystemClock` (a wall-clock timestamp per message, as
+//! Every store is opened with `seqstore_fs::SystemClock` (a wall-clock timestamp per message, as
 //! in production). The guest cells are measured only with the crate feature `guest` (without
 //! it they are `null` and the report lists a TODO): `guest` is the wasm guest on the host's
-//! real filesystem through its `fs` import (`wasm_host::GuestStore::from_fs` over host-fs on the
+//! real filesystem through its `fs` import (`seqstore_wasm::GuestStore::from_fs` over host-fs on the
 //! same kind of directory), `guest_wasi` the same guest on a WASI preopen
 //! (`GuestStore::open_dir`, wasmtime-wasi's filesystem), for reference.
 

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{bail, ensure, Context, Result};
-use host_fs::{HostFs, SystemClock};
-use store_core::{Config, Store, SyncPolicy};
+use seqstore_core::{Config, Store, SyncPolicy};
+use seqstore_fs::{HostFs, SystemClock};
 
 use crate::report::Table;
 use crate::util::Ctx;

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{ensure, Result};
-use host_fs::HostFs;
-use store_core::{Store, SyncPolicy};
+use seqstore_core::{Store, SyncPolicy};
+use seqstore_fs::HostFs;
 
 use crate::report::Table;
 use crate::util::{Ctx, Rng};

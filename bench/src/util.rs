@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 /// The workspace's one seeded generator (splitmix64, fault-fs).
-pub(crate) use fault_fs::Rng;
+pub(crate) use seqstore_fault_fs::Rng;
 
 /// The median of `v` (mean of the two middle values for an even count).
 pub fn median(v: &[f64]) -> Option<f64> {

@@ -6,13 +6,13 @@
 //! it writes under the key given then.
 
 use anyhow::{bail, Context, Result};
-use host_fs::{HostFs, SystemClock};
 use seqstore_commands::{is_locked, retry_locked};
+use seqstore_core::crypt::{CryptFs, LayerConfig};
+use seqstore_core::{Config, Error, SnapshotInfo, Store};
+use seqstore_fs::{HostFs, SystemClock};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
-use store_core::crypt::{CryptFs, LayerConfig};
-use store_core::{Config, Error, SnapshotInfo, Store};
 
 /// The encryption and compression of the store read (`snapshot`) or written (`restore`).
 #[derive(clap::Args, Clone, Debug)]
@@ -43,7 +43,7 @@ impl LayerArgs {
 
 /// Writes a snapshot of the store in `dir` to `out` (a new file) or to standard output.
 pub(crate) fn snapshot(dir: &Path, out: Option<&Path>, layer: &LayerArgs) -> Result<()> {
-    if !dir.join(store_core::MSGS_DIR).is_dir() {
+    if !dir.join(seqstore_core::MSGS_DIR).is_dir() {
         bail!("no store at {} (no msgs/)", dir.display());
     }
     let cfg = layer.config()?;
@@ -83,7 +83,7 @@ pub(crate) fn snapshot(dir: &Path, out: Option<&Path>, layer: &LayerArgs) -> Res
 }
 
 /// The snapshot into a new file, fsynced; a failed one is removed, not left half-written.
-fn to_file<F: store_core::Fs>(s: &mut Store<F>, path: &Path) -> Result<SnapshotInfo> {
+fn to_file<F: seqstore_core::Fs>(s: &mut Store<F>, path: &Path) -> Result<SnapshotInfo> {
     let f = File::options()
         .write(true)
         .create_new(true)
@@ -115,14 +115,14 @@ pub(crate) fn restore(dir: &Path, from: Option<&PathBuf>, layer: &LayerArgs) -> 
     };
     let mut input = BufReader::new(input);
     // restore takes the lock before it reads anything, so a refused try consumed no input
-    let attempt = || -> store_core::Result<_> {
+    let attempt = || -> seqstore_core::Result<_> {
         let io = |e| Error::Io {
             op: "open root",
             path: dir.display().to_string(),
             source: e,
         };
         let fs = CryptFs::new(HostFs::open(dir).map_err(io)?, LayerConfig::of(&cfg)).map_err(io)?;
-        store_core::restore(fs, cfg.clone(), &mut input)
+        seqstore_core::restore(fs, cfg.clone(), &mut input)
     };
     let (s, info) = retry_locked(layer.wait, is_locked, attempt)
         .map_err(|(e, _)| e)

@@ -4,8 +4,8 @@
 
 use crate::trace::marks_json;
 use anyhow::{bail, Context, Result};
-use fault_fs::Model;
 use indicatif::ProgressBar;
+use seqstore_fault_fs::Model;
 use seqstore_trace::capture::capture_strace;
 use seqstore_trace::check::CommandChecker;
 use seqstore_trace::session::{self, CheckConfig, TraceReport};

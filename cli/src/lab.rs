@@ -4,14 +4,14 @@
 
 use crate::random;
 use anyhow::{bail, Result};
-use crash_matrix::{Backend, CellResult, CellSpec, Expected, Guest, Native};
-use fault_fs::Model;
 use indicatif::{ProgressBar, ProgressStyle};
+use seqstore_core::{Ablation, Config};
+use seqstore_crash_matrix::{Backend, CellResult, CellSpec, Expected, Guest, Native};
+use seqstore_fault_fs::Model;
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-use store_core::{Ablation, Config};
 
 /// `seqstore demo`.
 #[derive(clap::Args)]
@@ -69,8 +69,8 @@ pub(crate) struct CrashcheckArgs {
 }
 
 /// The `--encrypted` backends (their open counters seed the nonce prefixes).
-static LAYERED: crash_matrix::Layered = crash_matrix::Layered::new();
-static LAYERED_GUEST: crash_matrix::LayeredGuest = crash_matrix::LayeredGuest;
+static LAYERED: seqstore_crash_matrix::Layered = seqstore_crash_matrix::Layered::new();
+static LAYERED_GUEST: seqstore_crash_matrix::LayeredGuest = seqstore_crash_matrix::LayeredGuest;
 
 pub(crate) fn demo_cmd(a: DemoArgs) -> Result<ExitCode> {
     if a.nats {
@@ -101,7 +101,7 @@ pub(crate) fn crashcheck_cmd(a: CrashcheckArgs) -> Result<ExitCode> {
     } else if a.guest {
         &Guest
     } else if a.shared {
-        &crash_matrix::Shared
+        &seqstore_crash_matrix::Shared
     } else {
         &Native
     };
@@ -143,13 +143,18 @@ fn run_cells(cells: &[(CellSpec, &dyn Backend)], label: &str) -> Vec<CellResult>
         );
         pb.set_message(name.clone());
         let pb2 = pb.clone();
-        let progress: crash_matrix::Progress = Arc::new(move |p: &fault_fs::Progress| {
-            pb2.set_message(format!(
-                "{name}: crash point {}/{}, {} images",
-                p.crash_points_done, p.crash_points, p.images
-            ));
-        });
-        out.push(crash_matrix::run_cell(*backend, spec, Some(progress)));
+        let progress: seqstore_crash_matrix::Progress =
+            Arc::new(move |p: &seqstore_fault_fs::Progress| {
+                pb2.set_message(format!(
+                    "{name}: crash point {}/{}, {} images",
+                    p.crash_points_done, p.crash_points, p.images
+                ));
+            });
+        out.push(seqstore_crash_matrix::run_cell(
+            *backend,
+            spec,
+            Some(progress),
+        ));
         pb.inc(1);
     }
     pb.finish_and_clear();
@@ -175,7 +180,7 @@ fn demo(as_json: bool, seed: u64) -> Result<ExitCode> {
     let cells: Vec<(CellSpec, &dyn Backend)> = backends
         .into_iter()
         .flat_map(|b| {
-            crash_matrix::demo_cells(seed)
+            seqstore_crash_matrix::demo_cells(seed)
                 .into_iter()
                 .map(move |c| (c, b))
         })
@@ -209,7 +214,7 @@ fn demo(as_json: bool, seed: u64) -> Result<ExitCode> {
         );
         println!(
             "scenario: append {} messages (sync: always), purge; power cut at every operation boundary,",
-            crash_matrix::SEED_K
+            seqstore_crash_matrix::SEED_K
         );
         println!("every crash image the model allows is recovered and checked (seed {seed})\n");
         println!(
@@ -266,12 +271,18 @@ fn crashcheck(
     let ablation: Ablation = ablation.parse().map_err(anyhow::Error::msg)?;
     let wl = (workload != "all").then_some(workload);
     if let Some(w) = wl {
-        if !crash_matrix::workloads().iter().any(|x| x.name == w) {
-            let names: Vec<_> = crash_matrix::workloads().iter().map(|w| w.name).collect();
+        if !seqstore_crash_matrix::workloads()
+            .iter()
+            .any(|x| x.name == w)
+        {
+            let names: Vec<_> = seqstore_crash_matrix::workloads()
+                .iter()
+                .map(|w| w.name)
+                .collect();
             bail!("unknown workload {w:?}; known: {}", names.join(", "));
         }
     }
-    let mut cells = crash_matrix::matrix_cells(wl, model, seed);
+    let mut cells = seqstore_crash_matrix::matrix_cells(wl, model, seed);
     for c in &mut cells {
         c.ablation = ablation;
     }

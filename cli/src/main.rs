@@ -112,8 +112,8 @@ fn main() -> ExitCode {
     restore_sigpipe();
     let cli = Cli::parse();
     // `--guest` then compiles each component once per machine, not once per command
-    if let Some(dir) = wasm_host::default_compile_cache_dir() {
-        wasm_host::cache_compiled_components(dir);
+    if let Some(dir) = seqstore_wasm::default_compile_cache_dir() {
+        seqstore_wasm::cache_compiled_components(dir);
     }
     match run(cli.cmd) {
         Ok(code) => code,

@@ -1,15 +1,15 @@
 //! `seqstore crashcheck --random N`: random valid workloads through the crash explorer
-//! (crash_matrix::random), with a progress bar, a table or one JSON object, and the first
+//! (seqstore_crash_matrix::random), with a progress bar, a table or one JSON object, and the first
 //! violation shrunk to a workload literal and the command that replays it.
 
 use crate::lab::bar;
 use anyhow::Result;
-use crash_matrix::random::{literal, run_campaign, Campaign, CampaignReport};
-use crash_matrix::Backend;
-use fault_fs::Model;
+use seqstore_core::Ablation;
+use seqstore_crash_matrix::random::{literal, run_campaign, Campaign, CampaignReport};
+use seqstore_crash_matrix::Backend;
+use seqstore_fault_fs::Model;
 use serde_json::{json, Value};
 use std::process::ExitCode;
-use store_core::Ablation;
 
 /// What `crashcheck --random` was asked for.
 pub struct Args<'a> {

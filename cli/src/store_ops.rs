@@ -5,10 +5,10 @@ use seqstore_commands::{
     execute, is_locked, prepare_dir, report, retry_locked, run_and_close, Backend, Error, Output,
     StoreCmd, EXIT_FAILED,
 };
+use seqstore_core::{ConsumerConfig, ConsumerState, RecoveryReport, StoredMsg, StreamState};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;
-use store_core::{ConsumerConfig, ConsumerState, RecoveryReport, StoredMsg, StreamState};
 
 use crate::CliExtra;
 
@@ -26,7 +26,7 @@ pub(crate) fn store_cmd(cmd: &StoreCmd<CliExtra>) -> ExitCode {
         }
     };
     #[cfg(not(feature = "ablation"))]
-    let base = store_core::Config::default();
+    let base = seqstore_core::Config::default();
     // verify reads the files without a store, natively
     let result = if at.extra.guest && !matches!(cmd, StoreCmd::Verify { .. }) {
         in_guest(cmd, base)
@@ -46,16 +46,22 @@ pub(crate) fn store_cmd(cmd: &StoreCmd<CliExtra>) -> ExitCode {
 /// directory.
 fn in_guest(
     cmd: &StoreCmd<CliExtra>,
-    base: store_core::Config,
+    base: seqstore_core::Config,
 ) -> seqstore_commands::Result<Output> {
     let at = cmd.target();
     prepare_dir(&at.dir, cmd.creates())?;
     let cfg = at.layered_config(base)?;
-    let open =
-        || wasm_host::GuestStore::open_dir(&at.dir, cfg.clone(), Box::new(host_fs::SystemClock));
-    let locked = |e: &wasm_host::Error| matches!(e, wasm_host::Error::Store(e) if is_locked(e));
+    let open = || {
+        seqstore_wasm::GuestStore::open_dir(
+            &at.dir,
+            cfg.clone(),
+            Box::new(seqstore_fs::SystemClock),
+        )
+    };
+    let locked =
+        |e: &seqstore_wasm::Error| matches!(e, seqstore_wasm::Error::Store(e) if is_locked(e));
     let g = retry_locked(at.wait, locked, open).map_err(|(e, waited)| match e {
-        wasm_host::Error::Store(e) if is_locked(&e) => Error::Busy {
+        seqstore_wasm::Error::Store(e) if is_locked(&e) => Error::Busy {
             dir: at.dir.clone(),
             waited,
             source: Box::new(e),
@@ -70,13 +76,13 @@ fn in_guest(
     if rep.lost_data() {
         eprintln!("seqstore: recovery repaired damage: {rep:?}");
     }
-    run_and_close(Guest(g), cmd, &host_fs::SystemClock)
+    run_and_close(Guest(g), cmd, &seqstore_fs::SystemClock)
 }
 
 /// The wasm guest as a [`Backend`] of the shared commands.
-struct Guest(wasm_host::GuestStore);
+struct Guest(seqstore_wasm::GuestStore);
 
-fn backend(e: wasm_host::Error) -> Error {
+fn backend(e: seqstore_wasm::Error) -> Error {
     Error::Backend(Box::new(e))
 }
 

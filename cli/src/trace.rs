@@ -3,8 +3,8 @@
 //! removed (`--ablation`), is in the crash lab's build only (`lab::store_config`).
 
 use anyhow::{bail, Context, Result};
-use fault_fs::Model;
 use indicatif::{ProgressBar, ProgressStyle};
+use seqstore_fault_fs::Model;
 use seqstore_trace::capture::{capture_strace, load_work, Traced};
 use seqstore_trace::check::{materialize, CommandChecker};
 use seqstore_trace::session::{self, CheckConfig, ProgressFn, TraceReport};

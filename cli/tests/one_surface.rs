@@ -8,7 +8,7 @@
 //! Every run prints its seed; `SEQSTORE_SEED=N` replays it, `SEQSTORE_SURFACE_CMDS=K` makes
 //! the sequence longer.
 
-use fault_fs::Rng;
+use seqstore_fault_fs::Rng;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -76,12 +76,12 @@ fn process(bin: &Path, args: &[String], dir: &Path, json: bool) -> Ran {
 
 fn wasm(args: &[String], dir: &Path) -> Ran {
     // the compiled command from the `seqstore` runs' cache, as a user's second process gets it
-    if let Some(cache) = wasm_host::default_compile_cache_dir() {
-        wasm_host::cache_compiled_components(cache);
+    if let Some(cache) = seqstore_wasm::default_compile_cache_dir() {
+        seqstore_wasm::cache_compiled_components(cache);
     }
     let mut argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    argv.extend(["--dir", wasm_host::GUEST_DIR]);
-    let out = wasm_host::run_guest_command(dir, &argv, &wasm_host::GuestOptions::default())
+    argv.extend(["--dir", seqstore_wasm::GUEST_DIR]);
+    let out = seqstore_wasm::run_guest_command(dir, &argv, &seqstore_wasm::GuestOptions::default())
         .expect("the guest command runs");
     if out.code != 0 {
         assert!(!out.stderr.is_empty(), "wasm {args:?} failed silently");

@@ -67,12 +67,12 @@ struct Acked {
 const WASI: &str = "wasi";
 
 /// Runs the `seqstore-guest` WASI command on `dir` preopened as `/data`.
-fn wasi_command(dir: &Path, args: &[&str]) -> wasm_host::CommandOutput {
-    let opts = wasm_host::GuestOptions {
+fn wasi_command(dir: &Path, args: &[&str]) -> seqstore_wasm::CommandOutput {
+    let opts = seqstore_wasm::GuestOptions {
         call_timeout: Some(Duration::from_secs(300)),
-        ..wasm_host::GuestOptions::default()
+        ..seqstore_wasm::GuestOptions::default()
     };
-    wasm_host::run_guest_command(dir, args, &opts).expect("run the WASI command")
+    seqstore_wasm::run_guest_command(dir, args, &opts).expect("run the WASI command")
 }
 
 /// A writer: `count` appends of random messages on subjects `w{id}.*`, each its own process.

@@ -7,12 +7,12 @@
 //!
 //! Needs strace (Debian's); skipped with a message when it is missing, except under CI=true.
 
-use crash_matrix::{demo_cells, run_cell, Native};
-use fault_fs::Model;
+use seqstore_core::Ablation;
+use seqstore_crash_matrix::{demo_cells, run_cell, Native};
+use seqstore_fault_fs::Model;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use store_core::Ablation;
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_seqstore")

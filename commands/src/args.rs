@@ -2,9 +2,9 @@
 //! to every command (`X`: the CLI's `--guest`; [`NoExtra`] for the WASI command).
 
 use clap::{Args, Subcommand, ValueEnum};
+use seqstore_core::{Config, SyncPolicy};
 use std::path::PathBuf;
 use std::time::Duration;
-use store_core::{Config, SyncPolicy};
 
 /// The default store directory: the conventional preopen under WASI
 /// (`wasmtime run --dir HOST_DIR::/data …`), the working directory natively.
@@ -76,7 +76,7 @@ impl<X: Args> Target<X> {
     }
 
     /// The encryption and compression layer the flags ask for.
-    pub fn layer(&self) -> crate::Result<store_core::crypt::LayerConfig> {
+    pub fn layer(&self) -> crate::Result<seqstore_core::crypt::LayerConfig> {
         layer_of(self.key_file.as_deref(), self.compress)
     }
 }
@@ -86,20 +86,20 @@ impl<X: Args> Target<X> {
 pub fn layer_of(
     key_file: Option<&std::path::Path>,
     compress: bool,
-) -> crate::Result<store_core::crypt::LayerConfig> {
+) -> crate::Result<seqstore_core::crypt::LayerConfig> {
     let encryption = match key_file {
-        Some(p) => Some(store_core::Encryption::new(
-            store_core::Cipher::XChaCha20Poly1305,
+        Some(p) => Some(seqstore_core::Encryption::new(
+            seqstore_core::Cipher::XChaCha20Poly1305,
             read_key(p)?,
         )),
         None => None,
     };
     let compression = if compress {
-        store_core::Compression::Lz4
+        seqstore_core::Compression::Lz4
     } else {
-        store_core::Compression::None
+        seqstore_core::Compression::None
     };
-    Ok(store_core::crypt::LayerConfig {
+    Ok(seqstore_core::crypt::LayerConfig {
         encryption,
         compression,
     })

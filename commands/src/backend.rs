@@ -1,11 +1,11 @@
 //! What the commands need of a store: store-core's `Store<F>` for every `Fs`, and whatever
 //! else a binary runs them on (the CLI's wasm guest, through wasm-host).
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-use store_core::{
+use seqstore_core::{
     ConsumerConfig, ConsumerState, Fs, RecoveryReport, Store, StoredMsg, StreamState,
 };
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::Result;
 

@@ -13,7 +13,7 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 #[non_exhaustive]
 pub enum Error {
     /// The store refused or failed the operation.
-    Store(store_core::Error),
+    Store(seqstore_core::Error),
     /// A backend other than `Store<F>` failed (its error as it is).
     Backend(BoxError),
     /// The directory could not be opened as the store's root (host-fs names it).
@@ -35,7 +35,7 @@ pub enum Error {
     /// `verify` could not read the directory.
     Verify {
         dir: PathBuf,
-        source: store_core::Error,
+        source: seqstore_core::Error,
     },
     /// A command other than `append` on a directory that is missing or empty.
     NoStore { dir: PathBuf, why: &'static str },
@@ -107,8 +107,8 @@ impl StdError for Error {
     }
 }
 
-impl From<store_core::Error> for Error {
-    fn from(e: store_core::Error) -> Self {
+impl From<seqstore_core::Error> for Error {
+    fn from(e: seqstore_core::Error) -> Self {
         Error::Store(e)
     }
 }

@@ -2,8 +2,8 @@
 //! command's store and the CLI's wasm guest.
 
 use clap::Args;
+use seqstore_core::{AckPolicy, Clock, ConsumerConfig};
 use std::io::Read;
-use store_core::{AckPolicy, Clock, ConsumerConfig};
 
 use crate::output::{ConsumerInfo, Msg, Output, Report, StateOut, Subjects};
 use crate::{AckArg, Backend, ConsumerCmd, Error, Result, StoreCmd};

@@ -2,10 +2,10 @@
 //! (cap-std natively, WASI's filesystem under WASI), and the whole command.
 
 use clap::Args;
-use host_fs::{HostFs, SystemClock};
+use seqstore_core::{Config, CryptFs, Store};
+use seqstore_fs::{HostFs, SystemClock};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use store_core::{Config, CryptFs, Store};
 
 use crate::{run_and_close, Error, Output, Result, StoreCmd};
 
@@ -35,9 +35,9 @@ pub fn prepare_dir(dir: &Path, create: bool) -> Result<()> {
             // the store here
             let entries: Vec<_> = it.filter_map(|e| e.ok()).collect();
             let store_dirs = [
-                store_core::MSGS_DIR,
-                store_core::PURGE_NEW,
-                store_core::PURGE_OLD,
+                seqstore_core::MSGS_DIR,
+                seqstore_core::PURGE_NEW,
+                seqstore_core::PURGE_OLD,
             ];
             let is_store_dir = |e: &std::fs::DirEntry| {
                 store_dirs.iter().any(|d| e.file_name() == *d) && e.path().is_dir()
@@ -48,7 +48,7 @@ pub fn prepare_dir(dir: &Path, create: bool) -> Result<()> {
             let names: Vec<_> = entries.iter().map(|e| e.file_name()).collect();
             if names
                 .iter()
-                .any(|n| !n.to_str().is_some_and(store_core::is_lock_name))
+                .any(|n| !n.to_str().is_some_and(seqstore_core::is_lock_name))
             {
                 return Err(Error::NotAStore {
                     dir: dir.to_path_buf(),
@@ -91,8 +91,8 @@ pub fn retry_locked<T, E>(
 }
 
 /// Whether `e` is the refusal of a store another process has open.
-pub fn is_locked(e: &store_core::Error) -> bool {
-    matches!(e, store_core::Error::Locked { .. })
+pub fn is_locked(e: &seqstore_core::Error) -> bool {
+    matches!(e, seqstore_core::Error::Locked { .. })
 }
 
 /// The native store in `dir` (after [`prepare_dir`]), on host-fs with the system clock,
@@ -131,7 +131,7 @@ pub fn execute<X: Args>(cmd: &StoreCmd<X>, base: Config, prog: &str) -> Result<O
         let fs = HostFs::open(&at.dir).map_err(Error::Root)?;
         let fs = CryptFs::new(fs, at.layer()?).map_err(Error::Root)?;
         // verify holds the store's lock while it reads: it waits for a writer as open does
-        let r = retry_locked(at.wait, is_locked, || store_core::verify(&fs)).map_err(
+        let r = retry_locked(at.wait, is_locked, || seqstore_core::verify(&fs)).map_err(
             |(source, waited)| match source {
                 e if is_locked(&e) => Error::Busy {
                     dir: at.dir.clone(),

@@ -1,11 +1,11 @@
 //! What a command prints: one typed value, as JSON lines (serde_json) or as the CLI's text.
 
+use seqstore_core::{
+    ConsumerConfig, ConsumerState, RecoveryReport, StoredMsg, StreamState, VerifyReport,
+};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
-use store_core::{
-    ConsumerConfig, ConsumerState, RecoveryReport, StoredMsg, StreamState, VerifyReport,
-};
 
 use crate::{EXIT_FAILED, EXIT_OK};
 
@@ -231,7 +231,7 @@ pub struct ConsumerInfo {
 impl ConsumerInfo {
     /// The configuration and state of one consumer.
     pub fn new(cfg: &ConsumerConfig, st: &ConsumerState) -> Self {
-        let pair = |p: store_core::SequencePair| SeqPair {
+        let pair = |p: seqstore_core::SequencePair| SeqPair {
             consumer: p.consumer,
             stream: p.stream,
         };

@@ -32,8 +32,8 @@ fn dir_goes_after_the_command_and_defaults_per_target() {
 
 #[test]
 fn sync_takes_both_spellings() {
+    use seqstore_core::SyncPolicy;
     use std::time::Duration;
-    use store_core::SyncPolicy;
     assert_eq!(
         parse_sync("interval").unwrap(),
         SyncPolicy::Interval(Duration::from_secs(1))
@@ -71,7 +71,7 @@ fn bad_command_lines_are_usage_errors() {
 
 #[test]
 fn json_escapes_and_hex() {
-    let m = store_core::StoredMsg {
+    let m = seqstore_core::StoredMsg {
         seq: 1,
         ts: 2,
         subject: "a".into(),
@@ -91,7 +91,7 @@ fn runs_on_a_native_directory() {
     let at = format!("--dir {}", d.display());
     let run = |line: &str| {
         let cmd = parse(&format!("{line} {at}")).unwrap();
-        execute(&cmd, store_core::Config::default(), "test")
+        execute(&cmd, seqstore_core::Config::default(), "test")
     };
     assert!(matches!(run("state"), Err(Error::NoStore { .. })));
     assert_eq!(

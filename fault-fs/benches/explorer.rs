@@ -2,12 +2,12 @@
 //! payload + `sum u32 LE` (a byte-sum checksum), fdatasync every 4 records, the checker parses
 //! the log from the start and requires every acknowledged record back intact.
 //!
-//! Run: `cargo bench -p fault-fs --bench explorer`; criterion's `thrpt` line is images/s.
+//! Run: `cargo bench -p seqstore-fault-fs --bench explorer`; criterion's `thrpt` line is images/s.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use fault_fs::{explore, CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report};
+use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_fault_fs::{explore, CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report};
 use std::hint::black_box;
-use store_core::{Fs, FsFile, OpenOptions};
 
 const RECORDS: usize = 48;
 const SYNC_EVERY: usize = 4;

@@ -4,13 +4,13 @@ use crate::core::{Core, DataKind, DataOp, FileNode, Ino, Node, NsEntry, NsOp, RO
 use crate::image::{self, Cand, Choice, Spec};
 use crate::rng::Rng;
 use crate::{CallSite, Error, FaultFsConfig, FaultKind, Model, OpArg, OpKind, TraceEntry};
+use seqstore_core::fs::split_path;
+use seqstore_core::{DirEntry, Fs, FsFile, OpenOptions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, ErrorKind};
 use std::ops::ControlFlow;
 use std::panic::Location;
 use std::sync::{Arc, Mutex, MutexGuard};
-use store_core::fs::split_path;
-use store_core::{DirEntry, Fs, FsFile, OpenOptions};
 
 /// An in-memory filesystem that knows what is durable. Cloning gives another handle on the
 /// same filesystem (the state is behind an `Arc<Mutex<_>>`); [`FaultFs::crash`] and friends
@@ -24,7 +24,7 @@ use store_core::{DirEntry, Fs, FsFile, OpenOptions};
 #[derive(Clone)]
 pub struct FaultFs {
     inner: Arc<Mutex<State>>,
-    locks: store_core::fs::MemLocks,
+    locks: seqstore_core::fs::MemLocks,
 }
 
 pub(crate) struct State {
@@ -781,7 +781,7 @@ impl Fs for FaultFs {
         })
     }
 
-    fn lock(&self, name: &str) -> Result<store_core::FsLock, store_core::LockError> {
+    fn lock(&self, name: &str) -> Result<seqstore_core::FsLock, seqstore_core::LockError> {
         self.locks.lock(name)
     }
 

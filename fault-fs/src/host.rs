@@ -3,9 +3,9 @@
 //! hold data.
 
 use crate::{Error, FaultFs, FaultFsConfig};
+use seqstore_core::{Fs, FsFile, OpenOptions};
 use std::io;
 use std::path::Path;
-use store_core::{Fs, FsFile, OpenOptions};
 
 impl FaultFs {
     /// A filesystem holding a copy of the tree at `dir` (regular files and directories), all

@@ -1,6 +1,6 @@
-//! An in-memory [`store_core::Fs`] that knows what a power cut would keep.
+//! An in-memory [`seqstore_core::Fs`] that knows what a power cut would keep.
 //!
-//! `fault-fs` runs the store (or any code written against [`Fs`](store_core::Fs)) on a
+//! `fault-fs` runs the store (or any code written against [`Fs`](seqstore_core::Fs)) on a
 //! filesystem in memory that tracks, for every file and directory, what is *durable* and what is
 //! only *live*. From any state it builds **crash images**: the filesystems a power cut could
 //! leave under a chosen [`Model`]. On top of that it injects faults (EIO, ENOSPC, failing fsyncs
@@ -12,8 +12,8 @@
 //! and a differential test against host-fs on a real directory.
 //!
 //! ```
-//! use fault_fs::{FaultFs, Model};
-//! use store_core::{Fs, FsFile, OpenOptions};
+//! use seqstore_fault_fs::{FaultFs, Model};
+//! use seqstore_core::{Fs, FsFile, OpenOptions};
 //!
 //! let fs = FaultFs::new(Model::Posix);
 //! let f = fs.open("log", OpenOptions::read_write_create()).unwrap();

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{op, Side};
-use fault_fs::{FaultFs, Model};
 use proptest::prelude::*;
+use seqstore_fault_fs::{FaultFs, Model};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
@@ -15,7 +15,7 @@ proptest! {
     #[test]
     fn fault_fs_matches_host_fs(ops in prop::collection::vec(op(), 1..60)) {
         let dir = tempfile::tempdir().unwrap();
-        let mut host = Side::new(host_fs::HostFs::open(dir.path()).unwrap());
+        let mut host = Side::new(seqstore_fs::HostFs::open(dir.path()).unwrap());
         let mut fault = Side::new(FaultFs::new(Model::Posix));
         for (i, op) in ops.iter().enumerate() {
             let h = host.apply(op);

@@ -1,9 +1,11 @@
 //! The explorer finds a planted missing-fsync bug, names its line, is deterministic, shrinks.
 
-use fault_fs::{explore, replay_image, shrink, CrashCtx, ExploreConfig, FaultFs, Journal, Model};
+use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_fault_fs::{
+    explore, replay_image, shrink, CrashCtx, ExploreConfig, FaultFs, Journal, Model,
+};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use store_core::{Fs, FsFile, OpenOptions};
 
 /// Lines of the toy workload's operations, captured as they run (`line!()` on the same line
 /// as the call), so the assertions do not hard-code line numbers.
@@ -277,7 +279,7 @@ fn explore_from_starts_on_an_existing_image() {
             v: 2,
             synced: false,
         }];
-        let r = fault_fs::explore_from(&cfg, &start, &steps, run_step, check_from);
+        let r = seqstore_fault_fs::explore_from(&cfg, &start, &steps, run_step, check_from);
         println!("{r}");
         assert!(r.workload_error.is_none(), "{r}");
         assert!(
@@ -292,9 +294,15 @@ fn explore_from_starts_on_an_existing_image() {
         assert_eq!((start.image_hash(), start.op_count()), (hash, ops));
         // a violation replays from its numbers on the same start
         let v = &r.violations[0];
-        let rep =
-            fault_fs::replay_image_from(&cfg, &start, &steps, run_step, v.crash_point, v.image)
-                .unwrap();
+        let rep = seqstore_fault_fs::replay_image_from(
+            &cfg,
+            &start,
+            &steps,
+            run_step,
+            v.crash_point,
+            v.image,
+        )
+        .unwrap();
         assert_eq!(rep.image_desc, v.image_desc);
         let cx = CrashCtx {
             crash_point: v.crash_point,
@@ -308,17 +316,24 @@ fn explore_from_starts_on_an_existing_image() {
         assert_eq!(check_from(&rep.image, &cx), Err(v.message.clone()));
         // the synced variant from the same start is clean
         let safe = [Step::Replace { v: 2, synced: true }];
-        let r = fault_fs::explore_from(&cfg, &start, &safe, run_step, check_from);
+        let r = seqstore_fault_fs::explore_from(&cfg, &start, &safe, run_step, check_from);
         assert!(r.is_clean(), "{r}");
     }
     // a start recorded under another model is refused, not crashed by the wrong rules
     let start = FaultFs::new(Model::Posix);
     let cfg = ExploreConfig::new(Model::Ordered);
-    let r = fault_fs::explore_from(&cfg, &start, &[Step::Pad(1)], run_step, check);
+    let r = seqstore_fault_fs::explore_from(&cfg, &start, &[Step::Pad(1)], run_step, check);
     assert!(r.workload_error.is_some(), "{r}");
     assert_eq!(
-        fault_fs::replay_image_from::<_, u8, _>(&cfg, &start, &[Step::Pad(1)], run_step, 0, 0)
-            .err(),
-        Some(fault_fs::Error::StartSettingsDiffer)
+        seqstore_fault_fs::replay_image_from::<_, u8, _>(
+            &cfg,
+            &start,
+            &[Step::Pad(1)],
+            run_step,
+            0,
+            0
+        )
+        .err(),
+        Some(seqstore_fault_fs::Error::StartSettingsDiffer)
     );
 }

@@ -1,7 +1,7 @@
 //! `FaultFs::from_dir`, `hard_link` and `exchange`: the extensions for replaying real programs.
 
-use fault_fs::{FaultFs, FaultFsConfig, Model};
-use store_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_fault_fs::{FaultFs, FaultFsConfig, Model};
 
 fn write(fs: &FaultFs, path: &str, bytes: &[u8], sync: bool) {
     let f = fs.open(path, OpenOptions::read_write_create()).unwrap();

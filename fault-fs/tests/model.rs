@@ -1,8 +1,8 @@
 //! One test per durability rule of the models (see the crate docs).
 
-use fault_fs::{FaultFs, FaultFsConfig, FaultKind, Model, OpKind};
+use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_fault_fs::{FaultFs, FaultFsConfig, FaultKind, Model, OpKind};
 use std::io::ErrorKind;
-use store_core::{Fs, FsFile, OpenOptions};
 
 fn rw() -> OpenOptions {
     OpenOptions::read_write_create()
@@ -13,7 +13,7 @@ fn durable_file(fs: &FaultFs, path: &str, data: &[u8]) {
     let f = fs.open(path, rw()).unwrap();
     f.write_all_at(data, 0).unwrap();
     f.sync_data().unwrap();
-    fs.sync_dir(store_core::fs::parent_of(path)).unwrap();
+    fs.sync_dir(seqstore_core::fs::parent_of(path)).unwrap();
 }
 
 /// Every image the enumerator and 200 seeds give, plus the pessimistic one.

@@ -4,9 +4,9 @@
 mod common;
 
 use common::{op, Op, Side};
-use fault_fs::{FaultFs, Model};
 use proptest::prelude::*;
-use store_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_fault_fs::{FaultFs, Model};
 
 fn model() -> impl Strategy<Value = Model> {
     prop_oneof![Just(Model::Posix), Just(Model::Ordered)]

@@ -1,9 +1,9 @@
 #![no_main]
-//! Fuzz target `record_decode`: the body is `crash_matrix::robust::fuzz_record_decode` (see tests/src/lib.rs).
+//! Fuzz target `record_decode`: the body is `seqstore_crash_matrix::robust::fuzz_record_decode` (see tests/src/lib.rs).
 
 #[global_allocator]
 static ALLOC: seqstore_fuzz::CappedAlloc = seqstore_fuzz::CappedAlloc;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    crash_matrix::robust::fuzz_record_decode(data);
+    seqstore_crash_matrix::robust::fuzz_record_decode(data);
 });

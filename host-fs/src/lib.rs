@@ -1,7 +1,7 @@
-//! seqstore's [`Fs`](store_core::Fs) on the real filesystem of whatever host the code runs on.
+//! seqstore's [`Fs`](seqstore_core::Fs) on the real filesystem of whatever host the code runs on.
 //!
 //! [`HostFs`] is a directory tree rooted at one directory (the *store root*); every path given
-//! to it is relative to that root and goes through [`store_core::fs::split_path`], so every backend
+//! to it is relative to that root and goes through [`seqstore_core::fs::split_path`], so every backend
 //! applies the same path rules. Each method corresponds to the `std::fs` function of the same
 //! name, and [`HostFile`] does positioned I/O (`read_at` / `write_all_at` take `&self`, so a file
 //! can be shared between threads without a cursor).
@@ -31,7 +31,7 @@
 //! may still lead elsewhere in the preopen; preopen the store root itself for exact confinement.
 //!
 //! # Directory fsync
-//! [`Fs::sync_dir`](store_core::Fs::sync_dir) opens the directory itself and fsyncs that
+//! [`Fs::sync_dir`](seqstore_core::Fs::sync_dir) opens the directory itself and fsyncs that
 //! descriptor, which is how POSIX makes the entries of a directory (creations, renames,
 //! removals) durable. cap-std has no such call, so it is done by hand:
 //! - natively, cap-std opens directories with `O_PATH` on Linux (both the root from
@@ -45,7 +45,7 @@
 //!   directory (checked with wasmtime).
 //!
 //! # Errors
-//! Kinds follow std and the [`store_core::fs`] contract (`NotFound`, `AlreadyExists`,
+//! Kinds follow std and the [`seqstore_core::fs`] contract (`NotFound`, `AlreadyExists`,
 //! `PermissionDenied`, `InvalidInput`, `IsADirectory`, `NotADirectory`, `DirectoryNotEmpty`,
 //! `StorageFull`, ...). Opening a directory as a file is `IsADirectory` even for read-only opens
 //! (which the kernel would allow). Errors of operations on paths carry the operation and the path
@@ -129,12 +129,12 @@ fn entry_name(name: std::ffi::OsString) -> io::Result<String> {
     })
 }
 
-/// The host's wall clock, for [`store_core::Store::open_with_clock`]: store-core reads no
+/// The host's wall clock, for [`seqstore_core::Store::open_with_clock`]: store-core reads no
 /// clock itself, so the embedder passes this one (or its own).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
 
-impl store_core::Clock for SystemClock {
+impl seqstore_core::Clock for SystemClock {
     /// The system time in ns since the epoch (0 before it). Natively: the system time at
     /// the last anchor plus the TSC's elapsed time since (`tsc_clock`), re-anchored every
     /// 100 ms, so it follows the system time (NTP steps and slews) to well within a
@@ -247,7 +247,7 @@ mod tsc_clock {
     }
 }
 
-/// Runs [`store_core::Store::tick`] on a shared store every `every` from a background thread, so
+/// Runs [`seqstore_core::Store::tick`] on a shared store every `every` from a background thread, so
 /// that `SyncPolicy::Interval` and `max_age` are enforced even when nothing else happens
 /// (store-core has no threads of its own). Dropping the `Ticker` stops the thread and joins it.
 #[cfg(not(target_os = "wasi"))]
@@ -260,10 +260,10 @@ pub struct Ticker {
 impl Ticker {
     /// Starts ticking `store`. Errors from `tick` (e.g. a poisoned store) are passed to
     /// `on_error` and end the ticker: a poisoned store must be reopened.
-    pub fn start<F: store_core::Fs + 'static>(
-        store: store_core::SharedStore<F>,
+    pub fn start<F: seqstore_core::Fs + 'static>(
+        store: seqstore_core::SharedStore<F>,
         every: std::time::Duration,
-        on_error: impl Fn(store_core::Error) + Send + 'static,
+        on_error: impl Fn(seqstore_core::Error) + Send + 'static,
     ) -> Ticker {
         let (stop, rx) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {

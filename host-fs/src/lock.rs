@@ -14,7 +14,7 @@
 //!   `LOCK` by a native holder that was killed stops WASI openers until the next native open
 //!   and close empties it; that refusal says so too.
 //!
-//! [`Fs::lock`]: store_core::Fs::lock
+//! [`Fs::lock`]: seqstore_core::Fs::lock
 
 /// The name of the WASI marker beside the lock file `name`.
 pub(crate) fn marker_name(name: &str) -> String {

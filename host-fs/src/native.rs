@@ -3,11 +3,11 @@
 use crate::lock::{marker_name, native_claim, parse_claim, wasi_holder};
 use crate::{entry_name, with_path};
 use cap_std::fs::Dir;
+use seqstore_core::fs::split_path;
+use seqstore_core::{DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use store_core::fs::split_path;
-use store_core::{DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, OpenOptions};
 
 /// The store's filesystem on a directory of the host, confined beneath it (see the crate docs).
 #[derive(Debug)]

@@ -7,11 +7,11 @@
 
 use crate::lock::{marker_name, native_holder_from_wasi, parse_claim, wasi_holder};
 use crate::{entry_name, path_error, with_path};
+use seqstore_core::fs::split_path;
+use seqstore_core::{DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use store_core::fs::split_path;
-use store_core::{DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, OpenOptions};
 
 /// `ENOTCAPABLE` of wasi-libc (WASI preview 1's `errno::notcapable`): a sandbox escape refused
 /// by the runtime. Reported as `PermissionDenied`, like the native backend's escapes.

@@ -7,9 +7,9 @@
 mod common;
 
 use common::{Tree, ESCAPING_DIR_LINKS, ESCAPING_FILE_LINKS};
-use host_fs::HostFs;
+use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_fs::HostFs;
 use std::io::ErrorKind::{self, PermissionDenied};
-use store_core::{Fs, FsFile, OpenOptions};
 
 fn rw() -> OpenOptions {
     OpenOptions::read_write_create()
@@ -343,9 +343,11 @@ fn open_missing_root_fails() {
     let fs = HostFs::create(t.root.join("new/deeper")).unwrap();
     fs.create_dir("x").unwrap();
     assert!(t.root.join("new/deeper/x").is_dir());
-    let dir =
-        host_fs::cap_std::fs::Dir::open_ambient_dir(&t.root, host_fs::cap_std::ambient_authority())
-            .unwrap();
+    let dir = seqstore_fs::cap_std::fs::Dir::open_ambient_dir(
+        &t.root,
+        seqstore_fs::cap_std::ambient_authority(),
+    )
+    .unwrap();
     let fs = HostFs::from_dir(dir);
     assert!(fs.read_dir("").unwrap().iter().any(|e| e.name == "new"));
 }

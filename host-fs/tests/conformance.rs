@@ -13,9 +13,9 @@ fn scratch() -> tempfile::TempDir {
 }
 
 mod conformance {
-    store_core::fs_conformance_tests!(|| {
+    seqstore_core::fs_conformance_tests!(|| {
         let d = super::scratch();
-        let fs = host_fs::HostFs::open(d.path()).unwrap();
+        let fs = seqstore_fs::HostFs::open(d.path()).unwrap();
         (d, fs)
     });
 }

@@ -1,8 +1,8 @@
 //! Durability smoke test (write, sync, reopen, read back) and shared-handle positioned I/O.
 //! Builds for wasm32-wasip2 too.
 
-use host_fs::HostFs;
-use store_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_fs::HostFs;
 
 /// A fresh temporary directory (below the preopened `/tmp` under WASI, where
 /// `std::env::temp_dir` panics).

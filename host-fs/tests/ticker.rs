@@ -1,9 +1,9 @@
 //! The background ticker makes `Interval` syncs happen with no further operation.
 #![cfg(not(target_os = "wasi"))]
 
-use host_fs::{HostFs, SystemClock, Ticker};
+use seqstore_core::{Config, SharedStore, Store, SyncPolicy};
+use seqstore_fs::{HostFs, SystemClock, Ticker};
 use std::time::Duration;
-use store_core::{Config, SharedStore, Store, SyncPolicy};
 
 #[test]
 fn ticker_syncs_an_idle_interval_store() {

@@ -28,11 +28,11 @@ use async_nats::jetstream::{self, consumer::PullConsumer};
 use base64::Engine as _;
 use futures_util::StreamExt as _;
 use ops::{pick_seq, Op, PurgeForm, FILTERS, SUBJECTS};
+use seqstore_core::{AckPolicy, ConsumerConfig, ManualClock, Store};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
-use store_core::{AckPolicy, ConsumerConfig, ManualClock, Store};
 
 /// The consumer both sides run.
 const CONSUMER: &str = "w";
@@ -251,7 +251,7 @@ struct Run {
     consumer: PullConsumer,
     /// The NATS messages delivered and not acked, to ack them.
     delivered: BTreeMap<u64, jetstream::Message>,
-    store: Store<host_fs::HostFs>,
+    store: Store<seqstore_fs::HostFs>,
     clock: ManualClock,
     _dir: tempfile::TempDir,
     stats: Stats,
@@ -277,10 +277,13 @@ impl Run {
         .map_err(|e| anyhow!("create stream {name}: {e}"))?;
         let consumer = add_nats_consumer(&js, &name).await?;
         let dir = tempfile::tempdir()?;
-        let fs = host_fs::HostFs::create(dir.path())?;
+        let fs = seqstore_fs::HostFs::create(dir.path())?;
         let clock = ManualClock::new(1);
-        let mut store =
-            Store::open_with_clock(fs, store_core::Config::default(), Box::new(clock.clone()))?;
+        let mut store = Store::open_with_clock(
+            fs,
+            seqstore_core::Config::default(),
+            Box::new(clock.clone()),
+        )?;
         store.consumer_add(&consumer_cfg())?;
         Ok(Run {
             js,
@@ -598,7 +601,7 @@ impl Run {
     fn seq_get(&mut self, seq: u64) -> Result<Option<(u64, String, Vec<u8>)>> {
         match self.store.get(seq) {
             Ok(m) => Ok(Some((m.seq, m.subject, m.payload))),
-            Err(store_core::Error::NotFound { .. }) => Ok(None),
+            Err(seqstore_core::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(e.into()),
         }
     }
@@ -668,7 +671,7 @@ impl Run {
                 };
                 let s = match s {
                     Ok(()) => true,
-                    Err(store_core::Error::NotFound { .. }) => false,
+                    Err(seqstore_core::Error::NotFound { .. }) => false,
                     Err(e) => return Err(e.into()),
                 };
                 self.stats.non_trivial += s as usize;

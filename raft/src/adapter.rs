@@ -20,13 +20,13 @@ use crate::log::{LogConfig, LogCore};
 use crate::types::{Entry, LogId, TypeConfig, Vote};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, OptionalSend, RaftLogReader, StorageError};
+use seqstore_core::Fs;
 use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use store_core::Fs;
 use tokio::sync::oneshot;
 
 type Core<F> = Arc<Mutex<LogCore<F>>>;

@@ -9,7 +9,7 @@ use std::io;
 pub enum Error {
     /// The stream store failed (I/O, corruption it found, a poisoned store after a failed fsync).
     #[error("store: {0}")]
-    Store(#[from] store_core::Error),
+    Store(#[from] seqstore_core::Error),
     /// A direct filesystem call (the metadata file, the snapshot file) failed.
     #[error("{op} {path:?}: {source}")]
     Io {

@@ -1,7 +1,7 @@
 //! seqstore as openraft's log storage.
 //!
 //! [`LogStore`] implements openraft 0.9's `RaftLogStorage` and `RaftLogReader` on a store-core
-//! [`store_core::Store`], generic over [`store_core::Fs`] (host-fs in production, fault-fs in
+//! [`seqstore_core::Store`], generic over [`seqstore_core::Fs`] (host-fs in production, fault-fs in
 //! the crash tests). [`StateMachine`] is a small key-value service with durable snapshots;
 //! [`net`] is the TCP transport; the `seqstore-raft-node` binary runs a node. See the crate README for the design and what is
 //! fsynced when.

@@ -19,8 +19,8 @@ use crate::error::{Error, Result};
 use crate::meta::{self, Meta};
 use crate::sharedfs::SharedFs;
 use crate::types::{Entry, LogId, Vote};
+use seqstore_core::{Config, Fs, Store, SyncPolicy};
 use std::sync::Arc;
-use store_core::{Config, Fs, Store, SyncPolicy};
 
 /// The one subject every log entry is appended under.
 pub const SUBJECT: &str = "raft.log";
@@ -92,7 +92,7 @@ impl LogConfig {
         };
         #[cfg(feature = "ablation")]
         if self.ablation == Ablation::TruncateUnsynced {
-            c.ablation = store_core::Ablation::Skip(store_core::SyncSite::TruncateCommitData);
+            c.ablation = seqstore_core::Ablation::Skip(seqstore_core::SyncSite::TruncateCommitData);
         }
         c
     }
@@ -213,7 +213,7 @@ impl<F: Fs> LogCore<F> {
         while seq <= st.last_seq {
             match self.store.get(seq) {
                 Ok(_) => seq += 1,
-                Err(store_core::Error::NotFound { .. }) => break,
+                Err(seqstore_core::Error::NotFound { .. }) => break,
                 Err(e) => return Err(e.into()),
             }
         }
@@ -500,7 +500,7 @@ impl<F: Fs> LogCore<F> {
     }
 
     /// The stream store's state (for reports and tests).
-    pub fn stream_state(&self) -> store_core::StreamState {
+    pub fn stream_state(&self) -> seqstore_core::StreamState {
         self.store.state()
     }
 

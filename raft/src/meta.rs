@@ -10,8 +10,8 @@
 
 use crate::error::{Error, Result};
 use crate::types::{LogId, Vote};
+use seqstore_core::{Fs, FsFile, OpenOptions};
 use serde::{Deserialize, Serialize};
-use store_core::{Fs, FsFile, OpenOptions};
 
 /// The metadata file's name (in the store's root directory).
 pub const META_FILE: &str = "raft-meta";

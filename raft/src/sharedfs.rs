@@ -1,9 +1,9 @@
 //! An `Fs` shared by reference count, so that the stream store and the metadata file of one
 //! log go through the very same filesystem object (fault-fs must see both in one trace).
 
+use seqstore_core::{DirEntry, Fs, FsLock, LockError, OpenOptions};
 use std::io;
 use std::sync::Arc;
-use store_core::{DirEntry, Fs, FsLock, LockError, OpenOptions};
 
 /// `Arc<F>` as an `Fs`: every call is forwarded, with the caller's location kept
 /// (`#[track_caller]`), so fault-fs names the line of this crate or of store-core that issued it.

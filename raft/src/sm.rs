@@ -15,11 +15,11 @@ use openraft::{
     BasicNode, EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder,
     SnapshotMeta, StorageError, StoredMembership,
 };
+use seqstore_core::Fs;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Cursor;
 use std::sync::{Arc, Mutex, MutexGuard};
-use store_core::Fs;
 
 const SNAP_FILE: &str = "sm-snapshot";
 const SNAP_TMP: &str = "sm-snapshot.tmp";

@@ -14,9 +14,11 @@
 //!
 //! Randomized workloads are seeded: `SEQSTORE_SEED=<n>` replays one.
 
-use fault_fs::{explore, explore_from, CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report};
 use openraft::testing::log_id;
 use openraft::{EntryPayload, Vote};
+use seqstore_fault_fs::{
+    explore, explore_from, CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report,
+};
 use seqstore_raft::log::Ablation;
 use seqstore_raft::{Entry, LogConfig, LogCore, LogId, LogStore, Request};
 use std::collections::{BTreeMap, BTreeSet};

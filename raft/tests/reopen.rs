@@ -2,10 +2,10 @@
 //! everything, `get_log_state()` returns `last_log_id == last_purged_log_id`, before and after
 //! a reopen, with the whole `LogId` (term, node, index); and the vote survives a reopen.
 
-use host_fs::HostFs;
 use openraft::storage::RaftLogStorage;
 use openraft::testing::log_id;
 use openraft::{EntryPayload, Vote};
+use seqstore_fs::HostFs;
 use seqstore_raft::{Entry, LogConfig, LogStore};
 use std::path::Path;
 

@@ -3,10 +3,10 @@
 //! later one, whole (its metadata and data decode and agree), never an older one or a torn
 //! file — openraft purges the log behind a snapshot, so a lost one would lose data.
 
-use fault_fs::{explore, CrashCtx, ExploreConfig, FaultFs, Journal, Model};
 use openraft::storage::RaftStateMachine;
 use openraft::testing::log_id;
 use openraft::{EntryPayload, RaftSnapshotBuilder};
+use seqstore_fault_fs::{explore, CrashCtx, ExploreConfig, FaultFs, Journal, Model};
 use seqstore_raft::{Entry, Request, StateMachine};
 
 #[derive(Debug)]
@@ -84,7 +84,7 @@ fn check(img: &FaultFs, built: &[u64]) -> Result<(), String> {
 }
 
 /// Explores the snapshot workload; returns the report of each model.
-fn run(ablated: bool) -> Vec<(Model, fault_fs::Report)> {
+fn run(ablated: bool) -> Vec<(Model, seqstore_fault_fs::Report)> {
     use Step::*;
     let steps = [Apply(3), Build, Apply(2), Build, Reopen, Apply(4), Build];
     let mut out = Vec::new();

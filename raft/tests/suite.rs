@@ -1,10 +1,10 @@
 //! openraft's own storage suite (`Suite::test_all`, 35 functional tests) on the log storage and
 //! state machine: on the real filesystem (host-fs in a temp dir) and on fault-fs.
 
-use fault_fs::{FaultFs, Model};
-use host_fs::HostFs;
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::StorageError;
+use seqstore_fault_fs::{FaultFs, Model};
+use seqstore_fs::HostFs;
 use seqstore_raft::{LogConfig, LogStore, StateMachine, TypeConfig};
 
 fn err(e: impl std::fmt::Display) -> StorageError<u64> {

@@ -4,9 +4,9 @@
 //! guest) must behave the same way without crashes. Use the macro in a test module:
 //!
 //! ```ignore
-//! store_core::fs_conformance_tests!(|| {
+//! seqstore_core::fs_conformance_tests!(|| {
 //!     let dir = tempfile::tempdir().unwrap();
-//!     let fs = host_fs::HostFs::open(dir.path()).unwrap();
+//!     let fs = seqstore_fs::HostFs::open(dir.path()).unwrap();
 //!     (dir, fs) // the first element is kept alive for the test's duration
 //! });
 //! ```

@@ -5,7 +5,7 @@
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # use store_core::*;
+//! # use seqstore_core::*;
 //! # fn demo<F: Fs>(fs: F) -> Result<(), Error> {
 //! let mut store = Store::open(fs, Config::default())?;
 //! let seq = store.append("orders.eu", b"", b"hello")?;

@@ -327,7 +327,7 @@ fn the_open_after_a_truncate_takes_the_index_path() {
 }
 
 /// Files checked in under `store-core/tests/golden/`: the bytes a fixed workload leaves on
-/// disk. `SEQSTORE_BLESS=1 cargo test -p store-core golden` rewrites them (only when the format
+/// disk. `SEQSTORE_BLESS=1 cargo test -p seqstore-core golden` rewrites them (only when the format
 /// changes on purpose, with a version bump).
 fn golden_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")

@@ -1,11 +1,11 @@
 //! The crash explorer on small store workloads: crash images checked per second (each image:
 //! recover the store, check every invariant, append once). Goal: >= 20,000/s on 2 cores.
 //!
-//! `cargo bench -p crash-matrix --bench explorer_store`
+//! `cargo bench -p seqstore-crash-matrix --bench explorer_store`
 
-use crash_matrix::{matrix_cells, run_cell, Native};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use fault_fs::Model;
+use seqstore_crash_matrix::{matrix_cells, run_cell, Native};
+use seqstore_fault_fs::Model;
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("explorer_store");

@@ -77,7 +77,7 @@ pub enum ConsumerCall<'a> {
 }
 
 /// Runs a consumer call on a native store.
-pub fn consumer_call<F: store_core::Fs>(
+pub fn consumer_call<F: seqstore_core::Fs>(
     s: &mut Store<F>,
     call: ConsumerCall<'_>,
 ) -> Result<Option<ConsumerState>, Error> {
@@ -98,7 +98,7 @@ fn unsupported(op: &str) -> Error {
     Error::InvalidArgument(format!("{op}: not supported by this backend"))
 }
 
-impl<F: store_core::Fs> StreamOps for Store<F> {
+impl<F: seqstore_core::Fs> StreamOps for Store<F> {
     fn append(&mut self, subject: &str, payload: &[u8]) -> Result<u64, Error> {
         Store::append(self, subject, b"", payload)
     }
@@ -205,9 +205,9 @@ impl Backend for Native {
 /// the leader/follower fsync path.
 pub struct Shared;
 
-impl<F: store_core::Fs> StreamOps for store_core::SharedStore<F> {
+impl<F: seqstore_core::Fs> StreamOps for seqstore_core::SharedStore<F> {
     fn append(&mut self, subject: &str, payload: &[u8]) -> Result<u64, Error> {
-        store_core::SharedStore::append(self, subject, b"", payload)
+        seqstore_core::SharedStore::append(self, subject, b"", payload)
     }
     fn get(&mut self, seq: u64) -> Result<StoredMsg, Error> {
         self.with(|s| s.get(seq))
@@ -248,7 +248,7 @@ impl<F: store_core::Fs> StreamOps for store_core::SharedStore<F> {
         payload: &[u8],
         ttl_ns: u64,
     ) -> Result<u64, Error> {
-        store_core::SharedStore::append_with_ttl(
+        seqstore_core::SharedStore::append_with_ttl(
             self,
             subject,
             b"",
@@ -263,16 +263,16 @@ impl<F: store_core::Fs> StreamOps for store_core::SharedStore<F> {
         subject: &str,
         payload: &[u8],
     ) -> Result<u64, Error> {
-        store_core::SharedStore::append_raw(self, seq, ts, subject, b"", payload)
+        seqstore_core::SharedStore::append_raw(self, seq, ts, subject, b"", payload)
     }
     fn skip_many(&mut self, first: u64, count: u64) -> Result<u64, Error> {
-        store_core::SharedStore::skip_many(self, first, count)
+        seqstore_core::SharedStore::skip_many(self, first, count)
     }
     fn consumer(&mut self, call: ConsumerCall<'_>) -> Result<Option<ConsumerState>, Error> {
         // acks go through the group-commit path (`SharedStore::update_acks`)
         match call {
             ConsumerCall::Ack(n, d, q) => {
-                store_core::SharedStore::update_acks(self, n, d, q).map(|_| None)
+                seqstore_core::SharedStore::update_acks(self, n, d, q).map(|_| None)
             }
             other => self.with(|s| consumer_call(s, other)),
         }
@@ -290,7 +290,7 @@ impl Backend for Shared {
         clock: ManualClock,
     ) -> Result<Box<dyn StreamOps>, Error> {
         let store = Store::open_with_clock(fs, cfg, Box::new(clock))?;
-        Ok(Box::new(store_core::SharedStore::new(store)))
+        Ok(Box::new(seqstore_core::SharedStore::new(store)))
     }
 }
 
@@ -301,9 +301,9 @@ impl Backend for Shared {
 pub struct Guest;
 
 #[cfg(feature = "guest")]
-pub(crate) fn guest_err(e: wasm_host::Error) -> Error {
+pub(crate) fn guest_err(e: seqstore_wasm::Error) -> Error {
     match e {
-        wasm_host::Error::Store(e) => e,
+        seqstore_wasm::Error::Store(e) => e,
         // a trap or a sandbox limit: no store-core variant says it; keep the text
         other => Error::Io {
             op: "guest",
@@ -314,45 +314,45 @@ pub(crate) fn guest_err(e: wasm_host::Error) -> Error {
 }
 
 #[cfg(feature = "guest")]
-impl StreamOps for wasm_host::GuestStore {
+impl StreamOps for seqstore_wasm::GuestStore {
     fn append(&mut self, subject: &str, payload: &[u8]) -> Result<u64, Error> {
-        wasm_host::GuestStore::append(self, subject, b"", payload).map_err(guest_err)
+        seqstore_wasm::GuestStore::append(self, subject, b"", payload).map_err(guest_err)
     }
     fn get(&mut self, seq: u64) -> Result<StoredMsg, Error> {
-        wasm_host::GuestStore::get(self, seq).map_err(guest_err)
+        seqstore_wasm::GuestStore::get(self, seq).map_err(guest_err)
     }
     fn state(&mut self) -> Result<StreamState, Error> {
-        wasm_host::GuestStore::state(self).map_err(guest_err)
+        seqstore_wasm::GuestStore::state(self).map_err(guest_err)
     }
     fn sync(&mut self) -> Result<(), Error> {
-        wasm_host::GuestStore::sync(self).map_err(guest_err)
+        seqstore_wasm::GuestStore::sync(self).map_err(guest_err)
     }
     fn tick(&mut self) -> Result<(), Error> {
-        wasm_host::GuestStore::tick(self).map_err(guest_err)
+        seqstore_wasm::GuestStore::tick(self).map_err(guest_err)
     }
     fn delete(&mut self, seq: u64) -> Result<(), Error> {
-        wasm_host::GuestStore::delete(self, seq).map_err(guest_err)
+        seqstore_wasm::GuestStore::delete(self, seq).map_err(guest_err)
     }
     fn erase(&mut self, seq: u64) -> Result<(), Error> {
-        wasm_host::GuestStore::erase(self, seq).map_err(guest_err)
+        seqstore_wasm::GuestStore::erase(self, seq).map_err(guest_err)
     }
     fn purge(&mut self) -> Result<u64, Error> {
-        wasm_host::GuestStore::purge(self).map_err(guest_err)
+        seqstore_wasm::GuestStore::purge(self).map_err(guest_err)
     }
     fn purge_ex(&mut self, filter: &str, up_to: u64, keep: u64) -> Result<u64, Error> {
-        wasm_host::GuestStore::purge_ex(self, filter, up_to, keep).map_err(guest_err)
+        seqstore_wasm::GuestStore::purge_ex(self, filter, up_to, keep).map_err(guest_err)
     }
     fn compact(&mut self, seq: u64) -> Result<u64, Error> {
-        wasm_host::GuestStore::compact(self, seq).map_err(guest_err)
+        seqstore_wasm::GuestStore::compact(self, seq).map_err(guest_err)
     }
     fn truncate(&mut self, seq: u64) -> Result<u64, Error> {
-        wasm_host::GuestStore::truncate(self, seq).map_err(guest_err)
+        seqstore_wasm::GuestStore::truncate(self, seq).map_err(guest_err)
     }
     fn checkpoint(&mut self) -> Result<(), Error> {
-        wasm_host::GuestStore::checkpoint(self).map_err(guest_err)
+        seqstore_wasm::GuestStore::checkpoint(self).map_err(guest_err)
     }
     fn consumer(&mut self, call: ConsumerCall<'_>) -> Result<Option<ConsumerState>, Error> {
-        use wasm_host::GuestStore as G;
+        use seqstore_wasm::GuestStore as G;
         let r = match call {
             ConsumerCall::Add(c) => G::consumer_add(self, c),
             ConsumerCall::Delivered(n, d, q, dc, ts) => G::update_delivered(self, n, d, q, dc, ts),
@@ -372,7 +372,8 @@ impl StreamOps for wasm_host::GuestStore {
         ttl_ns: u64,
     ) -> Result<u64, Error> {
         let ttl = Duration::from_nanos(ttl_ns);
-        wasm_host::GuestStore::append_with_ttl(self, subject, b"", payload, ttl).map_err(guest_err)
+        seqstore_wasm::GuestStore::append_with_ttl(self, subject, b"", payload, ttl)
+            .map_err(guest_err)
     }
     fn append_raw(
         &mut self,
@@ -381,10 +382,11 @@ impl StreamOps for wasm_host::GuestStore {
         subject: &str,
         payload: &[u8],
     ) -> Result<u64, Error> {
-        wasm_host::GuestStore::append_raw(self, seq, ts, subject, b"", payload).map_err(guest_err)
+        seqstore_wasm::GuestStore::append_raw(self, seq, ts, subject, b"", payload)
+            .map_err(guest_err)
     }
     fn skip_many(&mut self, first: u64, count: u64) -> Result<u64, Error> {
-        wasm_host::GuestStore::skip_many(self, first, count).map_err(guest_err)
+        seqstore_wasm::GuestStore::skip_many(self, first, count).map_err(guest_err)
     }
 }
 
@@ -399,7 +401,7 @@ impl Backend for Guest {
         cfg: Config,
         clock: ManualClock,
     ) -> Result<Box<dyn StreamOps>, Error> {
-        let g = wasm_host::GuestStore::from_fs(fs, cfg, Box::new(clock)).map_err(guest_err)?;
+        let g = seqstore_wasm::GuestStore::from_fs(fs, cfg, Box::new(clock)).map_err(guest_err)?;
         Ok(Box::new(g))
     }
 }

@@ -5,8 +5,8 @@
 //! since its last durable point (brought in line with the recovered stream).
 
 use crate::*;
+use seqstore_core::AckPolicy;
 use std::collections::BTreeSet;
-use store_core::AckPolicy;
 
 /// Per consumer: the states a crash image may hold, oldest first, each with the consumer's
 /// ack policy; the first is the last durable one (`None`: absent).
@@ -110,7 +110,7 @@ impl Runner<'_> {
             },
             _ => ConsumerConfig::new(name),
         };
-        let ts = store_core::Clock::now_ns(&self.clock);
+        let ts = seqstore_core::Clock::now_ns(&self.clock);
         let Some(call) = self.choose_call(step, name, &st, stream.last_seq, &add, ts) else {
             // nothing to act on: nothing runs, nothing is promised
             return Ok(());

@@ -1,10 +1,10 @@
-//! The native store on an encrypted and compressed filesystem ([`store_core::CryptFs`] over
+//! The native store on an encrypted and compressed filesystem ([`seqstore_core::CryptFs`] over
 //! fault-fs): the same workloads, crash images and checker, on the bytes the layer writes.
 
 use crate::*;
+use seqstore_core::crypt::{LayerConfig, SeededEntropy};
+use seqstore_core::{Cipher, Compression, CryptFs, Encryption};
 use std::sync::atomic::{AtomicU64, Ordering};
-use store_core::crypt::{LayerConfig, SeededEntropy};
-use store_core::{Cipher, Compression, CryptFs, Encryption};
 
 /// The key of the matrix's encrypted stores.
 pub const MATRIX_KEY: [u8; 32] = *b"seqstore crash matrix test key!!";
@@ -15,7 +15,7 @@ pub const MATRIX_KEY: [u8; 32] = *b"seqstore crash matrix test key!!";
 pub struct Layered {
     opens: AtomicU64,
     /// Every nonce of every open, when recording.
-    nonces: Option<store_core::crypt::NonceLog>,
+    nonces: Option<seqstore_core::crypt::NonceLog>,
 }
 
 impl Layered {

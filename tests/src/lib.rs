@@ -19,15 +19,15 @@
 //! wasm guest). [`recovery`] crashes the recovery of each crash image in turn (recovery of
 //! the recovery).
 
-use fault_fs::{CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report, Violation};
+use seqstore_core::{
+    Ablation, Config, ConsumerConfig, ConsumerState, Error, ManualClock, Store, StoredMsg,
+    StreamState, SyncPolicy,
+};
+use seqstore_fault_fs::{CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report, Violation};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
-use store_core::{
-    Ablation, Config, ConsumerConfig, ConsumerState, Error, ManualClock, Store, StoredMsg,
-    StreamState, SyncPolicy,
-};
 
 mod backend;
 mod cells;

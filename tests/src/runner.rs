@@ -12,7 +12,7 @@ pub struct Runner<'b> {
     /// The subject each sequence was appended under (for what `purge_ex` promises).
     subjects: BTreeMap<u64, &'static str>,
     /// The consumers the workload added (for what a truncate promises of them).
-    pub(crate) consumer_names: Vec<(&'static str, store_core::AckPolicy)>,
+    pub(crate) consumer_names: Vec<(&'static str, seqstore_core::AckPolicy)>,
 }
 
 impl<'b> Runner<'b> {
@@ -191,7 +191,8 @@ impl<'b> Runner<'b> {
                 seqs.extend(self.subjects.iter().filter_map(|(&q, subject)| {
                     let gone = before.binary_search(&q).is_err();
                     let covered = q <= last && (up_to == 0 || q < up_to);
-                    (gone && covered && store_core::subject::matches(filter, subject)).then_some(q)
+                    (gone && covered && seqstore_core::subject::matches(filter, subject))
+                        .then_some(q)
                 }));
                 j.note(fs, Event::Removed { seqs });
             }
@@ -234,8 +235,8 @@ impl Runner<'_> {
         self.next_id += 1;
         let st = self.store()?.state().map_err(e)?;
         let next = st.last_seq + 1;
-        let ts = store_core::Clock::now_ns(&self.clock).max(st.last_ts);
-        let deadline = store_core::record::deadline(ts, ttl);
+        let ts = seqstore_core::Clock::now_ns(&self.clock).max(st.last_ts);
+        let deadline = seqstore_core::record::deadline(ts, ttl);
         j.note(fs, Event::Ttl { deadline });
         j.note(fs, Event::Appending { seq: next, id });
         let seq = self
@@ -265,7 +266,7 @@ impl Runner<'_> {
         self.next_id += 1;
         let st = self.store()?.state().map_err(e)?;
         let seq = st.last_seq + 1;
-        let ts = store_core::Clock::now_ns(&self.clock).max(st.last_ts);
+        let ts = seqstore_core::Clock::now_ns(&self.clock).max(st.last_ts);
         j.note(fs, Event::Appending { seq, id });
         let got = self
             .store()?

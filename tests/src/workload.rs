@@ -161,9 +161,9 @@ pub enum Event {
         /// The consumer.
         name: &'static str,
         /// Its ack policy (the rules that bring a state in line with a recovered stream).
-        ack: store_core::AckPolicy,
+        ack: seqstore_core::AckPolicy,
         /// Its state as `consumer_state` reports it.
-        state: Option<store_core::ConsumerState>,
+        state: Option<seqstore_core::ConsumerState>,
         /// Acknowledged durable.
         durable: bool,
     },

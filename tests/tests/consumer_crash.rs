@@ -2,8 +2,8 @@
 //! model, natively and through `SharedStore` (acks by group commit), clean; and each consumer
 //! fsync removed alone must show a violation (the negative controls).
 
-use crash_matrix::*;
-use store_core::Ablation;
+use seqstore_core::Ablation;
+use seqstore_crash_matrix::*;
 
 fn seed() -> u64 {
     std::env::var("SEQSTORE_SEED")
@@ -46,7 +46,7 @@ fn consumer_workloads_are_clean_native_and_shared() {
 fn every_consumer_fsync_is_necessary() {
     let seed = seed();
     let mut missing = Vec::new();
-    for &site in store_core::SyncSite::ALL
+    for &site in seqstore_core::SyncSite::ALL
         .iter()
         .filter(|s| s.name().starts_with("consumer."))
     {

@@ -1,7 +1,7 @@
 //! The crash matrix: every workload × sync policy × crash model on the real store (no
 //! ablation) must have zero violations at every crash point and image.
 
-use crash_matrix::*;
+use seqstore_crash_matrix::*;
 
 fn seed() -> u64 {
     std::env::var("SEQSTORE_SEED")
@@ -109,7 +109,7 @@ fn an_ablated_append_fsync_is_caught_on_an_encrypted_store() {
     let backend = Layered::new();
     let mut violations = 0;
     for mut spec in matrix_cells(None, None, seed) {
-        spec.ablation = store_core::Ablation::Skip(store_core::SyncSite::AppendData);
+        spec.ablation = seqstore_core::Ablation::Skip(seqstore_core::SyncSite::AppendData);
         violations += run_cell(&backend, &spec, None).report.violation_count;
     }
     assert!(violations > 0, "no violation with append.data removed");

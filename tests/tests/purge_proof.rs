@@ -1,7 +1,7 @@
 //! The headline: the purge keeps the sequence at every crash point, and each fsync is shown
 //! necessary by removing it (the expected ablation table: `Expected::of`).
 
-use crash_matrix::*;
+use seqstore_crash_matrix::*;
 
 fn seed() -> u64 {
     std::env::var("SEQSTORE_SEED")

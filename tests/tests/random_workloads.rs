@@ -1,11 +1,11 @@
-//! Random valid workloads (crash_matrix::random), explored at every crash point under every
+//! Random valid workloads (seqstore_crash_matrix::random), explored at every crash point under every
 //! sync policy and both crash models: the real store must be clean, and with the compact fix
 //! reverted (`Ablation::CompactEarlyReturn`) the same explorer must find the bug and shrink
 //! it to a short workload. Every run prints its seed; `SEQSTORE_SEED=S` replays it.
 
-use crash_matrix::random::{generate, literal, run_campaign, workload_seed, Campaign};
-use crash_matrix::{Backend, Layered, Native, Shared};
-use store_core::Ablation;
+use seqstore_core::Ablation;
+use seqstore_crash_matrix::random::{generate, literal, run_campaign, workload_seed, Campaign};
+use seqstore_crash_matrix::{Backend, Layered, Native, Shared};
 
 fn seed(default: u64) -> u64 {
     std::env::var("SEQSTORE_SEED")
@@ -130,13 +130,17 @@ fn no_nonce_repeats_across_the_crashes_and_recoveries_of_random_workloads() {
 #[cfg(feature = "guest")]
 #[test]
 fn a_sample_of_random_workloads_is_clean_encrypted_in_the_wasm_guest() {
-    assert_clean(&crash_matrix::LayeredGuest, seed(5), count(3).min(3));
+    assert_clean(
+        &seqstore_crash_matrix::LayeredGuest,
+        seed(5),
+        count(3).min(3),
+    );
 }
 
 #[cfg(feature = "guest")]
 #[test]
 fn a_sample_of_random_workloads_is_clean_in_the_wasm_guest() {
-    assert_clean(&crash_matrix::Guest, seed(3), count(5).min(5));
+    assert_clean(&seqstore_crash_matrix::Guest, seed(3), count(5).min(5));
 }
 
 #[test]
@@ -171,7 +175,7 @@ fn the_explorer_finds_the_compact_bug_when_the_fix_is_reverted() {
         .shrunk
         .steps
         .iter()
-        .any(|s| matches!(s, crash_matrix::Step::Compact(_))));
+        .any(|s| matches!(s, seqstore_crash_matrix::Step::Compact(_))));
 }
 
 #[test]
@@ -183,7 +187,7 @@ fn the_explorer_finds_lost_acks_when_the_consumer_journal_fsync_is_removed() {
         &Native,
         seed,
         200,
-        Ablation::Skip(store_core::SyncSite::ConsumerJournalData),
+        Ablation::Skip(seqstore_core::SyncSite::ConsumerJournalData),
     );
     let r = run_campaign(&c, |_, _| {});
     let f = r.first.as_ref().unwrap_or_else(|| {

@@ -1,6 +1,6 @@
 //! Crash *during* recovery: every crash image of the crash matrix is recovered while the power
 //! is cut at every operation boundary of that recovery, and every image that leaves is recovered
-//! again and checked (see `crash_matrix::recovery` for the checks); a sample of those second
+//! again and checked (see `seqstore_crash_matrix::recovery` for the checks); a sample of those second
 //! recoveries is crashed too; every operation of a sample of recoveries fails with EIO and
 //! ENOSPC in turn. Plus the same for damaged and hostile directories (the `recover_dir` fuzz
 //! corpus), and the negative control: a deliberately non-idempotent recovery is caught here
@@ -10,13 +10,13 @@
 //! exploration seed and the samples are derived; failures print it);
 //! `SEQSTORE_WORKLOAD=<name>` runs one workload of the matrix only.
 //! The bigger sweep (~15 s in release):
-//! `cargo test -p crash-matrix --no-default-features --release --test recovery_crash -- --ignored`.
+//! `cargo test -p seqstore-crash-matrix --no-default-features --release --test recovery_crash -- --ignored`.
 
-use crash_matrix::recovery::{self, Opts, Stats};
-use crash_matrix::*;
+use seqstore_core::{Ablation, Config, Limits, RecoveryMode};
+use seqstore_crash_matrix::recovery::{self, Opts, Stats};
+use seqstore_crash_matrix::*;
 use std::path::PathBuf;
 use std::time::Instant;
-use store_core::{Ablation, Config, Limits, RecoveryMode};
 
 fn seed() -> u64 {
     std::env::var("SEQSTORE_SEED")
@@ -183,7 +183,7 @@ fn a_non_idempotent_recovery_is_caught() {
 
 /// The bigger sweep (not in CI): every part above at once, with more images per crash point,
 /// every writing recovery failed at every operation, limits on every image.
-/// `cargo test -p crash-matrix --no-default-features --release --test recovery_crash -- --ignored`
+/// `cargo test -p seqstore-crash-matrix --no-default-features --release --test recovery_crash -- --ignored`
 #[test]
 #[ignore]
 fn full_sweep() {

@@ -6,11 +6,11 @@
 //!
 //! `SEQSTORE_SEED=N` replays (it seeds the source workload and the explorations).
 
-use fault_fs::{explore, ExploreConfig, FaultFs, FaultKind, Model};
-use store_core::{
+use seqstore_core::{
     restore, AckPolicy, Config, ConsumerConfig, ConsumerState, Error, Fs, Store, StoredMsg,
     StreamState,
 };
+use seqstore_fault_fs::{explore, ExploreConfig, FaultFs, FaultKind, Model};
 
 fn seed() -> u64 {
     std::env::var("SEQSTORE_SEED")
@@ -195,7 +195,7 @@ fn an_io_error_at_every_operation_of_restore_is_typed_and_leaves_no_partial_stor
 
 /// Writes the seed corpus of the `restore_archive` fuzz target (`fuzz/corpus/restore_archive/`):
 /// real snapshots of small stores. Run by hand after a format change:
-/// `cargo test -p crash-matrix --no-default-features --test restore_crash -- --ignored`.
+/// `cargo test -p seqstore-crash-matrix --no-default-features --test restore_crash -- --ignored`.
 #[test]
 #[ignore]
 fn regenerate_restore_archive_corpus() {

@@ -1,4 +1,4 @@
-//! The fuzz targets without a fuzzer: each target body (`crash_matrix::robust::fuzz_*`, the same
+//! The fuzz targets without a fuzzer: each target body (`seqstore_crash_matrix::robust::fuzz_*`, the same
 //! function the cargo-fuzz binaries in fuzz/ call) runs on every file of its seed corpus
 //! `fuzz/corpus/<target>/`, then on seeded pseudo-random inputs (mutations of the corpus and
 //! random bytes; `SEQSTORE_SEED` picks the seed, `SEQSTORE_FUZZ_CASES` the count per target).
@@ -6,7 +6,7 @@
 //! The binary's allocator refuses (aborts on) any single allocation above 64 MiB and records the
 //! largest one made, so "a length field of 4 GiB must not allocate 4 GiB" is checked here too.
 
-use crash_matrix::robust::{self, TARGETS};
+use seqstore_crash_matrix::robust::{self, TARGETS};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -59,7 +59,7 @@ fn seed() -> u64 {
 }
 
 /// The workspace's one seeded generator (splitmix64, fault-fs).
-use fault_fs::Rng;
+use seqstore_fault_fs::Rng;
 
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../fuzz/corpus/{target}"));

@@ -1,7 +1,7 @@
 //! What a user can find in a store directory, and what the store does with it: a table of
 //! damaged and hostile layouts, each with its documented outcome, checked for `Store::open` in
 //! both recovery modes and for the read-only `verify`. The outcome table is printed
-//! (`cargo test -p crash-matrix --test robustness_dirs -- --nocapture`).
+//! (`cargo test -p seqstore-crash-matrix --test robustness_dirs -- --nocapture`).
 //!
 //! Outcomes: the store opens (repairing what it can) and lists what it found in its
 //! `RecoveryReport` (cuts, skipped records, lost sequences, ignored files, a completed or rolled
@@ -13,15 +13,15 @@
 //! `msgs/5.blk -> /outside/file`, `index.db -> ...`, `purge.old -> ...`, `index.db.tmp -> ...`)
 //! never make the store read, write or remove anything outside.
 
-use crash_matrix::robust::{self, copy_of, put, records_of, settle};
-use fault_fs::{FaultFs, Model};
-use std::fmt::Write as _;
-use store_core::index::Snapshot;
-use store_core::record::{self, Kind};
-use store_core::{
+use seqstore_core::index::Snapshot;
+use seqstore_core::record::{self, Kind};
+use seqstore_core::{
     verify, Config, Error, Fs, IndexStatus, ManualClock, RecoveryMode, RecoveryReport, SeqRange,
     Store, StreamState, VerifyReport,
 };
+use seqstore_crash_matrix::robust::{self, copy_of, put, records_of, settle};
+use seqstore_fault_fs::{FaultFs, Model};
+use std::fmt::Write as _;
 
 // ------------------------------------------------------------------ the base store
 
@@ -31,7 +31,7 @@ fn base(close: bool) -> FaultFs {
     let fs = FaultFs::new(Model::Posix);
     let mut s = open(&fs, RecoveryMode::TolerateCorruptTail).expect("open");
     for i in 0..25u64 {
-        s.append("s", b"", &crash_matrix::payload(i, 60))
+        s.append("s", b"", &seqstore_crash_matrix::payload(i, 60))
             .expect("append");
     }
     if close {
@@ -448,7 +448,7 @@ fn index_db() -> Vec<Row> {
                 let other = FaultFs::new(Model::Posix);
                 let mut s = open(&other, RecoveryMode::Strict).expect("open");
                 for i in 0..5 {
-                    s.append("other", b"", &crash_matrix::payload(i, 10))
+                    s.append("other", b"", &seqstore_crash_matrix::payload(i, 10))
                         .expect("append");
                 }
                 s.close().expect("close");
@@ -1061,7 +1061,7 @@ fn verify_reports_a_purge_interrupted_after_the_first_rename() {
 
 mod sandbox {
     use super::*;
-    use host_fs::HostFs;
+    use seqstore_fs::HostFs;
     use std::os::unix::fs::{symlink, PermissionsExt};
     use std::path::{Path, PathBuf};
 
@@ -1112,7 +1112,7 @@ mod sandbox {
     fn filled(root: &Path) {
         let mut s = host_store(root).expect("open");
         for i in 0..3 {
-            s.append("s", b"", &crash_matrix::payload(i, 10))
+            s.append("s", b"", &seqstore_crash_matrix::payload(i, 10))
                 .expect("append");
         }
         s.close().expect("close");

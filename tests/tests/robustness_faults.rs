@@ -11,14 +11,14 @@
 //!
 //! `SEQSTORE_SEED` seeds the random crash images (printed on failure).
 
-use crash_matrix::payload;
-use crash_matrix::*;
-use fault_fs::{FaultFs, FaultKind, Journal, Model, OpKind};
+use seqstore_core::{Ablation, Config, Error, ManualClock, StoredMsg, StreamState, SyncPolicy};
+use seqstore_crash_matrix::payload;
+use seqstore_crash_matrix::*;
+use seqstore_fault_fs::{FaultFs, FaultKind, Journal, Model, OpKind};
 use std::io::ErrorKind;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use store_core::{Ablation, Config, Error, ManualClock, StoredMsg, StreamState, SyncPolicy};
 
 fn seed() -> u64 {
     std::env::var("SEQSTORE_SEED")
@@ -195,7 +195,7 @@ fn run_case(
         starts.push(fs.op_count());
         match catch_unwind(AssertUnwindSafe(|| runner.step(&fs, step, &mut j))) {
             Err(p) => {
-                let p = crash_matrix::robust::panic_text(&*p);
+                let p = seqstore_crash_matrix::robust::panic_text(&*p);
                 return Err(format!("step {i} {step:?} panicked: {p}"));
             }
             // the workload stops at the injected failure, returned or absorbed: the journal
@@ -377,13 +377,17 @@ fn every_op_fails_with_eio_then_enospc_interval_never() {
 
 // ------------------------------------------------------------------ fsyncgate
 
-fn store_on(fs: &FaultFs, sync: SyncPolicy) -> store_core::Store<FaultFs> {
+fn store_on(fs: &FaultFs, sync: SyncPolicy) -> seqstore_core::Store<FaultFs> {
     let cfg = Config {
         sync,
         ..Config::default()
     };
-    store_core::Store::open_with_clock(fs.clone(), cfg, Box::new(ManualClock::new(1_000_000_000)))
-        .expect("open")
+    seqstore_core::Store::open_with_clock(
+        fs.clone(),
+        cfg,
+        Box::new(ManualClock::new(1_000_000_000)),
+    )
+    .expect("open")
 }
 
 fn reopen_state(img: &FaultFs) -> StreamState {

@@ -2,9 +2,9 @@
 //! sequences, a crash at any operation boundary, `check_image` against the journal) found,
 //! each as a small crash-matrix workload explored at every crash point under both models.
 
-use crash_matrix::*;
-use fault_fs::Model;
-use store_core::{Ablation, SyncPolicy};
+use seqstore_core::{Ablation, SyncPolicy};
+use seqstore_crash_matrix::*;
+use seqstore_fault_fs::Model;
 
 fn seed() -> u64 {
     std::env::var("SEQSTORE_SEED")
@@ -97,15 +97,15 @@ fn dropping_several_front_blocks_keeps_deletes() {
 /// unneeded.
 #[test]
 fn erasing_the_last_message_keeps_the_sequence() {
-    use store_core::{Config, ManualClock, Store};
-    let open = |fs: &fault_fs::FaultFs| {
+    use seqstore_core::{Config, ManualClock, Store};
+    let open = |fs: &seqstore_fault_fs::FaultFs| {
         let cfg = Config {
             sync: SyncPolicy::Never,
             ..Config::default()
         };
         Store::open_with_clock(fs.clone(), cfg, Box::new(ManualClock::new(1))).expect("open")
     };
-    let fs = fault_fs::FaultFs::new(Model::Posix);
+    let fs = seqstore_fault_fs::FaultFs::new(Model::Posix);
     let mut s = open(&fs);
     for i in 0..2 {
         s.append("a.1", b"", &payload(i, 440)).expect("append");
@@ -134,9 +134,9 @@ fn erasing_the_last_message_keeps_the_sequence() {
 /// and the next append reuses sequence 2.
 #[test]
 fn dropping_the_block_with_the_last_sequence_keeps_it() {
-    use store_core::{Config, ManualClock, Store};
+    use seqstore_core::{Config, ManualClock, Store};
     for sync in [SyncPolicy::Always, SyncPolicy::Never] {
-        let open = |fs: &fault_fs::FaultFs| {
+        let open = |fs: &seqstore_fault_fs::FaultFs| {
             let cfg = Config {
                 sync,
                 block_size: 1024,
@@ -144,7 +144,7 @@ fn dropping_the_block_with_the_last_sequence_keeps_it() {
             };
             Store::open_with_clock(fs.clone(), cfg, Box::new(ManualClock::new(1))).expect("open")
         };
-        let fs = fault_fs::FaultFs::new(Model::Posix);
+        let fs = seqstore_fault_fs::FaultFs::new(Model::Posix);
         let mut s = open(&fs);
         s.append("a.1", b"", &payload(0, 12)).expect("append");
         s.append("a.1", b"", &payload(1, 872)).expect("append");

@@ -4,14 +4,14 @@
 //! sequences lost and on the last sequence. Compared where open rebuilt from the blocks and no
 //! purge was interrupted (open completes or rolls one back; verify reads the blocks as found).
 
-use crash_matrix::random::{generate, workload_seed};
-use crash_matrix::*;
-use fault_fs::{CrashCtx, ExploreConfig, FaultFs};
-use store_core::{Config, Store};
+use seqstore_core::{Config, Store};
+use seqstore_crash_matrix::random::{generate, workload_seed};
+use seqstore_crash_matrix::*;
+use seqstore_fault_fs::{CrashCtx, ExploreConfig, FaultFs};
 
 /// Verify first (it changes nothing), then open a copy and compare.
 fn agree(image: &FaultFs, cfg: &Config) -> Result<(), String> {
-    let v = match store_core::verify(image) {
+    let v = match seqstore_core::verify(image) {
         Ok(v) => v,
         // nothing to verify (no msgs/ yet): open creates it
         Err(_) => return Ok(()),
@@ -55,13 +55,13 @@ fn agree(image: &FaultFs, cfg: &Config) -> Result<(), String> {
     Ok(())
 }
 
-fn explore_agreement(spec: &CellSpec) -> fault_fs::Report {
+fn explore_agreement(spec: &CellSpec) -> seqstore_fault_fs::Report {
     let cfg = config(spec.workload.block_size, spec.sync, spec.ablation);
     let mut ecfg = ExploreConfig::new(spec.model);
     ecfg.seed = spec.seed;
     ecfg.random_images_per_point = 8;
     let mut runner = Runner::new(&Native, cfg.clone());
-    fault_fs::explore(
+    seqstore_fault_fs::explore(
         &ecfg,
         &spec.workload.steps,
         |fs, step, j| runner.step(fs, step, j),
@@ -75,12 +75,12 @@ fn verify_and_open_agree_on_every_crash_image() {
     for i in 0..40 {
         let w = generate(workload_seed(11, i), 24);
         for (policy, sync) in policies() {
-            for model in fault_fs::Model::ALL {
+            for model in seqstore_fault_fs::Model::ALL {
                 cells.push(CellSpec {
                     workload: w.clone(),
                     policy,
                     sync,
-                    ablation: store_core::Ablation::Full,
+                    ablation: seqstore_core::Ablation::Full,
                     model,
                     seed: i,
                 });

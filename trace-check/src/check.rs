@@ -6,11 +6,11 @@
 
 use crate::error::io;
 use crate::Error;
-use fault_fs::FaultFs;
+use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_fault_fs::FaultFs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use store_core::{Fs, FsFile, OpenOptions};
 
 /// What a checker says about one image.
 #[derive(Clone, Debug, PartialEq, Eq)]

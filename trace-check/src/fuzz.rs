@@ -4,7 +4,7 @@
 
 use crate::replay::Replayer;
 use crate::strace::{parse, ParseConfig};
-use fault_fs::{FaultFs, Journal, Model};
+use seqstore_fault_fs::{FaultFs, Journal, Model};
 
 /// Parses `data` as a trace of a program working in `/d` with marks in `/m`, and replays
 /// what parses.

@@ -7,10 +7,10 @@
 
 use crate::ops::{Falloc, Ofd, Op, OpenFlags, TracedOp, WriteAt};
 use crate::Error;
-use fault_fs::{FaultFile, FaultFs, Journal};
+use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_fault_fs::{FaultFile, FaultFs, Journal};
 use std::collections::HashMap;
 use std::io;
-use store_core::{Fs, FsFile, OpenOptions};
 
 enum Handle {
     /// A file, and whether it was opened `O_SYNC`/`O_DSYNC`.

@@ -14,7 +14,7 @@ use crate::check::{check_image, Checker, Verdict};
 use crate::ops::{Capture, TracedOp};
 use crate::replay::Replayer;
 use crate::Error;
-use fault_fs::{
+use seqstore_fault_fs::{
     explore_from, replay_image_from, CrashCtx, ExploreConfig, FaultFs, FaultFsConfig, Journal,
     Model,
 };
@@ -158,7 +158,7 @@ fn explore_capture<C>(
     cap: &Capture,
     ecfg: &ExploreConfig,
     check: C,
-) -> Result<(fault_fs::Report, Vec<usize>), Error>
+) -> Result<(seqstore_fault_fs::Report, Vec<usize>), Error>
 where
     C: Fn(&FaultFs, &CrashCtx<'_, String>) -> Result<(), String>,
 {
@@ -274,7 +274,7 @@ fn collect(
 
 /// What the third pass found.
 struct FinalPass {
-    report: fault_fs::Report,
+    report: seqstore_fault_fs::Report,
     origin: Vec<usize>,
     /// Blame re-checks of images the exploration had not produced, and their time.
     extra_runs: usize,
@@ -421,7 +421,7 @@ fn traced_at<'a>(cap: &'a Capture, origin: &[usize], k: usize) -> Option<&'a Tra
 }
 
 fn first_violation(
-    v: &fault_fs::Violation,
+    v: &seqstore_fault_fs::Violation,
     cap: &Capture,
     origin: &[usize],
     marks: Vec<String>,

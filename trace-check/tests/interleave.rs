@@ -6,7 +6,7 @@
 //! (`SEQSTORE_SEED=S` replays one); a failure is shrunk to the fewest calls that still fail
 //! and printed as a trace.
 
-use fault_fs::{FaultFs, Journal, Model};
+use seqstore_fault_fs::{FaultFs, Journal, Model};
 use seqstore_trace::replay::Replayer;
 use seqstore_trace::strace::{parse, ParseConfig};
 use std::collections::BTreeMap;

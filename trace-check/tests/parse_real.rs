@@ -2,7 +2,7 @@
 //! `strace_args` on Linux, strace 6.1). A replay of each into an empty fault-fs must end with
 //! exactly the tree the program left on the real disk.
 
-use fault_fs::{FaultFs, Journal, Model};
+use seqstore_fault_fs::{FaultFs, Journal, Model};
 use seqstore_trace::ops::{Op, WriteAt};
 use seqstore_trace::replay::Replayer;
 use seqstore_trace::strace::{parse, ParseConfig};

@@ -1,7 +1,7 @@
 //! Replay, exploration, the checker protocol and the report on a real trace
 //! (tests/traces/commit.strace: `a` committed with fsyncs, `b` without).
 
-use fault_fs::{FaultFs, FaultFsConfig, Model};
+use seqstore_fault_fs::{FaultFs, FaultFsConfig, Model};
 use seqstore_trace::check::{Checker, CommandChecker, Verdict};
 use seqstore_trace::ops::Capture;
 use seqstore_trace::session::{check_capture, replay_capture_image, CheckConfig};

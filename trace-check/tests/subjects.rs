@@ -3,7 +3,7 @@
 //! from .ci/run's virtualenv) and is skipped with a message when it is missing — except
 //! under CI=true, where a missing program is a failure.
 
-use fault_fs::Model;
+use seqstore_fault_fs::Model;
 use seqstore_trace::capture::capture_strace;
 use seqstore_trace::check::CommandChecker;
 use seqstore_trace::session::{check_capture, start_from_dir, CheckConfig, TraceReport};

@@ -37,7 +37,7 @@ fn fail(msg: &str) -> ! {
 fn env_path(name: &str) -> PathBuf {
     env::var_os(name)
         .map(PathBuf::from)
-        .unwrap_or_else(|| fail(&format!("wasm-host build script: {name} is not set")))
+        .unwrap_or_else(|| fail(&format!("seqstore-wasm build script: {name} is not set")))
 }
 
 /// Whether the toolchain running this build has a standard library for `wasm32-wasip2` (without
@@ -80,7 +80,7 @@ fn ensure_target_installed() {
     }
     let manual = format!(
         "the {TARGET} target is not installed for this Rust toolchain.\n\
-         wasm-host embeds the seqstore guest, which is built for {TARGET}. Install the \
+         seqstore-wasm embeds the seqstore guest, which is built for {TARGET}. Install the \
          target with:\n\
          \n    rustup target add {TARGET}\n"
     );
@@ -142,12 +142,14 @@ fn cargo_build(workspace: &Path, target_dir: &Path, extra: &[&str]) {
         // inlining across crates is most of what makes wasm code fast.
         .env("CARGO_PROFILE_RELEASE_LTO", "fat")
         .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1");
-    let status = cmd
-        .status()
-        .unwrap_or_else(|e| fail(&format!("wasm-host: cannot run cargo for the guest: {e}")));
+    let status = cmd.status().unwrap_or_else(|e| {
+        fail(&format!(
+            "seqstore-wasm: cannot run cargo for the guest: {e}"
+        ))
+    });
     if !status.success() {
         fail(&format!(
-            "wasm-host: building the seqstore guest for {TARGET} failed ({status}); \
+            "seqstore-wasm: building the seqstore guest for {TARGET} failed ({status}); \
              run `cargo build -p {GUEST_PACKAGE} --target {TARGET} --release` to see why"
         ));
     }
@@ -157,7 +159,7 @@ fn copy_out(from: &Path, out_dir: &Path, name: &str, env_name: &str) {
     let to = out_dir.join(name);
     if let Err(e) = std::fs::copy(from, &to) {
         fail(&format!(
-            "wasm-host: guest artifact {} missing after the build: {e}",
+            "seqstore-wasm: guest artifact {} missing after the build: {e}",
             from.display()
         ));
     }
@@ -197,7 +199,7 @@ fn main() {
     let profile_dir = out_dir
         .ancestors()
         .nth(3)
-        .unwrap_or_else(|| fail("wasm-host: unexpected OUT_DIR layout"));
+        .unwrap_or_else(|| fail("seqstore-wasm: unexpected OUT_DIR layout"));
     let guest_target = profile_dir.join("wasm-guest-build");
 
     let store_dir = guest_target.join("store");

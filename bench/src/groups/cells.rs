@@ -43,9 +43,9 @@ pub(super) fn nosync_cell(ctx: &mut Ctx<'_>, engine: &str, n: u64) -> Result<f64
         }
         "seqstore_encrypted" | "seqstore_xchacha" => {
             let cipher = if engine == "seqstore_xchacha" {
-                store_core::Cipher::XChaCha20Poly1305
+                seqstore_core::Cipher::XChaCha20Poly1305
             } else {
-                store_core::Cipher::Aes256Gcm
+                seqstore_core::Cipher::Aes256Gcm
             };
             let mut s = open_encrypted_store(p, SyncPolicy::Never, cipher)?;
             let t = Instant::now();

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use host_fs::{HostFs, SystemClock};
-use store_core::{Config, SharedStore, Store, SyncPolicy};
+use seqstore_core::{Config, SharedStore, Store, SyncPolicy};
+use seqstore_fs::{HostFs, SystemClock};
 
 use crate::mem::MEMORY;
 use crate::nats::{NATS, NATS_CELLS};
@@ -83,16 +83,16 @@ pub(crate) fn open_guest(
     path: &Path,
     sync: SyncPolicy,
     wasi: bool,
-) -> Result<wasm_host::GuestStore> {
+) -> Result<seqstore_wasm::GuestStore> {
     let cfg = Config {
         sync,
         ..Config::default()
     };
     let g = if wasi {
-        wasm_host::GuestStore::open_dir(path, cfg, Box::new(SystemClock))
+        seqstore_wasm::GuestStore::open_dir(path, cfg, Box::new(SystemClock))
     } else {
         let fs = HostFs::create(path).with_context(|| format!("guest root {}", path.display()))?;
-        wasm_host::GuestStore::from_fs(fs, cfg, Box::new(SystemClock))
+        seqstore_wasm::GuestStore::from_fs(fs, cfg, Box::new(SystemClock))
     };
     g.with_context(|| format!("open guest store {}", path.display()))
 }
@@ -112,12 +112,12 @@ pub(crate) fn open_store(path: &Path, sync: SyncPolicy) -> Result<Store<HostFs>>
 pub(crate) fn open_encrypted_store(
     path: &Path,
     sync: SyncPolicy,
-    cipher: store_core::Cipher,
-) -> Result<Store<store_core::CryptFs<HostFs>>> {
+    cipher: seqstore_core::Cipher,
+) -> Result<Store<seqstore_core::CryptFs<HostFs>>> {
     let fs = HostFs::create(path).with_context(|| format!("store root {}", path.display()))?;
     let cfg = Config {
         sync,
-        encryption: Some(store_core::Encryption::new(cipher, [0x5e; 32])),
+        encryption: Some(seqstore_core::Encryption::new(cipher, [0x5e; 32])),
         ..Config::default()
     };
     Store::open_layered_with_clock(fs, cfg, Box::new(SystemClock))
@@ -302,7 +302,7 @@ pub(crate) fn run(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<BenchRepo
     #[cfg(feature = "guest")]
     {
         ctx.say("compiling the guest component (untimed)");
-        wasm_host::warm_up().context("wasm guest warm-up")?;
+        seqstore_wasm::warm_up().context("wasm guest warm-up")?;
     }
     ctx.tick("fsync probe (start)");
     let probe_start = fsync_probe(&mut ctx, opts)?;

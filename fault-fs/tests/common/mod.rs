@@ -2,8 +2,8 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 use proptest::prelude::*;
+use seqstore_core::{Fs, FsFile, OpenOptions};
 use std::io;
-use store_core::{Fs, FsFile, OpenOptions};
 
 /// Paths over a small namespace so that operations collide often: files, directories, missing
 /// parents, paths through files, the root, and invalid paths.
@@ -81,7 +81,7 @@ pub enum Out {
     Unit,
     Bytes(Vec<u8>),
     Len(u64),
-    Entries(Vec<store_core::DirEntry>),
+    Entries(Vec<seqstore_core::DirEntry>),
     Err(io::ErrorKind),
     NoHandle,
 }

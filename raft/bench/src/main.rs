@@ -5,10 +5,10 @@
 //! this one), committed writes/s with 1 and 64 concurrent clients.
 
 use anyhow::Context;
-use host_fs::HostFs;
 use openraft::testing::log_id;
 use openraft::EntryPayload;
 use raft_log::api::raft_log_writer::RaftLogWriter;
+use seqstore_fs::HostFs;
 use seqstore_raft::{Entry, LogConfig, LogCore, LogStore, Request};
 use std::io::{self, Write};
 use std::path::Path;

@@ -9,17 +9,17 @@
 //! with the directory fsyncs removed: the negative control, which must report a loss.
 
 use crate::RlTypes;
-use fault_fs::{FaultFile, FaultFs, Model};
 use raft_log::api::raft_log_writer::RaftLogWriter;
+use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_fault_fs::{FaultFile, FaultFs, Model};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
-use store_core::{Fs, FsFile, OpenOptions};
 
 /// Drives seqstore-raft's log through a few block rolls the same way (1 KiB blocks).
 pub fn rollcheck_seqstore(dir: &str) -> anyhow::Result<()> {
-    let fs = host_fs::HostFs::create(dir)?;
+    let fs = seqstore_fs::HostFs::create(dir)?;
     let cfg = seqstore_raft::LogConfig::default().with_block_size(1024);
     let mut log = seqstore_raft::LogCore::open(fs, cfg)?;
     for i in 0..14u64 {

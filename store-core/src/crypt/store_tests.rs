@@ -317,7 +317,7 @@ fn a_changed_byte_in_a_rewritten_sealed_block_is_corrupt_not_a_torn_tail() {
 }
 
 /// What sealing costs an `Always` append: the appends that roll a default 8 MiB block against
-/// the others, in memory (no fsync time). `cargo test --release -p store-core --lib
+/// the others, in memory (no fsync time). `cargo test --release -p seqstore-core --lib
 /// crypt::store_tests::seal_probe -- --ignored --nocapture`.
 #[test]
 #[ignore]
@@ -401,7 +401,7 @@ fn an_erased_payload_is_gone_from_the_files_of_a_compressed_store() {
 }
 
 /// Where an encrypted no-sync append's time goes beside the plain one's: `Never` appends of
-/// 128-byte payloads on memory, plain and AES-256-GCM. `cargo test --release -p store-core
+/// 128-byte payloads on memory, plain and AES-256-GCM. `cargo test --release -p seqstore-core
 /// --lib crypt::store_tests::nosync_probe -- --ignored --nocapture` (under `perf record`).
 #[test]
 #[ignore]

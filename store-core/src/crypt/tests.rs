@@ -297,7 +297,7 @@ fn seal_rate(name: &str, mut seal: impl FnMut(&mut [u8], u64)) {
 /// How fast each AEAD seals a frame on this machine, and how fast the layer writes: the
 /// ceiling of `encrypted_vs_plain_nosync` (a probe that prints, not a test that asserts).
 #[test]
-#[ignore = "a timing probe: cargo test --release -p store-core --lib crypt::tests::probe -- --ignored --nocapture"]
+#[ignore = "a timing probe: cargo test --release -p seqstore-core --lib crypt::tests::probe -- --ignored --nocapture"]
 fn probe_throughput() {
     use aes_gcm::aead::{AeadInOut, KeyInit};
     let nonce = |i: u64| {

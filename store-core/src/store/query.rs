@@ -565,7 +565,7 @@ impl<F: Fs> Store<F> {
     /// `get_batch`, the messages' records appended to `out` as stored (whole message records
     /// back to back, each checked: crc, kind, sequence; `record::decode` reads them). Returns
     /// how many. For a caller that moves them on as bytes: the wasm guest returns them to its
-    /// host in one list, which decodes them natively (`wasm_host::GuestStore::get_batch`).
+    /// host in one list, which decodes them natively (`seqstore_wasm::GuestStore::get_batch`).
     pub fn get_batch_records(
         &mut self,
         from_seq: u64,

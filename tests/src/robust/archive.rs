@@ -1,9 +1,9 @@
-//! Fuzz target `restore_archive`: `store_core::restore` of arbitrary bytes on
+//! Fuzz target `restore_archive`: `seqstore_core::restore` of arbitrary bytes on
 //! fault-fs. The seed corpus holds real snapshots, so mutations reach past the tar framing
 //! into the manifest and the blocks.
 
-use fault_fs::{FaultFs, Model};
-use store_core::{restore, Config, Error, Store};
+use seqstore_core::{restore, Config, Error, Store};
+use seqstore_fault_fs::{FaultFs, Model};
 
 /// Restore never panics; a refused archive is `BadSnapshot` and leaves the target empty; an
 /// accepted one opens (again) to the manifest's state, with every message readable.

@@ -1,21 +1,21 @@
 //! Fuzz target bodies and the helpers the robustness tests share.
 //!
 //! The bodies of the fuzz targets live here so that two harnesses share them: cargo-fuzz (the
-//! separate `fuzz/` workspace calls `crash_matrix::robust::fuzz_*`) and plain `cargo test`
+//! separate `fuzz/` workspace calls `seqstore_crash_matrix::robust::fuzz_*`) and plain `cargo test`
 //! (`tests/tests/robustness_corpus.rs` runs them on every file of `fuzz/corpus/<target>/`).
 
 use super::{check_image, config, payload, payload_id, Event, Native, Runner, Step};
-use fault_fs::{ExploreConfig, FaultFs, Journal, Model};
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::OnceLock;
-use store_core::index::{Snapshot, INDEX_MAGIC, INDEX_VERSION};
-use store_core::record::{
+use seqstore_core::index::{Snapshot, INDEX_MAGIC, INDEX_VERSION};
+use seqstore_core::record::{
     self, decode, encode, encoded_len, Decoded, Kind, HARD_MAX_RECORD, REC_OVERHEAD,
 };
-use store_core::{
+use seqstore_core::{
     Ablation, Config, Error, Fs, FsFile, ManualClock, OpenOptions, RecoveryMode, Store,
     StreamState, SyncPolicy,
 };
+use seqstore_fault_fs::{ExploreConfig, FaultFs, Journal, Model};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 
 /// A fuzz target body.
 pub type Target = fn(&[u8]);

@@ -208,7 +208,7 @@ impl RefModel {
                 let all: Vec<u64> = self
                     .live
                     .iter()
-                    .filter(|(_, &(s, _))| store_core::subject::matches(filter, SUBJECTS[s]))
+                    .filter(|(_, &(s, _))| seqstore_core::subject::matches(filter, SUBJECTS[s]))
                     .map(|(&q, _)| q)
                     .collect();
                 let most = (all.len() as u64).saturating_sub(keep) as usize;
@@ -310,7 +310,7 @@ fn run_plan(
     crash_point: usize,
     image: usize,
     finding: &mut Option<String>,
-) -> Result<fault_fs::Replay<Event>, fault_fs::Error> {
+) -> Result<seqstore_fault_fs::Replay<Event>, seqstore_fault_fs::Error> {
     let cfg = plan.config();
     let mut ecfg = ExploreConfig::new(plan.model);
     ecfg.seed = plan.seed;
@@ -341,7 +341,7 @@ fn run_plan(
         }
         r
     };
-    fault_fs::replay_image(&ecfg, &plan.ops, run_step, crash_point, image)
+    seqstore_fault_fs::replay_image(&ecfg, &plan.ops, run_step, crash_point, image)
 }
 
 /// The `model_ops` target: a random operation sequence (appends, syncs, deletes, erases,
@@ -355,7 +355,7 @@ pub fn fuzz_model_ops(data: &[u8]) {
     let plan = ModelPlan::parse(data);
     let mut finding = None;
     let ops = match run_plan(&plan, usize::MAX, 0, &mut finding) {
-        Err(fault_fs::Error::NoSuchCrashPoint { ops, .. }) => ops,
+        Err(seqstore_fault_fs::Error::NoSuchCrashPoint { ops, .. }) => ops,
         other => panic!("unexpected replay result {other:?}"),
     };
     if let Some(f) = finding {
@@ -368,7 +368,9 @@ pub fn fuzz_model_ops(data: &[u8]) {
             let mut finding = None;
             match run_plan(&plan, point, image, &mut finding) {
                 Ok(r) => break r,
-                Err(fault_fs::Error::NoSuchImage { images, .. }) if images > 0 => image %= images,
+                Err(seqstore_fault_fs::Error::NoSuchImage { images, .. }) if images > 0 => {
+                    image %= images
+                }
                 Err(e) => panic!("replay: {e}\nplan: {plan:?}"),
             }
         };

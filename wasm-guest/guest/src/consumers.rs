@@ -2,7 +2,7 @@
 //! methods, their types and errors converted to the WIT ones.
 
 use super::{to_wit_error, wit, GuestStoreRes};
-use store_core::{AckPolicy, ConsumerConfig, ConsumerState, Error};
+use seqstore_core::{AckPolicy, ConsumerConfig, ConsumerState, Error};
 
 type CR<T> = Result<T, wit::ConsumerError>;
 
@@ -49,7 +49,7 @@ fn to_wit_config(c: ConsumerConfig) -> wit::ConsumerConfig {
 }
 
 fn to_wit_state(s: ConsumerState) -> wit::ConsumerState {
-    let pair = |p: store_core::SequencePair| wit::SequencePair {
+    let pair = |p: seqstore_core::SequencePair| wit::SequencePair {
         consumer: p.consumer,
         stream: p.stream,
     };
@@ -73,8 +73,8 @@ impl GuestStoreRes {
     fn consumer<T>(
         &self,
         f: impl FnOnce(
-            &mut store_core::Store<store_core::CryptFs<super::GuestFs>>,
-        ) -> store_core::Result<T>,
+            &mut seqstore_core::Store<seqstore_core::CryptFs<super::GuestFs>>,
+        ) -> seqstore_core::Result<T>,
     ) -> CR<T> {
         f(&mut self.0.borrow_mut()).map_err(to_consumer_error)
     }

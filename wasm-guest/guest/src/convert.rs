@@ -4,7 +4,7 @@
 use std::io;
 use std::time::Duration;
 
-use store_core::Config;
+use seqstore_core::Config;
 
 use crate::{wit, wit_fs};
 
@@ -62,8 +62,8 @@ pub(crate) fn from_fs_error(e: wit_fs::FsError) -> io::Error {
 }
 
 /// store-core's error as the WIT variant. The `&'static str` fields travel as strings.
-pub(crate) fn to_wit_error(e: store_core::Error) -> wit::Error {
-    use store_core::Error as E;
+pub(crate) fn to_wit_error(e: seqstore_core::Error) -> wit::Error {
+    use seqstore_core::Error as E;
     match e {
         E::Io { op, path, source } => wit::Error::Io(wit::IoError {
             op: op.to_string(),
@@ -118,7 +118,7 @@ pub(crate) fn nanos(ns: u64) -> Duration {
 // feature in, which adds one: the struct update covers it there and is needless elsewhere.
 #[allow(clippy::needless_update)]
 pub(crate) fn to_config(c: wit::Config) -> Config {
-    use store_core::{Discard, Limits, RecoveryMode, SyncPolicy};
+    use seqstore_core::{Discard, Limits, RecoveryMode, SyncPolicy};
     #[allow(unused_mut)]
     let mut cfg = Config {
         block_size: c.block_size,
@@ -149,18 +149,18 @@ pub(crate) fn to_config(c: wit::Config) -> Config {
         entry_cache: c.entry_cache,
         encryption: c.encryption.and_then(|e| {
             let cipher = match e.cipher {
-                wit::Cipher::Xchacha20Poly1305 => store_core::Cipher::XChaCha20Poly1305,
-                wit::Cipher::Aes256Gcm => store_core::Cipher::Aes256Gcm,
+                wit::Cipher::Xchacha20Poly1305 => seqstore_core::Cipher::XChaCha20Poly1305,
+                wit::Cipher::Aes256Gcm => seqstore_core::Cipher::Aes256Gcm,
             };
             // a key of another length: no key, and `open` refuses the config (below)
             <[u8; 32]>::try_from(e.key.as_slice())
                 .ok()
-                .map(|k| store_core::Encryption::new(cipher, k))
+                .map(|k| seqstore_core::Encryption::new(cipher, k))
         }),
         compression: if c.compress {
-            store_core::Compression::Lz4
+            seqstore_core::Compression::Lz4
         } else {
-            store_core::Compression::None
+            seqstore_core::Compression::None
         },
         ..Config::default()
     };
@@ -171,7 +171,7 @@ pub(crate) fn to_config(c: wit::Config) -> Config {
     cfg
 }
 
-pub(crate) fn to_msg(m: store_core::StoredMsg) -> wit::StoredMsg {
+pub(crate) fn to_msg(m: seqstore_core::StoredMsg) -> wit::StoredMsg {
     wit::StoredMsg {
         seq: m.seq,
         ts: m.ts,
@@ -181,7 +181,7 @@ pub(crate) fn to_msg(m: store_core::StoredMsg) -> wit::StoredMsg {
     }
 }
 
-pub(crate) fn to_report(r: &store_core::RecoveryReport) -> wit::RecoveryReport {
+pub(crate) fn to_report(r: &seqstore_core::RecoveryReport) -> wit::RecoveryReport {
     wit::RecoveryReport {
         used_index: r.used_index,
         index_rejected: r.index_rejected.clone(),
@@ -229,7 +229,7 @@ pub(crate) fn to_report(r: &store_core::RecoveryReport) -> wit::RecoveryReport {
     }
 }
 
-pub(crate) fn to_filtered(f: store_core::FilteredState) -> wit::FilteredState {
+pub(crate) fn to_filtered(f: seqstore_core::FilteredState) -> wit::FilteredState {
     wit::FilteredState {
         msgs: f.msgs,
         first: f.first,

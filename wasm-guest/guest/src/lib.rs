@@ -19,7 +19,7 @@ use std::cell::RefCell;
 use std::io;
 use std::time::Duration;
 
-use store_core::{
+use seqstore_core::{
     Clock, DirEntry, Fs, FsFile, FsLock, LockError, OpenOptions, Store, WriteSyncError,
 };
 
@@ -83,7 +83,7 @@ fn host_crc32_ranges(buf: &[u8], ranges: &[(u32, u32)], out: &mut Vec<u32>) {
         // A broken host: compute them here rather than trust a short answer.
         out.extend(ranges.iter().map(|&(s, l)| {
             let s = s as usize;
-            store_core::record::crc32(&buf[s..s + l as usize])
+            seqstore_core::record::crc32(&buf[s..s + l as usize])
         }));
     }
 }
@@ -232,7 +232,7 @@ pub enum GuestFs {
     /// The imported `fs` interface.
     Imported(ImportedFs),
     /// host-fs over WASI's filesystem, rooted at a (normally preopened) directory.
-    Wasi(host_fs::HostFs),
+    Wasi(seqstore_fs::HostFs),
 }
 
 /// A file of [`GuestFs`].
@@ -241,7 +241,7 @@ pub enum GuestFile {
     /// From the imported `fs`.
     Imported(ImportedFile),
     /// From host-fs.
-    Wasi(host_fs::HostFile),
+    Wasi(seqstore_fs::HostFile),
 }
 
 macro_rules! on_file {
@@ -279,7 +279,7 @@ impl FsFile for GuestFile {
             // WASI's files cannot ask the host to frame: read, then send for the checksums
             // (this file's `crc32_ranges`: the host's).
             GuestFile::Wasi(_) => {
-                store_core::fs::read_framed_by_ranges(self, buf, len, offset, crcs)
+                seqstore_core::fs::read_framed_by_ranges(self, buf, len, offset, crcs)
             }
         }
     }
@@ -390,18 +390,18 @@ fn unpack(
     }
 }
 
-fn wr<T>(r: store_core::Result<T>) -> R<T> {
+fn wr<T>(r: seqstore_core::Result<T>) -> R<T> {
     r.map_err(to_wit_error)
 }
 
 /// The exported `store` resource: one store-core `Store`. The component model calls resource
 /// methods with `&self` and one call at a time, so a `RefCell` gives the `&mut` store-core needs.
-pub struct GuestStoreRes(RefCell<Store<store_core::CryptFs<GuestFs>>>);
+pub struct GuestStoreRes(RefCell<Store<seqstore_core::CryptFs<GuestFs>>>);
 
 impl GuestStoreRes {
     fn with<T>(
         &self,
-        f: impl FnOnce(&mut Store<store_core::CryptFs<GuestFs>>) -> store_core::Result<T>,
+        f: impl FnOnce(&mut Store<seqstore_core::CryptFs<GuestFs>>) -> seqstore_core::Result<T>,
     ) -> R<T> {
         wr(f(&mut self.0.borrow_mut()))
     }
@@ -428,11 +428,12 @@ impl wit::GuestStore for GuestStoreRes {
         let fs = match storage {
             wit::Storage::ImportedFs => GuestFs::Imported(ImportedFs),
             wit::Storage::PreopenedDir(dir) => {
-                let fs = host_fs::HostFs::open(&dir).map_err(|source| store_core::Error::Io {
-                    op: "open root",
-                    path: dir.clone(),
-                    source,
-                });
+                let fs =
+                    seqstore_fs::HostFs::open(&dir).map_err(|source| seqstore_core::Error::Io {
+                        op: "open root",
+                        path: dir.clone(),
+                        source,
+                    });
                 GuestFs::Wasi(wr(fs)?)
             }
         };

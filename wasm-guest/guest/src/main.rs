@@ -22,7 +22,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 use seqstore_commands::{execute, report, NoExtra, StoreCmd, EXIT_FAILED};
-use store_core::Config;
+use seqstore_core::Config;
 
 /// The store as a WASI command: seqstore's store commands, JSON out.
 #[derive(Parser)]

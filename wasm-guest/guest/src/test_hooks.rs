@@ -5,7 +5,7 @@ use std::cell::Cell;
 
 use crate::bindings::exports::seqstore::store::test_hooks::Guest;
 use crate::Component;
-use store_core::Ablation;
+use seqstore_core::Ablation;
 
 thread_local! {
     /// The switch `set-ablation` chose, applied by every later `store.open` of this instance.

@@ -2,7 +2,7 @@
 //! host-fs), measured in one run, 128-byte payloads. Prints ratios of throughput
 //! (guest / native: 1.0 is parity, higher is better for the guest).
 //!
-//! `cargo bench -p wasm-host --bench guest_vs_native`
+//! `cargo bench -p seqstore-wasm --bench guest_vs_native`
 //! Environment: `SEQSTORE_BENCH_APPENDS` (default 200000), `SEQSTORE_BENCH_SYNCED` (durable
 //! appends a side, default 2000), `SEQSTORE_BENCH_MIB` (recovery stream size, default 128),
 //! `SEQSTORE_BENCH_DIR` (where the temporary stores go, default the system temp dir).
@@ -14,9 +14,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use host_fs::HostFs;
-use store_core::{Config, ManualClock, Store, SyncPolicy};
-use wasm_host::GuestStore;
+use seqstore_core::{Config, ManualClock, Store, SyncPolicy};
+use seqstore_fs::HostFs;
+use seqstore_wasm::GuestStore;
 
 const PAYLOAD: [u8; 128] = [0x5a; 128];
 const SUBJECTS: [&str; 4] = ["orders.eu", "orders.us", "audit.log", "metrics.cpu"];
@@ -219,7 +219,7 @@ fn build_stream(dir: &Path, mib: u64) -> u64 {
         n += 1;
     }
     s.close().unwrap();
-    std::fs::remove_file(dir.join(store_core::INDEX_FILE)).unwrap();
+    std::fs::remove_file(dir.join(seqstore_core::INDEX_FILE)).unwrap();
     n
 }
 
@@ -252,7 +252,7 @@ fn recovery(mib: u64, rounds: usize) {
         assert!(!g.recovery_report().used_index);
         assert_eq!(g.state().unwrap().msgs, n);
         drop(g);
-        assert!(!dir.path().join(store_core::INDEX_FILE).exists());
+        assert!(!dir.path().join(seqstore_core::INDEX_FILE).exists());
     }
     let (tn, tg) = (median(nat), median(gst));
     report(
@@ -268,7 +268,7 @@ fn recovery(mib: u64, rounds: usize) {
 /// Instantiation: opening an existing empty store on an in-memory filesystem (fault-fs, where
 /// fsync is free) in the guest, minus the same open natively.
 fn instantiation() {
-    let fs = fault_fs::FaultFs::new(fault_fs::Model::Posix);
+    let fs = seqstore_fault_fs::FaultFs::new(seqstore_fault_fs::Model::Posix);
     Store::open(fs.clone(), Config::default())
         .unwrap()
         .close()
@@ -328,7 +328,7 @@ fn call_overhead() {
 fn main() {
     // The harness may pass `--bench`; there are no options.
     let t = Instant::now();
-    wasm_host::warm_up().unwrap();
+    seqstore_wasm::warm_up().unwrap();
     println!("component compile (once per process): {:?}", t.elapsed());
     instantiation();
     call_overhead();

@@ -1,11 +1,11 @@
 //! A profiling target: unsynced appends in the guest and natively, as `seqstore-bench`'s
 //! no-sync cell does them (128-byte payloads, 64 subjects of 16 bytes as the bench's, the system clock).
-//! `cargo run --release -p wasm-host --example append_profile [MSGS]`; under perf, set
+//! `cargo run --release -p seqstore-wasm --example append_profile [MSGS]`; under perf, set
 //! `SEQSTORE_WASM_PERFMAP=1` for the guest's symbols.
 
 use std::time::Instant;
 
-use store_core::{Clock, Config, SyncPolicy};
+use seqstore_core::{Clock, Config, SyncPolicy};
 
 struct SystemClock;
 
@@ -40,13 +40,13 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
-    wasm_host::warm_up().expect("compile");
+    seqstore_wasm::warm_up().expect("compile");
     for round in 0..rounds {
         let mut native = f64::NAN;
         if !guest_only {
             let dir = tempfile::tempdir().expect("tempdir");
-            let mut s = store_core::Store::open_with_clock(
-                host_fs::HostFs::open(dir.path()).expect("dir"),
+            let mut s = seqstore_core::Store::open_with_clock(
+                seqstore_fs::HostFs::open(dir.path()).expect("dir"),
                 cfg.clone(),
                 Box::new(SystemClock),
             )
@@ -61,9 +61,9 @@ fn main() {
         }
         let dir = tempfile::tempdir().expect("tempdir");
         // As seqstore-bench's "guest" cell: the guest's `fs` import served by host-fs.
-        let fs = host_fs::HostFs::open(dir.path()).expect("dir");
-        let mut g =
-            wasm_host::GuestStore::from_fs(fs, cfg.clone(), Box::new(SystemClock)).expect("open");
+        let fs = seqstore_fs::HostFs::open(dir.path()).expect("dir");
+        let mut g = seqstore_wasm::GuestStore::from_fs(fs, cfg.clone(), Box::new(SystemClock))
+            .expect("open");
         let t = Instant::now();
         for i in 0..n {
             g.append(&subjects[(i % 64) as usize], b"", &payload)

@@ -1,14 +1,14 @@
 //! A profiling target: recovery by scanning the blocks (no index.db), natively and in the
 //! guest over host-fs, as `seqstore-bench`'s rebuild cells do it (1M messages of 128 bytes on
 //! 64 subjects, the stream dropped without close).
-//! `cargo run --release -p wasm-host --example rebuild_profile [MSGS]`; under perf, set
+//! `cargo run --release -p seqstore-wasm --example rebuild_profile [MSGS]`; under perf, set
 //! `SEQSTORE_WASM_PERFMAP=1` for the guest's symbols and `REBUILD_PROFILE_ONLY=guest` to skip
 //! the native opens.
 
 use std::time::Instant;
 
-use host_fs::{HostFs, SystemClock};
-use store_core::{Config, Store, SyncPolicy};
+use seqstore_core::{Config, Store, SyncPolicy};
+use seqstore_fs::{HostFs, SystemClock};
 
 fn main() {
     let n: u64 = std::env::args()
@@ -31,7 +31,7 @@ fn main() {
     }
     // Dropped without close: no index.db, so every open scans every block.
     drop(s);
-    wasm_host::warm_up().expect("compile");
+    seqstore_wasm::warm_up().expect("compile");
     for round in 0..5 {
         let mut native = f64::NAN;
         if !guest_only {
@@ -41,8 +41,8 @@ fn main() {
             assert!(!s.recovery_report().used_index && s.state().msgs == n);
         }
         let t = Instant::now();
-        let mut g =
-            wasm_host::GuestStore::from_fs(fs(), cfg.clone(), Box::new(SystemClock)).expect("open");
+        let mut g = seqstore_wasm::GuestStore::from_fs(fs(), cfg.clone(), Box::new(SystemClock))
+            .expect("open");
         let guest = t.elapsed().as_secs_f64();
         assert_eq!(g.state().expect("state").msgs, n);
         println!(

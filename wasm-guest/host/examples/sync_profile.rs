@@ -1,12 +1,12 @@
 //! Durable appends (`SyncPolicy::Always`) in the guest and natively, one append at a time in
 //! turn, so that both sides see the same fsync latency: the per-append latency of each side
 //! and their difference, whatever the disk is doing. 128-byte payloads, 4 subjects.
-//! `cargo run --release -p wasm-host --example sync_profile [APPENDS]`;
+//! `cargo run --release -p seqstore-wasm --example sync_profile [APPENDS]`;
 //! `SYNC_PROFILE_DIR` (default the system temp dir) picks the filesystem (tmpfs: CPU alone).
 
 use std::time::{Duration, Instant};
 
-use store_core::{Config, ManualClock, Store, SyncPolicy};
+use seqstore_core::{Config, ManualClock, Store, SyncPolicy};
 
 fn tempdir() -> tempfile::TempDir {
     match std::env::var_os("SYNC_PROFILE_DIR") {
@@ -32,16 +32,16 @@ fn main() {
         ..Config::default()
     };
     let clock = || Box::new(ManualClock::new(1_700_000_000_000_000_000));
-    wasm_host::warm_up().expect("compile");
+    seqstore_wasm::warm_up().expect("compile");
     let (dn, dg) = (tempdir(), tempdir());
     let mut s = Store::open_with_clock(
-        host_fs::HostFs::open(dn.path()).expect("dir"),
+        seqstore_fs::HostFs::open(dn.path()).expect("dir"),
         cfg.clone(),
         clock(),
     )
     .expect("open");
-    let mut g = wasm_host::GuestStore::from_fs(
-        host_fs::HostFs::open(dg.path()).expect("dir"),
+    let mut g = seqstore_wasm::GuestStore::from_fs(
+        seqstore_fs::HostFs::open(dg.path()).expect("dir"),
         cfg,
         clock(),
     )

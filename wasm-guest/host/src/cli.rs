@@ -93,7 +93,7 @@ pub fn run_guest_command(dir: &Path, args: &[&str], opts: &GuestOptions) -> Resu
 /// Unused by the command (it has no `clock` import), but the host state needs one.
 struct WallClock;
 
-impl store_core::Clock for WallClock {
+impl seqstore_core::Clock for WallClock {
     fn now_ns(&self) -> i64 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

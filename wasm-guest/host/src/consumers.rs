@@ -4,10 +4,10 @@
 use crate::bindings::exports::seqstore::store::stream as wit;
 use crate::convert::{from_wit_error, intern};
 use crate::{Error, GuestStore, Result};
-use store_core::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
+use seqstore_core::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
 
 fn from_consumer_error(e: wit::ConsumerError) -> Error {
-    use store_core::Error as E;
+    use seqstore_core::Error as E;
     use wit::ConsumerError as C;
     Error::Store(match e {
         C::Store(e) => from_wit_error(e),

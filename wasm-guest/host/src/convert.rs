@@ -5,8 +5,8 @@ use std::io;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use store_core::Cut;
-use store_core::{
+use seqstore_core::Cut;
+use seqstore_core::{
     Config, Discard, RecoveryMode, RecoveryReport, SeqRange, StoredMsg, StreamState, SyncPolicy,
 };
 
@@ -96,8 +96,8 @@ pub(crate) fn intern(s: &str) -> &'static str {
 }
 
 /// The guest's error variant as store-core's `Error`.
-pub(crate) fn from_wit_error(e: wit::Error) -> store_core::Error {
-    use store_core::Error as E;
+pub(crate) fn from_wit_error(e: wit::Error) -> seqstore_core::Error {
+    use seqstore_core::Error as E;
     match e {
         wit::Error::Io(io) => E::Io {
             op: intern(&io.op),
@@ -171,12 +171,12 @@ pub(crate) fn to_wit_config(c: &Config) -> wit::Config {
         entry_cache: c.entry_cache,
         encryption: c.encryption.as_ref().map(|e| wit::Encryption {
             cipher: match e.cipher {
-                store_core::Cipher::Aes256Gcm => wit::Cipher::Aes256Gcm,
+                seqstore_core::Cipher::Aes256Gcm => wit::Cipher::Aes256Gcm,
                 _ => wit::Cipher::Xchacha20Poly1305,
             },
             key: e.key().to_vec(),
         }),
-        compress: c.compression == store_core::Compression::Lz4,
+        compress: c.compression == seqstore_core::Compression::Lz4,
     }
 }
 
@@ -193,8 +193,8 @@ pub(crate) fn from_wit_msg(m: wit::StoredMsg) -> StoredMsg {
 /// The records of `get-batch-records` as messages, decoded (the crc checked again, natively:
 /// what crossed the boundary is what is returned). A record that does not decode is the
 /// guest's fault, `Corrupt` with its offset in the list.
-pub(crate) fn decode_records(recs: &[u8]) -> Result<Vec<StoredMsg>, store_core::Error> {
-    use store_core::record::{decode, Decoded, Kind};
+pub(crate) fn decode_records(recs: &[u8]) -> Result<Vec<StoredMsg>, seqstore_core::Error> {
+    use seqstore_core::record::{decode, Decoded, Kind};
     let mut out = Vec::new();
     let mut at = 0;
     while at < recs.len() {
@@ -210,7 +210,7 @@ pub(crate) fn decode_records(recs: &[u8]) -> Result<Vec<StoredMsg>, store_core::
                 at += r.len;
             }
             _ => {
-                return Err(store_core::Error::Corrupt {
+                return Err(seqstore_core::Error::Corrupt {
                     file: "(get-batch-records from the guest)".into(),
                     offset: at as u64,
                     reason: "not a whole message record".into(),
@@ -221,8 +221,8 @@ pub(crate) fn decode_records(recs: &[u8]) -> Result<Vec<StoredMsg>, store_core::
     Ok(out)
 }
 
-pub(crate) fn from_wit_filtered(f: wit::FilteredState) -> store_core::FilteredState {
-    store_core::FilteredState {
+pub(crate) fn from_wit_filtered(f: wit::FilteredState) -> seqstore_core::FilteredState {
+    seqstore_core::FilteredState {
         msgs: f.msgs,
         first: f.first,
         last: f.last,
@@ -265,7 +265,7 @@ pub(crate) fn from_wit_report(r: wit::RecoveryReport) -> RecoveryReport {
         skipped: r
             .skipped
             .into_iter()
-            .map(|s| store_core::SkippedRecord {
+            .map(|s| seqstore_core::SkippedRecord {
                 file: s.file,
                 offset: s.offset,
                 reason: s.reason,
@@ -284,7 +284,7 @@ pub(crate) fn from_wit_report(r: wit::RecoveryReport) -> RecoveryReport {
         out_of_order: r
             .out_of_order
             .into_iter()
-            .map(|o| store_core::OutOfOrderRecord {
+            .map(|o| seqstore_core::OutOfOrderRecord {
                 file: o.file,
                 offset: o.offset,
                 seq: o.seq,
@@ -335,7 +335,7 @@ mod tests {
     fn config_survives_the_trip() {
         let c = Config {
             sync: SyncPolicy::Interval(Duration::from_millis(5)),
-            limits: store_core::Limits {
+            limits: seqstore_core::Limits {
                 max_age: Some(Duration::from_secs(3)),
                 discard: Discard::New,
                 ..Default::default()

@@ -14,7 +14,7 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum Error {
     /// The store in the guest returned an error; its variant is store-core's.
-    Store(store_core::Error),
+    Store(seqstore_core::Error),
     /// The guest tried to grow its memory past the cap ([`GuestOptions::max_memory`]).
     ///
     /// [`GuestOptions::max_memory`]: crate::GuestOptions::max_memory
@@ -44,7 +44,7 @@ pub enum Error {
 
 impl Error {
     /// The store-core error, if this is one.
-    pub fn store_error(&self) -> Option<&store_core::Error> {
+    pub fn store_error(&self) -> Option<&seqstore_core::Error> {
         match self {
             Error::Store(e) => Some(e),
             _ => None,
@@ -95,8 +95,8 @@ impl std::error::Error for Error {
     }
 }
 
-impl From<store_core::Error> for Error {
-    fn from(e: store_core::Error) -> Self {
+impl From<seqstore_core::Error> for Error {
+    fn from(e: seqstore_core::Error) -> Self {
         Error::Store(e)
     }
 }

@@ -1,11 +1,11 @@
 //! Runs seqstore's store as a sandboxed WebAssembly component under wasmtime.
 //!
-//! [`GuestStore`] has the API of store-core's native [`Store`](store_core::Store) and the same
+//! [`GuestStore`] has the API of store-core's native [`Store`](seqstore_core::Store) and the same
 //! result types ([`StoredMsg`], [`StreamState`], [`RecoveryReport`], store-core's
-//! [`Error`](store_core::Error) inside [`Error::Store`]), but the store runs inside a WASI
+//! [`Error`](seqstore_core::Error) inside [`Error::Store`]), but the store runs inside a WASI
 //! guest (`wasm-guest/guest`, built for `wasm32-wasip2` by this crate's build script and
 //! embedded in it). The host decides what filesystem the guest gets:
-//! - [`GuestStore::from_fs`]: any store-core [`Fs`](store_core::Fs) (host-fs, fault-fs, your own). The guest
+//! - [`GuestStore::from_fs`]: any store-core [`Fs`](seqstore_core::Fs) (host-fs, fault-fs, your own). The guest
 //!   sees it through the WIT `fs` import, which this crate forwards to it; the guest has no
 //!   WASI filesystem at all.
 //! - [`GuestStore::open_dir`]: a host directory, preopened through wasmtime-wasi as `/data`;
@@ -14,11 +14,11 @@
 //! Time always comes from the [`Clock`] the host passes (the WIT `clock` import).
 //!
 //! ```no_run
-//! # fn main() -> Result<(), wasm_host::Error> {
-//! use store_core::{Config, ManualClock};
-//! use wasm_host::GuestStore;
+//! # fn main() -> Result<(), seqstore_wasm::Error> {
+//! use seqstore_core::{Config, ManualClock};
+//! use seqstore_wasm::GuestStore;
 //!
-//! let fs = host_fs::HostFs::create("/tmp/mystream").expect("store directory");
+//! let fs = seqstore_fs::HostFs::create("/tmp/mystream").expect("store directory");
 //! let mut store = GuestStore::from_fs(fs, Config::default(), Box::new(ManualClock::new(1)))?;
 //! let seq = store.append("orders.eu", b"", b"hello")?;
 //! assert_eq!(store.get(seq)?.payload, b"hello");
@@ -76,7 +76,7 @@ mod bindings {
 pub use cli::{guest_command_wasm, run_guest_command, CommandOutput};
 pub use error::{Error, Result};
 pub use guest_store::{GuestOptions, GuestStore, GUEST_DIR};
-pub use store_core::{Clock, Config, RecoveryReport, StoredMsg, StreamState};
+pub use seqstore_core::{Clock, Config, RecoveryReport, StoredMsg, StreamState};
 
 /// The `store` component this crate runs (world `seqstore:store/store`), for embedders that
 /// want to run it with their own wasmtime setup.

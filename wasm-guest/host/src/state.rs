@@ -3,7 +3,7 @@
 
 use std::io;
 
-use store_core::{Clock, DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
+use seqstore_core::{Clock, DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::ResourceLimiter;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -27,8 +27,8 @@ pub(crate) trait DynFs: Send + Sync {
     fn remove_file(&self, path: &str) -> io::Result<()>;
     fn remove_dir_all(&self, path: &str) -> io::Result<()>;
     fn sync_dir(&self, path: &str) -> io::Result<()>;
-    /// Takes the store's lock, which the host holds for its guest (`store_core::lock_store`).
-    fn lock_store(&self) -> store_core::Result<store_core::FsLock>;
+    /// Takes the store's lock, which the host holds for its guest (`seqstore_core::lock_store`).
+    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::FsLock>;
 }
 
 impl<F: Fs> DynFs for F
@@ -56,8 +56,8 @@ where
     fn sync_dir(&self, path: &str) -> io::Result<()> {
         Fs::sync_dir(self, path)
     }
-    fn lock_store(&self) -> store_core::Result<store_core::FsLock> {
-        store_core::lock_store(self)
+    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::FsLock> {
+        seqstore_core::lock_store(self)
     }
 }
 
@@ -91,11 +91,11 @@ impl DynFs for NoFs {
     fn remove_dir_all(&self, _: &str) -> io::Result<()> {
         no_fs()
     }
-    fn lock_store(&self) -> store_core::Result<store_core::FsLock> {
+    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::FsLock> {
         // the host locks the preopened directory itself (`GuestStore::open_inner`)
-        Err(store_core::Error::Io {
+        Err(seqstore_core::Error::Io {
             op: "lock",
-            path: store_core::LOCK_FILE.into(),
+            path: seqstore_core::LOCK_FILE.into(),
             source: no_fs::<()>().unwrap_err(),
         })
     }
@@ -285,7 +285,7 @@ impl wit_fs::HostFile for HostState {
         fs_result(r.map(|()| {
             buf.truncate(got);
             let mut crcs = Vec::new();
-            store_core::record::framed_crcs(&buf, &mut crcs);
+            seqstore_core::record::framed_crcs(&buf, &mut crcs);
             (buf, crcs)
         }))
     }
@@ -404,7 +404,7 @@ impl checksum::Host for HostState {
             .map(|r| {
                 let (start, len) = (r[0] as usize, r[1] as usize);
                 match data.get(start..start.saturating_add(len)) {
-                    Some(bytes) => Ok(store_core::record::crc32(bytes)),
+                    Some(bytes) => Ok(seqstore_core::record::crc32(bytes)),
                     // The guest computed the ranges from this very buffer: a bug, so a trap.
                     None => Err(wasmtime::format_err!(
                         "crc32-ranges: range {start}+{len} outside {} bytes",

@@ -1,9 +1,9 @@
 //! A node: the log on host-fs, the key-value state machine, openraft, and the TCP server.
 
 use anyhow::Context;
-use host_fs::HostFs;
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
+use seqstore_fs::HostFs;
 use seqstore_raft::net::{read_frame, write_frame, NetFactory, Reply, Rpc, Status};
 use seqstore_raft::{LogConfig, LogStore, StateMachine, TypeConfig};
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use store_core::{Clock, Config, Fs, RecoveryReport, StreamState};
+use seqstore_core::{Clock, Config, Fs, RecoveryReport, StreamState};
 use wasmtime::component::{Instance, ResourceAny, ResourceTable};
 use wasmtime::Trap;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -66,9 +66,9 @@ type ValidSubjects = std::collections::HashSet<Box<str>, std::hash::BuildHasherD
 /// sequence `seq` and timestamp `ts`: store-core's own encoder (crc32 with SIMD, natively).
 #[inline]
 fn encode_msg(buf: &mut Vec<u8>, seq: u64, ts: i64, subject: &str, headers: &[u8], payload: &[u8]) {
-    store_core::record::encode(
+    seqstore_core::record::encode(
         buf,
-        store_core::record::Kind::Msg,
+        seqstore_core::record::Kind::Msg,
         0,
         seq,
         ts,
@@ -106,7 +106,7 @@ impl Default for GuestOptions {
     }
 }
 
-/// A seqstore [`Store`](store_core::Store) running in a WASI sandbox.
+/// A seqstore [`Store`](seqstore_core::Store) running in a WASI sandbox.
 ///
 /// The methods are the native store's, with the same names and value types. Differences:
 /// - every method takes `&mut self` and returns [`Result`](crate::Result) (a call into the
@@ -141,7 +141,7 @@ pub struct GuestStore {
     basis: Option<(u64, i64)>,
     /// The store's lock, held for the guest (`None`: a root outside the preopen, which the
     /// guest refuses). Released after `Drop` has sent the queue and closed the guest's store.
-    _lock: Option<store_core::FsLock>,
+    _lock: Option<seqstore_core::FsLock>,
     /// Appends acknowledged but not yet sent: whole records, encoded here, back to back.
     queue: Vec<u8>,
     /// How many records `queue` holds.
@@ -203,7 +203,7 @@ pub(crate) fn classify(e: wasmtime::Error, state: &HostState, timeout: Option<Du
 /// The lock of the store the guest opens at `root` inside the preopen of `host`: the host
 /// path `root` names, if it lies inside the preopen. A root outside it takes no lock here:
 /// the guest cannot reach it and refuses it.
-fn lock_guest_root(host: &Path, root: &str) -> Result<Option<store_core::FsLock>> {
+fn lock_guest_root(host: &Path, root: &str) -> Result<Option<seqstore_core::FsLock>> {
     let rel = match root.strip_prefix(GUEST_DIR) {
         Some("") => "",
         Some(rest) => match rest.strip_prefix('/') {
@@ -216,14 +216,16 @@ fn lock_guest_root(host: &Path, root: &str) -> Result<Option<store_core::FsLock>
         return Ok(None);
     }
     let dir = host.join(rel);
-    let fs = host_fs::HostFs::open(&dir).map_err(|source| {
-        Error::Store(store_core::Error::Io {
+    let fs = seqstore_fs::HostFs::open(&dir).map_err(|source| {
+        Error::Store(seqstore_core::Error::Io {
             op: "open root",
             path: dir.display().to_string(),
             source,
         })
     })?;
-    store_core::lock_store(&fs).map(Some).map_err(Error::Store)
+    seqstore_core::lock_store(&fs)
+        .map(Some)
+        .map_err(Error::Store)
 }
 
 pub(crate) fn deadline_ticks(timeout: Option<Duration>) -> u64 {
@@ -297,7 +299,7 @@ impl GuestStore {
             Backing::Dir { host, root } => {
                 // Report a missing directory the way host-fs does, as the store's I/O error.
                 if let Err(source) = std::fs::metadata(&host) {
-                    return Err(Error::Store(store_core::Error::Io {
+                    return Err(Error::Store(seqstore_core::Error::Io {
                         op: "open root",
                         path: host.display().to_string(),
                         source,
@@ -345,7 +347,7 @@ impl GuestStore {
         if kind == Kind::TestHooks {
             set_ablation(&instance, &mut store, &cfg)
                 .map_err(|e| trap(e, &store))?
-                .map_err(|e| Error::Store(store_core::Error::InvalidConfig(e)))?;
+                .map_err(|e| Error::Store(seqstore_core::Error::InvalidConfig(e)))?;
         }
         let iface = guest.seqstore_store_stream().store();
         let handle = iface
@@ -366,8 +368,8 @@ impl GuestStore {
             call_timeout: opts.call_timeout,
             dead: false,
             pack: Vec::new(),
-            batchable: cfg.sync == store_core::SyncPolicy::Never
-                && cfg.limits == store_core::Limits::default(),
+            batchable: cfg.sync == seqstore_core::SyncPolicy::Never
+                && cfg.limits == seqstore_core::Limits::default(),
             config: cfg,
             basis: None,
             queue: Vec::new(),
@@ -436,7 +438,7 @@ impl GuestStore {
             return Err(Error::Dead);
         }
         let Some(handle) = self.handle else {
-            return Err(Error::Store(store_core::Error::Closed));
+            return Err(Error::Store(seqstore_core::Error::Closed));
         };
         self.store.set_epoch_deadline(self.deadline);
         let iface = self.guest.seqstore_store_stream().store();
@@ -511,7 +513,7 @@ impl GuestStore {
 #[cfg(feature = "ablation")]
 fn ablated_kind(kind: Kind, cfg: &Config) -> Kind {
     match cfg.ablation {
-        store_core::Ablation::Full => kind,
+        seqstore_core::Ablation::Full => kind,
         _ => Kind::TestHooks,
     }
 }

@@ -80,9 +80,9 @@ impl GuestStore {
         // subject that this check refuses still behaves natively; a name that passed once is
         // remembered here, as the store would hold it.
         let known = self.valid_subjects.contains(subject);
-        let admitted = store_core::Admission::new(&self.config)
+        let admitted = seqstore_core::Admission::new(&self.config)
             .message(subject, known, headers.len(), payload.len())
-            .and_then(|()| store_core::Admission::next_seq(last_seq));
+            .and_then(|()| seqstore_core::Admission::next_seq(last_seq));
         let Ok(seq) = admitted else {
             self.flush_queue()?;
             return Ok(None);
@@ -135,11 +135,13 @@ impl GuestStore {
         if a.seq != seq || a.last_ts != ts {
             // The guest checks the record's sequence and timestamp against the store's, so
             // this cannot happen unless host and guest run different rules.
-            return Err(Error::Store(store_core::Error::InvalidArgument(format!(
-                "encoded append: the guest stored seq {} ts {}, the host predicted seq {seq} \
+            return Err(Error::Store(seqstore_core::Error::InvalidArgument(
+                format!(
+                    "encoded append: the guest stored seq {} ts {}, the host predicted seq {seq} \
                  ts {ts}",
-                a.seq, a.last_ts
-            ))));
+                    a.seq, a.last_ts
+                ),
+            )));
         }
         self.basis = Some((seq, ts));
         #[cfg(test)]
@@ -172,11 +174,13 @@ impl GuestStore {
             // The guest checks each record's sequence and timestamp, so this cannot happen
             // unless host and guest run different store-core rules; never let it pass.
             self.basis = None;
-            return Err(Error::Store(store_core::Error::InvalidArgument(format!(
+            return Err(Error::Store(seqstore_core::Error::InvalidArgument(
+                format!(
                 "batched appends: the guest applied {} of {n}, ending at seq {} ts {}, the host \
                  predicted {expected:?}",
                 out.applied, out.last_seq, out.last_ts
-            ))));
+            ),
+            )));
         }
         Ok(())
     }
@@ -188,7 +192,7 @@ impl GuestStore {
     /// (the host encodes, and computes the checksums natively); under the other policies the
     /// batch goes to the guest in a single call, and must fit in the guest's memory cap along
     /// with the store.
-    pub fn append_batch<'a, I>(&mut self, msgs: I) -> Result<Vec<store_core::Result<u64>>>
+    pub fn append_batch<'a, I>(&mut self, msgs: I) -> Result<Vec<seqstore_core::Result<u64>>>
     where
         I: IntoIterator<Item = (&'a str, &'a [u8], &'a [u8])>,
     {
@@ -223,7 +227,7 @@ impl GuestStore {
                 _ => {
                     // Not representable; far beyond every limit of the store.
                     self.keep_pack(buf);
-                    return Err(Error::Store(store_core::Error::TooLarge {
+                    return Err(Error::Store(seqstore_core::Error::TooLarge {
                         what: "batched message",
                         len: (subject.len() + headers.len() + payload.len()) as u64,
                         max: u64::from(u32::MAX),

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use store_core::{FilteredState, StoredMsg};
+use seqstore_core::{FilteredState, StoredMsg};
 
 use super::*;
 use crate::convert::{from_wit_filtered, from_wit_msg};
@@ -33,7 +33,7 @@ impl GuestStore {
     }
 
     /// `Store::append_raw`: a replica's message at the sequence and timestamp its leader gave
-    /// it; a sequence other than `last_seq + 1` is `store_core::Error::SequenceMismatch`.
+    /// it; a sequence other than `last_seq + 1` is `seqstore_core::Error::SequenceMismatch`.
     pub fn append_raw(
         &mut self,
         seq: u64,

@@ -1,8 +1,8 @@
 //! The `seqstore-guest` WASI command, run in-process on a preopened directory: the same
 //! operations as the CLI, JSON out, and the files are the store's.
 
-use host_fs::HostFs;
-use store_core::{Config, Store};
+use seqstore_core::{Config, Store};
+use seqstore_fs::HostFs;
 
 use crate::{run_guest_command, CommandOutput, GuestOptions};
 

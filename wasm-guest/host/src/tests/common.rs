@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::path::Path;
 
-use store_core::{Config, ManualClock};
+use seqstore_core::{Config, ManualClock};
 
 /// A fixed time source, cloned into both stores of a comparison so timestamps match.
 pub(crate) fn clock() -> ManualClock {
@@ -36,21 +36,21 @@ pub(crate) fn seed(test: &str) -> u64 {
 }
 
 /// The workspace's one seeded generator (splitmix64, fault-fs).
-pub(crate) use fault_fs::Rng;
+pub(crate) use seqstore_fault_fs::Rng;
 
 /// A comparable form of a store result: values by their `Debug`, errors by what the store
 /// means (for I/O errors the operation, path and kind; the message text differs between a
 /// native `io::Error` and one that crossed the boundary).
-pub(crate) fn norm<T: Debug>(r: &Result<T, store_core::Error>) -> String {
+pub(crate) fn norm<T: Debug>(r: &Result<T, seqstore_core::Error>) -> String {
     match r {
         Ok(v) => format!("Ok({v:?})"),
         Err(e) => format!("Err({})", norm_err(e)),
     }
 }
 
-pub(crate) fn norm_err(e: &store_core::Error) -> String {
+pub(crate) fn norm_err(e: &seqstore_core::Error) -> String {
     match e {
-        store_core::Error::Io { op, path, source } => {
+        seqstore_core::Error::Io { op, path, source } => {
             format!("Io {{ op: {op}, path: {path}, kind: {:?} }}", source.kind())
         }
         other => format!("{other:?}"),
@@ -58,7 +58,7 @@ pub(crate) fn norm_err(e: &store_core::Error) -> String {
 }
 
 /// The guest's result as store-core's; a sandbox error fails the test.
-pub(crate) fn store_result<T>(r: crate::Result<T>) -> Result<T, store_core::Error> {
+pub(crate) fn store_result<T>(r: crate::Result<T>) -> Result<T, seqstore_core::Error> {
     match r {
         Ok(v) => Ok(v),
         Err(crate::Error::Store(e)) => Err(e),

@@ -1,7 +1,7 @@
 //! Crash recovery of the guest on fault-fs: the sequence survives a purge across a crash.
 
-use fault_fs::{FaultFs, Model};
-use store_core::{Config, SyncPolicy};
+use seqstore_core::{Config, SyncPolicy};
+use seqstore_fault_fs::{FaultFs, Model};
 
 use crate::tests::common::*;
 use crate::GuestStore;
@@ -63,7 +63,7 @@ fn crash_images_recover_in_guest_like_natively() {
     for (i, img) in images.into_iter().enumerate() {
         // An image has nothing unsynced, so its pessimistic crash is an independent copy.
         let native_img = img.crash();
-        let n = store_core::Store::open_with_clock(native_img, cfg.clone(), Box::new(clock()));
+        let n = seqstore_core::Store::open_with_clock(native_img, cfg.clone(), Box::new(clock()));
         let g = GuestStore::from_fs(img, cfg.clone(), Box::new(clock()));
         match (n, g) {
             (Ok(n), Ok(mut g)) => {
@@ -93,7 +93,10 @@ fn batched_append_write_error_is_reported_by_the_flushing_call_and_poisons() {
     let mut g = GuestStore::from_fs(fs.clone(), cfg.clone(), Box::new(clock())).unwrap();
     // The first append goes to the guest (the host learns the state from it).
     assert_eq!(g.append("a.b", b"", b"one").unwrap(), 1);
-    fs.fail_kind(fault_fs::OpKind::WriteAt, fault_fs::FaultKind::Eio);
+    fs.fail_kind(
+        seqstore_fault_fs::OpKind::WriteAt,
+        seqstore_fault_fs::FaultKind::Eio,
+    );
     for seq in 2..=10 {
         assert_eq!(g.append("a.b", b"", b"queued").unwrap(), seq);
     }
@@ -103,19 +106,21 @@ fn batched_append_write_error_is_reported_by_the_flushing_call_and_poisons() {
         g.batched
     );
     match g.get(1) {
-        Err(crate::Error::Store(store_core::Error::Io { op, .. })) => assert_eq!(op, "write"),
+        Err(crate::Error::Store(seqstore_core::Error::Io { op, .. })) => assert_eq!(op, "write"),
         other => panic!("the flushing get should return the write error, got {other:?}"),
     }
     assert!(g.is_poisoned().unwrap());
     assert!(matches!(
         g.append("a.b", b"", b"after"),
-        Err(crate::Error::Store(store_core::Error::Poisoned))
+        Err(crate::Error::Store(seqstore_core::Error::Poisoned))
     ));
     // Reads still work; the lost messages are not there.
     assert_eq!(g.get(1).unwrap().payload, b"one");
     assert!(matches!(
         g.get(2),
-        Err(crate::Error::Store(store_core::Error::NotFound { seq: 2 }))
+        Err(crate::Error::Store(seqstore_core::Error::NotFound {
+            seq: 2
+        }))
     ));
     fs.clear_faults();
     drop(g);
@@ -134,7 +139,7 @@ fn damaged_block_recovers_in_guest_like_natively() {
     };
     let fs = FaultFs::new(Model::Posix);
     let mut s =
-        store_core::Store::open_with_clock(fs.clone(), cfg.clone(), Box::new(clock())).unwrap();
+        seqstore_core::Store::open_with_clock(fs.clone(), cfg.clone(), Box::new(clock())).unwrap();
     for i in 0..300u32 {
         s.append(
             if i % 2 == 0 { "a.b" } else { "c" },
@@ -150,20 +155,20 @@ fn damaged_block_recovers_in_guest_like_natively() {
         ("msgs/2.blk", 700),
         ("msgs/3.blk", 16),
     ] {
-        let f = store_core::Fs::open(
+        let f = seqstore_core::Fs::open(
             &fs,
             file,
-            store_core::OpenOptions::new().read(true).write(true),
+            seqstore_core::OpenOptions::new().read(true).write(true),
         )
         .unwrap();
         let mut b = [0u8; 1];
-        store_core::FsFile::read_exact_at(&f, &mut b, at).unwrap();
-        store_core::FsFile::write_all_at(&f, &[b[0] ^ 0x40], at).unwrap();
-        store_core::FsFile::sync_data(&f).unwrap();
+        seqstore_core::FsFile::read_exact_at(&f, &mut b, at).unwrap();
+        seqstore_core::FsFile::write_all_at(&f, &[b[0] ^ 0x40], at).unwrap();
+        seqstore_core::FsFile::sync_data(&f).unwrap();
     }
     let image = fs.crash();
-    let n =
-        store_core::Store::open_with_clock(image.crash(), cfg.clone(), Box::new(clock())).unwrap();
+    let n = seqstore_core::Store::open_with_clock(image.crash(), cfg.clone(), Box::new(clock()))
+        .unwrap();
     let mut g = GuestStore::from_fs(image, cfg, Box::new(clock())).unwrap();
     assert!(
         !n.recovery_report().skipped.is_empty(),
@@ -180,15 +185,16 @@ fn durable_append_write_or_sync_error_is_typed_in_guest_like_natively() {
     // (`write-at-sync-data`). A failure of either step must come back as it does natively: an
     // `Io` error naming the step, the store poisoned, and nothing it did not acknowledge
     // surviving a crash.
-    use fault_fs::{FaultKind, OpKind};
+    use seqstore_fault_fs::{FaultKind, OpKind};
     let cfg = Config {
         sync: SyncPolicy::Always,
         ..Config::default()
     };
     for (kind, op) in [(OpKind::WriteAt, "write"), (OpKind::SyncData, "sync_data")] {
         let (nfs, gfs) = (FaultFs::new(Model::Posix), FaultFs::new(Model::Posix));
-        let mut n = store_core::Store::open_with_clock(nfs.clone(), cfg.clone(), Box::new(clock()))
-            .unwrap();
+        let mut n =
+            seqstore_core::Store::open_with_clock(nfs.clone(), cfg.clone(), Box::new(clock()))
+                .unwrap();
         let mut g = GuestStore::from_fs(gfs.clone(), cfg.clone(), Box::new(clock())).unwrap();
         let before = g.write_syncs();
         for i in 0..3u8 {
@@ -205,14 +211,14 @@ fn durable_append_write_or_sync_error_is_typed_in_guest_like_natively() {
             other => panic!("{op}: expected a store error, got {other:?}"),
         };
         assert!(
-            matches!(&ge, store_core::Error::Io { op: o, .. } if *o == op),
+            matches!(&ge, seqstore_core::Error::Io { op: o, .. } if *o == op),
             "{op}: {ge:?}"
         );
         assert_eq!(norm_err(&ne), norm_err(&ge), "{op}");
         assert!(n.is_poisoned() && g.is_poisoned().unwrap(), "{op}");
         assert!(matches!(
             g.append("a.b", b"", b"x"),
-            Err(crate::Error::Store(store_core::Error::Poisoned))
+            Err(crate::Error::Store(seqstore_core::Error::Poisoned))
         ));
         assert_eq!(
             g.get(3).unwrap().payload,

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use host_fs::HostFs;
-use store_core::{Config, Discard, ManualClock, RecoveryMode, Store, SyncPolicy};
+use seqstore_core::{Config, Discard, ManualClock, RecoveryMode, Store, SyncPolicy};
+use seqstore_fs::HostFs;
 
 use crate::tests::common::*;
 use crate::GuestStore;

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use host_fs::HostFs;
-use store_core::{Config, Store, StoredMsg, StreamState};
+use seqstore_core::{Config, Store, StoredMsg, StreamState};
+use seqstore_fs::HostFs;
 
 use crate::tests::common::*;
 use crate::GuestStore;
@@ -125,7 +125,7 @@ fn native_written_opens_in_guest() {
         // Without the index too: the guest rebuilds from the blocks.
         for drop_index in [false, true] {
             if drop_index {
-                let _ = std::fs::remove_file(dir.path().join(store_core::INDEX_FILE));
+                let _ = std::fs::remove_file(dir.path().join(seqstore_core::INDEX_FILE));
             }
             let mut g = if via_preopen {
                 GuestStore::open_dir(dir.path(), cfg.clone(), Box::new(clock())).unwrap()
@@ -209,14 +209,15 @@ fn guest_rebuilds_records_larger_than_a_read() {
 /// another key in neither: a typed `WrongKey` across the WIT boundary too.
 #[test]
 fn an_encrypted_store_moves_between_guest_and_native() {
-    use store_core::{Cipher, Compression, Encryption, Error};
+    use seqstore_core::{Cipher, Compression, Encryption, Error};
     let dir = tempfile::tempdir().unwrap();
     let cfg = |k: u8| Config {
         encryption: Some(Encryption::new(Cipher::Aes256Gcm, [k; 32])),
         compression: Compression::Lz4,
         ..Config::default()
     };
-    let mut g = GuestStore::open_dir(dir.path(), cfg(1), Box::new(host_fs::SystemClock)).unwrap();
+    let mut g =
+        GuestStore::open_dir(dir.path(), cfg(1), Box::new(seqstore_fs::SystemClock)).unwrap();
     for i in 0..50u64 {
         g.append("a.b", b"", format!("guest secret {i}").as_bytes())
             .unwrap();
@@ -227,10 +228,11 @@ fn an_encrypted_store_moves_between_guest_and_native() {
     assert_eq!(s.get(7).unwrap().payload, b"guest secret 6");
     s.append("a.b", b"", b"native secret").unwrap();
     s.close().unwrap();
-    let mut g = GuestStore::open_dir(dir.path(), cfg(1), Box::new(host_fs::SystemClock)).unwrap();
+    let mut g =
+        GuestStore::open_dir(dir.path(), cfg(1), Box::new(seqstore_fs::SystemClock)).unwrap();
     assert_eq!(g.get(51).unwrap().payload, b"native secret");
     g.close().unwrap();
-    match GuestStore::open_dir(dir.path(), cfg(2), Box::new(host_fs::SystemClock)) {
+    match GuestStore::open_dir(dir.path(), cfg(2), Box::new(seqstore_fs::SystemClock)) {
         Err(e) => assert!(
             matches!(e.store_error(), Some(Error::WrongKey { .. })),
             "{e}"

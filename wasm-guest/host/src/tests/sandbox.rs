@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use host_fs::HostFs;
-use store_core::{Config, SyncPolicy};
+use seqstore_core::{Config, SyncPolicy};
+use seqstore_fs::HostFs;
 
 use crate::engine::Kind;
 use crate::guest_store::Backing;
@@ -87,7 +87,7 @@ fn preopened_guest_cannot_leave_its_directory() {
     let before = tree(outer.path());
     for root in ["/data/..", "/data/../..", "/", "/tmp"] {
         match hooks_on_dir(&inner, root) {
-            Err(Error::Store(store_core::Error::Io { .. })) => {}
+            Err(Error::Store(seqstore_core::Error::Io { .. })) => {}
             Err(e) => panic!("root {root:?}: unexpected error {e}"),
             Ok(_) => panic!("root {root:?}: the guest opened a store outside its preopen"),
         }
