@@ -517,6 +517,15 @@ pub fn check_block_header(file: &str, bytes: &[u8], index: u64) -> Result<Header
         return Err(Error::corrupt(file, 0, "block header cut short"));
     }
     if bytes[0..4] != BLOCK_MAGIC {
+        if crate::crypt::is_layered_header(bytes) {
+            // an encrypted or compressed store opened without its layer: say so, not "damage"
+            return Err(Error::WrongKey {
+                file: file.to_string(),
+                reason: "the store is encrypted or compressed; open it with its key and \
+                         compression (Store::open_layered, the CLI's --key-file/--compress)"
+                    .to_string(),
+            });
+        }
         return Err(Error::corrupt(file, 0, "not a seqstore block (bad magic)"));
     }
     let version = u16_at(bytes, 4);

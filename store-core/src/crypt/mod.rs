@@ -389,6 +389,12 @@ pub(crate) fn check_layer<F: Fs>(fs: &F, cfg: &crate::Config) -> Result<(), Stri
     }
 }
 
+/// Whether `bytes` begin with the header of a file written through the layer (what a plain
+/// open finds where it expects a block).
+pub(crate) fn is_layered_header(bytes: &[u8]) -> bool {
+    bytes.starts_with(&format::FILE_MAGIC)
+}
+
 impl<F: Fs> crate::Store<CryptFs<F>> {
     /// Opens (or creates) the store at the root of `fs` through the encryption and
     /// compression layer `cfg` asks for ([`crate::Config::encryption`],
