@@ -78,7 +78,7 @@ pub struct CellResult {
 pub fn run_cell(
     backend: &dyn Backend,
     spec: &CellSpec,
-    progress: Option<fault_fs::ProgressFn>,
+    progress: Option<seqstore_fault_fs::ProgressFn>,
 ) -> CellResult {
     let cfg = config(spec.workload.block_size, spec.sync, spec.ablation);
     let mut ecfg = ExploreConfig::new(spec.model);
@@ -89,7 +89,7 @@ pub fn run_cell(
     // keeps prefixes): random images find it
     ecfg.random_images_per_point = 24;
     let mut runner = Runner::new(backend, cfg.clone());
-    let report = fault_fs::explore(
+    let report = seqstore_fault_fs::explore(
         &ecfg,
         &spec.workload.steps,
         |fs, step, j| runner.step(fs, step, j),
@@ -98,7 +98,7 @@ pub fn run_cell(
     let example = report.violations.first().map(|v| {
         // what the workload had made durable at that crash point, for the reader
         let mut rec = Runner::new(backend, cfg.clone());
-        let events = fault_fs::replay_image(
+        let events = seqstore_fault_fs::replay_image(
             &ecfg,
             &spec.workload.steps,
             |fs, step, j| rec.step(fs, step, j),
@@ -166,7 +166,7 @@ pub fn matrix_cells(workload: Option<&str>, model: Option<Model>, seed: u64) -> 
 }
 
 /// A shared progress callback.
-pub type Progress = Arc<dyn Fn(&fault_fs::Progress) + Send + Sync>;
+pub type Progress = Arc<dyn Fn(&seqstore_fault_fs::Progress) + Send + Sync>;
 
 impl fmt::Display for CellResult {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -226,4 +226,30 @@ impl Expected {
                 .any(|v| v.message.starts_with("recovered first=0 last=0;")),
         }
     }
+}
+
+/// `f` of every item, in the items' order, computed on as many threads as the machine has
+/// cores: the cells of a matrix are independent, CPU-bound explorations, and a test binary
+/// with one long test would otherwise leave all but one core idle.
+pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..workers.min(items.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let r = f(item);
+                out.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
+            });
+        }
+    });
+    out.into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .map(|r| r.expect("every item was computed (a worker panicked?)"))
+        .collect()
 }

@@ -20,12 +20,12 @@ use crate::robust::{RefModel, FILTERS, SUBJECTS};
 use crate::{
     config, policies, run_cell, Backend, CellResult, CellSpec, Event, Runner, Step, Workload,
 };
-use fault_fs::{CrashCtx, ExploreConfig, Model};
-use store_core::Ablation;
+use seqstore_core::Ablation;
+use seqstore_fault_fs::{CrashCtx, ExploreConfig, Model};
 
 /// The workspace's one seeded generator (splitmix64, fault-fs): the same sequence on every
 /// platform, for seeds that replay anywhere.
-pub use fault_fs::Rng;
+pub use seqstore_fault_fs::Rng;
 
 /// One element of a non-empty slice, by value.
 fn pick<T: Copy>(r: &mut Rng, of: &[T]) -> T {
@@ -143,13 +143,13 @@ fn explore_config(spec: &CellSpec) -> ExploreConfig {
     ecfg
 }
 
-/// The smallest workload (steps removed one chunk at a time, [`fault_fs::shrink`]) that still
+/// The smallest workload (steps removed one chunk at a time, [`seqstore_fault_fs::shrink`]) that still
 /// violates in this cell.
 pub fn shrink_cell(backend: &dyn Backend, spec: &CellSpec) -> Workload {
     let cfg = config(spec.workload.block_size, spec.sync, spec.ablation);
     let ecfg = explore_config(spec);
     let mut runner = Runner::new(backend, cfg.clone());
-    let steps = fault_fs::shrink(
+    let steps = seqstore_fault_fs::shrink(
         &ecfg,
         &spec.workload.steps,
         |fs, step, j| {
@@ -223,7 +223,9 @@ pub struct CampaignReport {
 }
 
 /// Explores `c.workloads` random workloads, each under every sync policy and model;
-/// `progress(done, report)` after each workload.
+/// `progress(done, report)` after each workload. Workloads run on every core, a few at a
+/// time, and are accounted in their order: the report (and the first violation, with
+/// `stop_at_first`) is the one a sequential run gives.
 pub fn run_campaign(
     c: &Campaign<'_>,
     mut progress: impl FnMut(u64, &CampaignReport),
@@ -234,25 +236,22 @@ pub fn run_campaign(
     } else {
         c.models.clone()
     };
-    for i in c.first..c.first + c.workloads {
-        let wseed = workload_seed(c.seed, i);
-        let workload = generate(wseed, c.max_steps);
-        for (policy, sync) in policies() {
-            for &model in &models {
-                let spec = CellSpec {
-                    workload: workload.clone(),
-                    policy,
-                    sync,
-                    ablation: c.ablation,
-                    model,
-                    seed: wseed,
-                };
-                let r = run_cell(c.backend, &spec, None);
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
+    let end = c.first + c.workloads;
+    let mut next = c.first;
+    while next < end {
+        let batch: Vec<u64> = (next..end.min(next + 2 * workers)).collect();
+        next += batch.len() as u64;
+        let results = crate::par_map(&batch, |&i| workload_cells(c, &models, i));
+        for (&i, cells) in batch.iter().zip(results) {
+            let wseed = workload_seed(c.seed, i);
+            for r in cells {
                 rep.cells += 1;
                 rep.crash_points += r.report.crash_points;
                 rep.images += r.report.images;
                 rep.violations += r.report.violation_count;
                 if let Some(e) = &r.report.workload_error {
+                    let (policy, model) = (r.spec.policy, r.spec.model);
                     rep.workload_errors
                         .push(format!("workload {i} (seed {wseed}) {policy} {model}: {e}"));
                 }
@@ -260,14 +259,35 @@ pub fn run_campaign(
                     rep.first = Some(found(c.backend, i, wseed, r));
                 }
             }
-        }
-        rep.workloads += 1;
-        progress(i - c.first + 1, &rep);
-        if c.stop_at_first && (rep.first.is_some() || !rep.workload_errors.is_empty()) {
-            break;
+            rep.workloads += 1;
+            progress(i - c.first + 1, &rep);
+            if c.stop_at_first && (rep.first.is_some() || !rep.workload_errors.is_empty()) {
+                return rep;
+            }
         }
     }
     rep
+}
+
+/// Random workload `i` of the campaign under every sync policy and model.
+fn workload_cells(c: &Campaign<'_>, models: &[Model], i: u64) -> Vec<CellResult> {
+    let wseed = workload_seed(c.seed, i);
+    let workload = generate(wseed, c.max_steps);
+    let mut out = Vec::new();
+    for (policy, sync) in policies() {
+        for &model in models {
+            let spec = CellSpec {
+                workload: workload.clone(),
+                policy,
+                sync,
+                ablation: c.ablation,
+                model,
+                seed: wseed,
+            };
+            out.push(run_cell(c.backend, &spec, None));
+        }
+    }
+    out
 }
 
 fn found(backend: &dyn Backend, index: u64, workload_seed: u64, result: CellResult) -> Finding {

@@ -10,7 +10,7 @@
 //! 1. every crash image of a matrix cell ("image 1") is recovered once without a crash; that
 //!    recovery must pass [`super::check_image`]'s invariants, and what it comes to (the state and
 //!    every message, [`Recovered`]) is the reference;
-//! 2. the recovery of image 1 is then run under fault-fs's explorer ([`fault_fs::explore_from`]),
+//! 2. the recovery of image 1 is then run under fault-fs's explorer ([`seqstore_fault_fs::explore_from`]),
 //!    which crashes it at every operation boundary and builds every crash image the model
 //!    allows there ("image 2"): the bounded ALICE-style set plus seeded random ones;
 //! 3. each image 2 is recovered and must pass the same invariants against the journal of the
@@ -35,10 +35,10 @@
 //! one per open (a second failure during the recovery of the failed recovery is not injected).
 
 use super::{check_opened, open_image, payload_id, CellSpec, Event, Native, Runner, StreamOps};
-use fault_fs::{CrashCtx, ExploreConfig, FaultFs, FaultKind, Journal, Report};
+use seqstore_core::{Config, Error, Limits, ManualClock, RecoveryReport, Store, StreamState};
+use seqstore_fault_fs::{CrashCtx, ExploreConfig, FaultFs, FaultKind, Journal, Report};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use store_core::{Config, Error, Limits, ManualClock, RecoveryReport, Store, StreamState};
 
 /// What a recovery came to: the stream's counters and every message (sequence, subject,
 /// payload id). Two recoveries of the same directory must come to equal values.
@@ -328,7 +328,7 @@ fn crash_recovery(
         Ok(())
     };
     let rep = RefCell::new(RecoveryReport::default());
-    let r = fault_fs::explore_from(&ecfg, image, &[()], recover(cfg, &rep), check);
+    let r = seqstore_fault_fs::explore_from(&ecfg, image, &[()], recover(cfg, &rep), check);
     {
         let mut st = stats.borrow_mut();
         if levels > 1 {
@@ -421,7 +421,7 @@ fn fail_recovery(
                         "open returned {e:?}, expected Io of kind {want:?}"
                     )))
                 }
-                Ok(_) if op.path == store_core::INDEX_FILE => {}
+                Ok(_) if op.path == seqstore_core::INDEX_FILE => {}
                 // validating index.db reads the blocks it vouches for (open, length, header,
                 // last crc, the first live record): a failure there rejects the index, and
                 // open rebuilds from the blocks, reading them again (the same absorption the
@@ -483,7 +483,7 @@ pub fn run_cell(spec: &CellSpec, opts: &Opts) -> CellResult {
     ecfg.random_images_per_point = 24;
     let stats = RefCell::new(Stats::default());
     let mut runner = Runner::new(&Native, cfg.clone());
-    let report = fault_fs::explore(
+    let report = seqstore_fault_fs::explore(
         &ecfg,
         &spec.workload.steps,
         |fs, step, j| runner.step(fs, step, j),
@@ -535,8 +535,10 @@ pub fn run_cell(spec: &CellSpec, opts: &Opts) -> CellResult {
 pub fn run_cells(cells: &[CellSpec], opts: &Opts) -> (Vec<String>, Stats) {
     let mut total = Stats::default();
     let mut failures = Vec::new();
-    for spec in cells {
-        let r = run_cell(spec, opts);
+    for (spec, r) in cells
+        .iter()
+        .zip(super::par_map(cells, |spec| run_cell(spec, opts)))
+    {
         total.add(&r.stats);
         if !r.report.is_clean() {
             failures.push(format!(
@@ -592,7 +594,7 @@ pub fn crash_recovery_of_dir(
         let _ = outcome(cfg, fs);
         Ok(())
     };
-    let r = fault_fs::explore_from(&ecfg, dir, &[()], run, check);
+    let r = seqstore_fault_fs::explore_from(&ecfg, dir, &[()], run, check);
     if r.is_clean() {
         Ok((r.crash_points, r.images))
     } else {

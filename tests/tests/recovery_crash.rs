@@ -116,15 +116,21 @@ fn crash_during_recovery_of_damaged_directories() {
     files.sort();
     let (mut points, mut images, mut writing) = (0, 0, 0);
     let mut failures = Vec::new();
-    for (i, p) in files.iter().enumerate() {
+    let numbered: Vec<(usize, &PathBuf)> = files.iter().enumerate().collect();
+    let outcomes = par_map(&numbered, |&(i, p)| {
         let fs = robust::build_dir(&std::fs::read(p).expect("read corpus file"));
-        for mode in [RecoveryMode::TolerateCorruptTail, RecoveryMode::Strict] {
+        [RecoveryMode::TolerateCorruptTail, RecoveryMode::Strict].map(|mode| {
             let cfg = Config {
                 recovery: mode,
                 ..Config::default()
             };
             let s = seed ^ ((i as u64) << 8) ^ (mode == RecoveryMode::Strict) as u64;
-            match recovery::crash_recovery_of_dir(&cfg, &fs, s) {
+            (mode, recovery::crash_recovery_of_dir(&cfg, &fs, s))
+        })
+    });
+    for (&(_, p), per_mode) in numbered.iter().zip(outcomes) {
+        for (mode, outcome) in per_mode {
+            match outcome {
                 Ok((p, n)) => {
                     points += p;
                     images += n;

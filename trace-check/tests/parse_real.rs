@@ -21,16 +21,31 @@ fn trace() -> &'static str {
     include_str!("traces/syscalls.strace")
 }
 
-#[test]
-fn the_syscalls_fixture_replays_to_the_tree_the_program_left() {
-    let cap = parse(trace(), &cfg()).unwrap();
-    assert!(cap.incomplete.is_empty(), "{:?}", cap.incomplete);
+/// A program working in `/d`, no marks.
+fn cfg_d() -> ParseConfig {
+    ParseConfig {
+        roots: vec!["/d".into()],
+        marks: None,
+        cwd: "/".into(),
+    }
+}
+
+/// Replays every operation into an empty fault-fs.
+fn replay(cap: &seqstore_trace::ops::Capture) -> (FaultFs, Journal<String>) {
     let fs = FaultFs::new(Model::Posix);
     let mut r = Replayer::new();
     let mut j = Journal::new();
     for (i, t) in cap.ops.iter().enumerate() {
         r.step(&fs, i, t, &mut j).unwrap();
     }
+    (fs, j)
+}
+
+#[test]
+fn the_syscalls_fixture_replays_to_the_tree_the_program_left() {
+    let cap = parse(trace(), &cfg()).unwrap();
+    assert!(cap.incomplete.is_empty(), "{:?}", cap.incomplete);
+    let (fs, j) = replay(&cap);
     assert_eq!(fs.dump(), include_str!("traces/syscalls.dump"));
     let marks: Vec<&str> = include_str!("traces/syscalls.marks").lines().collect();
     assert_eq!(j.events(), marks);
@@ -144,11 +159,6 @@ fn mutated_traces_are_typed_errors_never_panics() {
 fn a_close_split_by_another_threads_open_of_the_same_number_frees_only_the_old_file() {
     // nats-server under load: one thread's close of 10 is still unfinished when another
     // thread's open is handed 10; the close's completion must not close the new file
-    let cfg = ParseConfig {
-        roots: vec!["/d".into()],
-        marks: None,
-        cwd: "/".into(),
-    };
     let text = "\
 1 clone3({flags=CLONE_VM|CLONE_FILES|CLONE_THREAD, exit_signal=0}, 88) = 2
 1 openat(AT_FDCWD</>, \"/d/a\", O_RDWR|O_CREAT, 0644) = 10</d/a>
@@ -162,15 +172,9 @@ fn a_close_split_by_another_threads_open_of_the_same_number_frees_only_the_old_f
 2 <... close_range resumed>) = 0
 1 pwrite64(10</d/c>, \"y\", 1, 0) = 1
 ";
-    let cap = parse(text, &cfg).unwrap();
+    let cap = parse(text, &cfg_d()).unwrap();
     assert!(cap.incomplete.is_empty(), "{:?}", cap.incomplete);
-    let fs = FaultFs::new(Model::Posix);
-    let mut r = Replayer::new();
-    let mut j = Journal::new();
-    for (i, t) in cap.ops.iter().enumerate() {
-        r.step(&fs, i, t, &mut j).unwrap();
-    }
-    let dump = fs.dump();
+    let dump = replay(&cap).0.dump();
     for f in ["a = \"\"", "b = \"x\"", "c = \"y\""] {
         assert!(dump.lines().any(|l| l == f), "{f} missing: {dump}");
     }
@@ -179,11 +183,7 @@ fn a_close_split_by_another_threads_open_of_the_same_number_frees_only_the_old_f
 #[test]
 fn unmodellable_calls_are_errors_naming_the_line() {
     use seqstore_trace::Error;
-    let cfg = ParseConfig {
-        roots: vec!["/d".into()],
-        marks: None,
-        cwd: "/".into(),
-    };
+    let cfg = cfg_d();
     let open = "1 openat(AT_FDCWD</>, \"/d/f\", O_RDWR|O_CREAT, 0644) = 3</d/f>\n";
     let cases = [
         (
@@ -234,20 +234,10 @@ fn unmodellable_calls_are_errors_naming_the_line() {
 
 #[test]
 fn o_sync_writes_are_durable_when_they_return() {
-    let cfg = ParseConfig {
-        roots: vec!["/d".into()],
-        marks: None,
-        cwd: "/".into(),
-    };
     let text = "1 openat(AT_FDCWD</>, \"/d/f\", O_WRONLY|O_CREAT|O_SYNC, 0644) = 3</d/f>\n\
                 1 write(3</d/f>, \"abc\", 3) = 3\n\
                 1 openat(AT_FDCWD</>, \"/d\", O_RDONLY|O_DIRECTORY) = 4</d>\n\
                 1 fsync(4</d>) = 0\n";
-    let cap = parse(text, &cfg).unwrap();
-    let fs = FaultFs::new(Model::Posix);
-    let (mut r, mut j) = (Replayer::new(), Journal::new());
-    for (i, t) in cap.ops.iter().enumerate() {
-        r.step(&fs, i, t, &mut j).unwrap();
-    }
+    let fs = replay(&parse(text, &cfg_d()).unwrap()).0;
     assert_eq!(fs.crash().read_file("f").unwrap(), b"abc");
 }
