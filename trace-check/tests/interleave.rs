@@ -6,7 +6,7 @@
 //! (`SEQSTORE_SEED=S` replays one); a failure is shrunk to the fewest calls that still fail
 //! and printed as a trace.
 
-use seqstore_fault_fs::{FaultFs, Journal, Model};
+use seqstore_fault_fs::{FaultFs, Journal, Model, Rng};
 use seqstore_trace::replay::Replayer;
 use seqstore_trace::strace::{parse, ParseConfig};
 use std::collections::BTreeMap;
@@ -17,20 +17,6 @@ enum Call {
     Open(u8),
     Write(u8),
     Close,
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// Per thread: sessions of open, a few writes, close, on files a..e.
@@ -86,7 +72,7 @@ fn head(call: Call, fd: Option<(i64, u8)>) -> String {
 
 /// Runs the scripts under the schedule drawn from `seed` and prints what strace would.
 fn simulate(scripts: &[Vec<Call>], seed: u64) -> Run {
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let mut threads: Vec<Thread> = scripts.iter().map(|_| Thread::default()).collect();
     let mut table: BTreeMap<i64, u8> = BTreeMap::new();
     let mut files: BTreeMap<u8, Vec<u8>> = BTreeMap::new();
@@ -240,6 +226,13 @@ fn shrink(mut s: Vec<Vec<Call>>, seed: u64) -> (Vec<Vec<Call>>, Run, String) {
     }
 }
 
+/// Trace `seed`'s scripts and the seed of its schedule.
+fn drawn(seed: u64) -> (Vec<Vec<Call>>, u64) {
+    let mut rng = Rng::new(seed);
+    let s = scripts(&mut rng);
+    (s, rng.next_u64())
+}
+
 #[test]
 fn generated_threaded_traces_replay_to_the_kernels_files() {
     let base: u64 = std::env::var("SEQSTORE_SEED")
@@ -254,14 +247,11 @@ fn generated_threaded_traces_replay_to_the_kernels_files() {
     println!("SEQSTORE_SEED={base}: {count} traces");
     let mut split = 0;
     for seed in base..base + count {
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-        let s = scripts(&mut rng);
-        let run = simulate(&s, rng.next());
+        let (s, schedule) = drawn(seed);
+        let run = simulate(&s, schedule);
         split += run.trace.matches("resumed>").count();
         if check(&run).is_err() {
-            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-            let s = scripts(&mut rng);
-            let (_, small, err) = shrink(s, rng.next());
+            let (_, small, err) = shrink(s, schedule);
             panic!(
                 "trace from SEQSTORE_SEED={seed} (shrunk) parses to the wrong files: {err}\n{}",
                 small.trace
