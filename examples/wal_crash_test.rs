@@ -17,11 +17,21 @@ const LOG: &str = "wal";
 
 /// Appends one record, creating the log on first use; acknowledged when this returns `Ok`.
 fn append<F: Fs>(fs: &F, record: &[u8], sync_dir: bool) -> io::Result<()> {
-    let exists = fs.read_dir("")?.iter().any(|e| e.name == LOG);
-    let f = fs.open(LOG, OpenOptions::read_write_create())?;
-    if !exists && sync_dir {
-        fs.sync_dir("")?; // the new name is durable only once its directory is synced
-    }
+    let f = match fs.open(
+        LOG,
+        OpenOptions::new().read(true).write(true).create_new(true),
+    ) {
+        Ok(created) => {
+            if sync_dir {
+                fs.sync_dir("")?; // the new name is durable only once its directory is synced
+            }
+            created
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            fs.open(LOG, OpenOptions::new().read(true).write(true))?
+        }
+        Err(e) => return Err(e),
+    };
     let end = f.len()?;
     let mut frame = (record.len() as u32).to_le_bytes().to_vec();
     frame.extend_from_slice(&checksum(record).to_le_bytes());
