@@ -67,7 +67,8 @@ fn traced(ablation: Ablation, model: Model) -> (Value, tempfile::TempDir) {
         .arg(t.path().join("work"))
         .arg("--check")
         .arg(format!(
-            "{} {}",
+            // -S: no site-packages (the checker needs only os and sys), half of Python's start-up
+            "{} -S {}",
             python(),
             s.join("check_seqstore.py").display()
         ))
