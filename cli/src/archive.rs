@@ -7,8 +7,8 @@
 
 use anyhow::{bail, Context, Result};
 use seqstore_commands::{is_locked, retry_locked};
-use seqstore_core::crypt::{CryptFs, LayerConfig};
 use seqstore_core::{Config, Error, SnapshotInfo, Store};
+use seqstore_core::{CryptFs, LayerConfig};
 use seqstore_fs::{HostFs, SystemClock};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, IsTerminal, Read, Write};
@@ -43,7 +43,7 @@ impl LayerArgs {
 
 /// Writes a snapshot of the store in `dir` to `out` (a new file) or to standard output.
 pub(crate) fn snapshot(dir: &Path, out: Option<&Path>, layer: &LayerArgs) -> Result<()> {
-    if !dir.join(seqstore_core::MSGS_DIR).is_dir() {
+    if !dir.join(seqstore_core::internal::MSGS_DIR).is_dir() {
         bail!("no store at {} (no msgs/)", dir.display());
     }
     let cfg = layer.config()?;

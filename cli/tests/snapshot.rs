@@ -124,7 +124,7 @@ fn restore_refuses_non_empty_damaged_and_truncated() {
         let left: Vec<_> = std::fs::read_dir(&dst)
             .expect("dst")
             .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
-            .filter(|n| !seqstore_core::is_lock_name(n))
+            .filter(|n| !seqstore_core::internal::is_lock_name(n))
             .collect();
         assert!(left.is_empty(), "{name}: left {left:?}");
     }

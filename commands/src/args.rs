@@ -76,7 +76,7 @@ impl<X: Args> Target<X> {
     }
 
     /// The encryption and compression layer the flags ask for.
-    pub fn layer(&self) -> crate::Result<seqstore_core::crypt::LayerConfig> {
+    pub fn layer(&self) -> crate::Result<seqstore_core::LayerConfig> {
         layer_of(self.key_file.as_deref(), self.compress)
     }
 }
@@ -86,7 +86,7 @@ impl<X: Args> Target<X> {
 pub fn layer_of(
     key_file: Option<&std::path::Path>,
     compress: bool,
-) -> crate::Result<seqstore_core::crypt::LayerConfig> {
+) -> crate::Result<seqstore_core::LayerConfig> {
     let encryption = match key_file {
         Some(p) => Some(seqstore_core::Encryption::new(
             seqstore_core::Cipher::XChaCha20Poly1305,
@@ -99,7 +99,7 @@ pub fn layer_of(
     } else {
         seqstore_core::Compression::None
     };
-    Ok(seqstore_core::crypt::LayerConfig {
+    Ok(seqstore_core::LayerConfig {
         encryption,
         compression,
     })

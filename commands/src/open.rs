@@ -35,9 +35,9 @@ pub fn prepare_dir(dir: &Path, create: bool) -> Result<()> {
             // the store here
             let entries: Vec<_> = it.filter_map(|e| e.ok()).collect();
             let store_dirs = [
-                seqstore_core::MSGS_DIR,
-                seqstore_core::PURGE_NEW,
-                seqstore_core::PURGE_OLD,
+                seqstore_core::internal::MSGS_DIR,
+                seqstore_core::internal::PURGE_NEW,
+                seqstore_core::internal::PURGE_OLD,
             ];
             let is_store_dir = |e: &std::fs::DirEntry| {
                 store_dirs.iter().any(|d| e.file_name() == *d) && e.path().is_dir()
@@ -46,10 +46,10 @@ pub fn prepare_dir(dir: &Path, create: bool) -> Result<()> {
                 return Ok(());
             }
             let names: Vec<_> = entries.iter().map(|e| e.file_name()).collect();
-            if names
-                .iter()
-                .any(|n| !n.to_str().is_some_and(seqstore_core::is_lock_name))
-            {
+            if names.iter().any(|n| {
+                !n.to_str()
+                    .is_some_and(seqstore_core::internal::is_lock_name)
+            }) {
                 return Err(Error::NotAStore {
                     dir: dir.to_path_buf(),
                 });

@@ -4,7 +4,7 @@ use crate::core::{Core, DataKind, DataOp, FileNode, Ino, Node, NsEntry, NsOp, RO
 use crate::image::{self, Cand, Choice, Spec};
 use crate::rng::Rng;
 use crate::{CallSite, Error, FaultFsConfig, FaultKind, Model, OpArg, OpKind, TraceEntry};
-use seqstore_core::fs::split_path;
+use seqstore_core::split_path;
 use seqstore_core::{DirEntry, Fs, FsFile, OpenOptions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, ErrorKind};
@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Clone)]
 pub struct FaultFs {
     inner: Arc<Mutex<State>>,
-    locks: seqstore_core::fs::MemLocks,
+    locks: seqstore_core::MemLocks,
 }
 
 pub(crate) struct State {

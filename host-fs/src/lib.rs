@@ -1,7 +1,7 @@
 //! seqstore's [`Fs`](seqstore_core::Fs) on the real filesystem of whatever host the code runs on.
 //!
 //! [`HostFs`] is a directory tree rooted at one directory (the *store root*); every path given
-//! to it is relative to that root and goes through [`seqstore_core::fs::split_path`], so every backend
+//! to it is relative to that root and goes through [`seqstore_core::split_path`], so every backend
 //! applies the same path rules. Each method corresponds to the `std::fs` function of the same
 //! name, and [`HostFile`] does positioned I/O (`read_at` / `write_all_at` take `&self`, so a file
 //! can be shared between threads without a cursor).
@@ -45,7 +45,7 @@
 //!   directory (checked with wasmtime).
 //!
 //! # Errors
-//! Kinds follow std and the [`seqstore_core::fs`] contract (`NotFound`, `AlreadyExists`,
+//! Kinds follow std and the [`seqstore_core::Fs`] contract (`NotFound`, `AlreadyExists`,
 //! `PermissionDenied`, `InvalidInput`, `IsADirectory`, `NotADirectory`, `DirectoryNotEmpty`,
 //! `StorageFull`, ...). Opening a directory as a file is `IsADirectory` even for read-only opens
 //! (which the kernel would allow). Errors of operations on paths carry the operation and the path

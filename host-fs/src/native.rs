@@ -3,7 +3,7 @@
 use crate::lock::{marker_name, native_claim, parse_claim, wasi_holder};
 use crate::{entry_name, with_path};
 use cap_std::fs::Dir;
-use seqstore_core::fs::split_path;
+use seqstore_core::split_path;
 use seqstore_core::{DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;

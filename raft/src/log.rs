@@ -92,7 +92,9 @@ impl LogConfig {
         };
         #[cfg(feature = "ablation")]
         if self.ablation == Ablation::TruncateUnsynced {
-            c.ablation = seqstore_core::Ablation::Skip(seqstore_core::SyncSite::TruncateCommitData);
+            c.ablation = seqstore_core::Ablation::Skip(
+                seqstore_core::internal::SyncSite::TruncateCommitData,
+            );
         }
         c
     }

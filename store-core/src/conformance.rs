@@ -360,7 +360,7 @@ pub fn lock_is_exclusive<F: Fs>(fs: &F) {
     assert!(
         lock_names
             .iter()
-            .all(|n| crate::is_lock_name(n) || n == "OTHER" || n.starts_with("OTHER.")),
+            .all(|n| crate::store::is_lock_name(n) || n == "OTHER" || n.starts_with("OTHER.")),
         "the lock's files: {lock_names:?}"
     );
     drop(held);

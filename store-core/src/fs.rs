@@ -216,7 +216,7 @@ pub trait FsFile: Send + Sync {
     }
 
     /// [`FsFile::read_vec_at`], and appends to `crcs` the crc32 of each whole record framed
-    /// from `buf[0]` by the records' length fields ([`crate::record::frame`]: the bytes each
+    /// from `buf[0]` by the records' length fields (`record::frame`: the bytes each
     /// record's crc covers), in order. Called only when [`FsFile::batch_crc32`] says true. The
     /// default frames here and asks [`FsFile::crc32_ranges`]; the wasm guest's file has its
     /// host read, frame and checksum in one call, so the bytes cross into the guest once and
@@ -392,7 +392,7 @@ pub trait Fs: Send + Sync {
     fn sync_dir(&self, path: &str) -> io::Result<()>;
 
     /// Takes the exclusive lock `name` (a file name in the root; the store uses
-    /// [`crate::LOCK_FILE`]) without waiting. The store takes it at open, before recovery
+    /// `LOCK`) without waiting. The store takes it at open, before recovery
     /// touches anything, and holds it until it is closed or dropped; `verify` and `restore`
     /// hold it while they run. The contract:
     /// - **Exclusive**: while an [`FsLock`] for `name` exists, every other `lock(name)` that

@@ -21,57 +21,66 @@
 
 #[cfg(feature = "ablation")]
 pub mod ablation;
+#[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
+// parts only `internal` reaches
 mod admit;
-pub mod clock;
-pub mod config;
+mod clock;
+mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
-pub mod consumer;
-pub mod crypt;
-pub mod error;
-pub mod fs;
-// The byte layouts of index.db and of records, public for the wasm host (which encodes
-// records itself), the fuzz targets and the tests that forge files: not a stable API, so
-// hidden from the docs. What an embedder uses is re-exported below.
-#[allow(missing_docs)]
-#[doc(hidden)]
-pub mod index;
+mod consumer;
+#[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
+// parts only `internal` reaches
+mod crypt;
+mod error;
+#[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
+// parts only `internal` reaches
+mod fs;
+#[allow(missing_docs)] // an internal format (see `internal::index`)
+mod index;
+#[cfg(feature = "internal")]
+pub mod internal;
 #[cfg(test)]
 mod memfs;
 #[cfg(test)]
 mod query_model;
-#[doc(hidden)]
-pub mod record;
+#[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
+// parts only `internal` reaches
+mod record;
 mod shared;
+#[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
+// parts only `internal` reaches
 mod site;
 #[cfg(test)]
 mod snapshot_tests;
-#[doc(hidden)]
-pub mod store;
+#[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
+// parts only `internal` reaches
+mod store;
 pub mod subject;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_write;
-pub mod verify;
+mod verify;
 
 #[cfg(feature = "ablation")]
 pub use ablation::Ablation;
-pub use admit::Admission;
 pub use clock::{Clock, ManualClock};
 pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
-pub use crypt::{Cipher, Compression, CryptFs, Encryption};
-pub use error::{Error, Result};
-pub use fs::{DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, OpenOptions, WriteSyncError};
-pub use shared::SharedStore;
-pub use store::{
-    is_lock_name, Cut, INDEX_FILE, INDEX_TMP, LOCK_FILE, MSGS_DIR, PURGE_NEW, PURGE_OLD,
+pub use crypt::{
+    Cipher, Compression, CryptFile, CryptFs, Encryption, Entropy, LayerConfig, OsEntropy,
 };
-pub use store::{lock_store, restore, SnapshotInfo, RESTORE_STAGE, SNAPSHOT_VERSION};
+pub use error::{Error, Result};
+pub use fs::{
+    parent_of, split_path, DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, MemLocks,
+    OpenOptions, WriteSyncError,
+};
+pub use shared::SharedStore;
+pub use store::{restore, SnapshotInfo};
 pub use store::{
-    FilteredState, OutOfOrderRecord, RecoveryReport, SeqRange, SkippedRecord, Store, StoredMsg,
-    StreamState, SyncSite, SYNC_SITES,
+    Cut, FilteredState, OutOfOrderRecord, RecoveryReport, SeqRange, SkippedRecord, Store,
+    StoredMsg, StreamState,
 };
 pub use verify::{verify, IndexStatus, Problem, VerifyReport};
 

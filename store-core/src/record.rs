@@ -306,11 +306,9 @@ pub fn decode_with_crc(buf: &[u8], computed: u32) -> Decoded<'_> {
 
 /// Decodes a record that this process's caller encoded itself ([`encode`], maybe in another
 /// process that shares this code: the wasm host encodes the guest's appends), checking every
-/// field **except the crc**, which is trusted. For [`Store::append_encoded`] only; never for
+/// field **except the crc**, which is trusted. For `Store::append_encoded` only; never for
 /// bytes read from a disk. A wrong crc is still caught when the record is read back (every
 /// read and every recovery scan verifies it).
-///
-/// [`Store::append_encoded`]: crate::Store::append_encoded
 pub fn decode_trusting_crc(buf: &[u8]) -> Decoded<'_> {
     decode_inner(buf, CrcCheck::Trust)
 }

@@ -4,6 +4,7 @@
 //! target empty, never a panic or a store with other contents.
 
 use crate::memfs::MemFs;
+use crate::store::RESTORE_STAGE;
 use crate::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;

@@ -1464,7 +1464,7 @@ fn a_second_open_is_locked_and_changes_nothing() {
     let before = fs.tree();
     let locked = |r: Result<(), Error>| match r {
         Err(Error::Locked { path, pid, .. }) => {
-            assert_eq!(path, crate::LOCK_FILE);
+            assert_eq!(path, crate::store::LOCK_FILE);
             assert_eq!(pid, Some(std::process::id()));
         }
         other => panic!("expected Locked, got {other:?}"),
@@ -1492,7 +1492,7 @@ fn a_second_open_is_locked_and_changes_nothing() {
     drop((held, s));
     // restore into a directory another store holds is refused before it reads the archive
     let target = MemFs::new();
-    let _owner = crate::lock_store(&target).unwrap();
+    let _owner = crate::store::lock_store(&target).unwrap();
     let mut never_read = std::io::Cursor::new(Vec::new());
     match crate::restore(target.clone(), Config::default(), &mut never_read) {
         Err(Error::Locked { .. }) => {}

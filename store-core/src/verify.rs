@@ -146,7 +146,7 @@ fn note_root(root: &[crate::fs::DirEntry], r: &mut VerifyReport) {
     for e in root {
         match e.name.as_str() {
             MSGS_DIR | INDEX_FILE | INDEX_TMP | crate::consumer::CONSUMERS_DIR => {}
-            name if crate::is_lock_name(name) => {}
+            name if crate::store::is_lock_name(name) => {}
             PURGE_NEW | PURGE_OLD => {
                 r.interrupted_purge = Some(format!("{}/ present", e.name));
             }

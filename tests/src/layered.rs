@@ -2,7 +2,7 @@
 //! fault-fs): the same workloads, crash images and checker, on the bytes the layer writes.
 
 use crate::*;
-use seqstore_core::crypt::{LayerConfig, SeededEntropy};
+use seqstore_core::{internal::SeededEntropy, LayerConfig};
 use seqstore_core::{Cipher, Compression, CryptFs, Encryption};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -15,7 +15,7 @@ pub const MATRIX_KEY: [u8; 32] = *b"seqstore crash matrix test key!!";
 pub struct Layered {
     opens: AtomicU64,
     /// Every nonce of every open, when recording.
-    nonces: Option<seqstore_core::crypt::NonceLog>,
+    nonces: Option<seqstore_core::internal::NonceLog>,
 }
 
 impl Layered {

@@ -421,7 +421,7 @@ fn fail_recovery(
                         "open returned {e:?}, expected Io of kind {want:?}"
                     )))
                 }
-                Ok(_) if op.path == seqstore_core::INDEX_FILE => {}
+                Ok(_) if op.path == seqstore_core::internal::INDEX_FILE => {}
                 // validating index.db reads the blocks it vouches for (open, length, header,
                 // last crc, the first live record): a failure there rejects the index, and
                 // open rebuilds from the blocks, reading them again (the same absorption the

@@ -236,7 +236,7 @@ impl Runner<'_> {
         let st = self.store()?.state().map_err(e)?;
         let next = st.last_seq + 1;
         let ts = seqstore_core::Clock::now_ns(&self.clock).max(st.last_ts);
-        let deadline = seqstore_core::record::deadline(ts, ttl);
+        let deadline = seqstore_core::internal::record::deadline(ts, ttl);
         j.note(fs, Event::Ttl { deadline });
         j.note(fs, Event::Appending { seq: next, id });
         let seq = self

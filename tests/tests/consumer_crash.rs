@@ -46,7 +46,7 @@ fn consumer_workloads_are_clean_native_and_shared() {
 fn every_consumer_fsync_is_necessary() {
     let seed = seed();
     let mut missing = Vec::new();
-    for &site in seqstore_core::SyncSite::ALL
+    for &site in seqstore_core::internal::SyncSite::ALL
         .iter()
         .filter(|s| s.name().starts_with("consumer."))
     {

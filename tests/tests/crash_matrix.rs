@@ -109,7 +109,8 @@ fn an_ablated_append_fsync_is_caught_on_an_encrypted_store() {
     let backend = Layered::new();
     let mut violations = 0;
     for mut spec in matrix_cells(None, None, seed) {
-        spec.ablation = seqstore_core::Ablation::Skip(seqstore_core::SyncSite::AppendData);
+        spec.ablation =
+            seqstore_core::Ablation::Skip(seqstore_core::internal::SyncSite::AppendData);
         violations += run_cell(&backend, &spec, None).report.violation_count;
     }
     assert!(violations > 0, "no violation with append.data removed");

@@ -4,7 +4,8 @@
 //! are rewritten only there) is removed on the `Layered` backend. The sites are independent
 //! explorations, shared out among the machine's cores.
 
-use seqstore_core::{Ablation, SyncSite};
+use seqstore_core::internal::SyncSite;
+use seqstore_core::Ablation;
 use seqstore_crash_matrix::*;
 
 /// Every cell of the matrix with `site` removed: its violations and the first one.

@@ -187,7 +187,7 @@ fn the_explorer_finds_lost_acks_when_the_consumer_journal_fsync_is_removed() {
         &Native,
         seed,
         200,
-        Ablation::Skip(seqstore_core::SyncSite::ConsumerJournalData),
+        Ablation::Skip(seqstore_core::internal::SyncSite::ConsumerJournalData),
     );
     let r = run_campaign(&c, |_, _| {});
     let f = r.first.as_ref().unwrap_or_else(|| {

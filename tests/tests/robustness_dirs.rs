@@ -13,8 +13,8 @@
 //! `msgs/5.blk -> /outside/file`, `index.db -> ...`, `purge.old -> ...`, `index.db.tmp -> ...`)
 //! never make the store read, write or remove anything outside.
 
-use seqstore_core::index::Snapshot;
-use seqstore_core::record::{self, Kind};
+use seqstore_core::internal::index::Snapshot;
+use seqstore_core::internal::record::{self, Kind};
 use seqstore_core::{
     verify, Config, Error, Fs, IndexStatus, ManualClock, RecoveryMode, RecoveryReport, SeqRange,
     Store, StreamState, VerifyReport,

@@ -48,7 +48,7 @@ impl AckPolicy {
 /// A consumer's configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ConsumerConfig {
-    /// The durable name (see [`super::check_name`]).
+    /// The durable name (1 to 64 letters, digits, `-` and `_`).
     pub name: String,
     /// The ack policy (fixed at creation, as in NATS).
     pub ack_policy: AckPolicy,

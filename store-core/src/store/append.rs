@@ -57,7 +57,7 @@ impl<F: Fs> Store<F> {
     // Inlined into the wasm guest's batch loop, its hot caller: called out of line (it has two
     // callers there) it cost ~60 more wasm instructions per append (callgrind).
     #[inline(always)]
-    pub fn append_encoded(&mut self, rec: &[u8]) -> Result<u64> {
+    pub(crate) fn append_encoded(&mut self, rec: &[u8]) -> Result<u64> {
         let r = match record::decode_raw_trusting_crc(rec) {
             Ok(r) if r.len == rec.len() && r.kind == Kind::Msg && r.flags == 0 => r,
             _ => {
@@ -102,7 +102,7 @@ impl<F: Fs> Store<F> {
     /// `append_encoded` itself, so errors are its own. In the guest an unsynced append took
     /// 12% fewer instructions, host and wasm together (callgrind: one `memory.copy` per run of
     /// records instead of one per record, no per-record call chain).
-    pub fn append_encoded_run(&mut self, records: &[u8]) -> (usize, Result<()>) {
+    pub(crate) fn append_encoded_run(&mut self, records: &[u8]) -> (usize, Result<()>) {
         let short = self.cfg.sync == SyncPolicy::Never
             && self.cfg.limits == crate::config::Limits::default();
         let (mut applied, mut at, mut seg) = (0usize, 0usize, 0usize);

@@ -115,7 +115,7 @@ impl<F: Fs> Store<F> {
 
     /// Messages whose entries are loaded, in sealed blocks and in all (tests, and the bench's
     /// memory figures).
-    pub fn loaded_entries(&self) -> (u64, u64) {
+    pub(crate) fn loaded_entries(&self) -> (u64, u64) {
         let count = |bs: &[Block<F::File>]| -> u64 {
             bs.iter()
                 .filter_map(|b| b.entries.as_ref().map(|e| e.len() as u64))

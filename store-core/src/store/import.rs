@@ -43,7 +43,7 @@ fn bad(reason: impl Into<String>) -> Error {
 /// the final `Store::open` itself fails: the files are then all in place and checked, and the
 /// error is the open's). Returns the open store and the manifest.
 ///
-/// Restore holds the store's lock ([`crate::LOCK_FILE`]) from before its first write to the
+/// Restore holds the store's lock (the file `LOCK`) from before its first write to the
 /// returned store's close: a directory another process has open is [`Error::Locked`].
 pub fn restore<F: Fs>(fs: F, cfg: Config, input: impl Read) -> Result<(Store<F>, SnapshotInfo)> {
     cfg.validate().map_err(Error::InvalidConfig)?;

@@ -143,7 +143,7 @@ impl<F: Fs> Store<F> {
     /// acknowledged later can depend on a name that is not durable; re-enforce limits, and
     /// fsync what they removed.
     ///
-    /// Before any of it, open takes the store's lock ([`LOCK_FILE`], see [`Fs::lock`]): a
+    /// Before any of it, open takes the store's lock (the file `LOCK`, see [`Fs::lock`]): a
     /// store another process (or another `Store` of this one) has open is [`Error::Locked`],
     /// and nothing was read or changed. Share one store between threads with
     /// [`crate::SharedStore`].
@@ -245,7 +245,7 @@ impl<F: Fs> Store<F> {
     /// applied them (the wasm host's batching of unsynced appends) and saw one of them fail:
     /// the sequences it handed out after the failed one were never assigned, and must not be
     /// assigned to other messages by this instance.
-    pub fn poison(&mut self) {
+    pub(crate) fn poison(&mut self) {
         self.dur.poisoned = true;
     }
 

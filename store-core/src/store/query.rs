@@ -566,7 +566,7 @@ impl<F: Fs> Store<F> {
     /// back to back, each checked: crc, kind, sequence; `record::decode` reads them). Returns
     /// how many. For a caller that moves them on as bytes: the wasm guest returns them to its
     /// host in one list, which decodes them natively (`seqstore_wasm::GuestStore::get_batch`).
-    pub fn get_batch_records(
+    pub(crate) fn get_batch_records(
         &mut self,
         from_seq: u64,
         filter: &str,

@@ -5,8 +5,8 @@
 //! (`tests/tests/robustness_corpus.rs` runs them on every file of `fuzz/corpus/<target>/`).
 
 use super::{check_image, config, payload, payload_id, Event, Native, Runner, Step};
-use seqstore_core::index::{Snapshot, INDEX_MAGIC, INDEX_VERSION};
-use seqstore_core::record::{
+use seqstore_core::internal::index::{Snapshot, INDEX_MAGIC, INDEX_VERSION};
+use seqstore_core::internal::record::{
     self, decode, encode, encoded_len, Decoded, Kind, HARD_MAX_RECORD, REC_OVERHEAD,
 };
 use seqstore_core::{

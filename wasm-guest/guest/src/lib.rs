@@ -19,6 +19,7 @@ use std::cell::RefCell;
 use std::io;
 use std::time::Duration;
 
+use seqstore_core::internal::StoreInternals;
 use seqstore_core::{
     Clock, DirEntry, Fs, FsFile, FsLock, LockError, OpenOptions, Store, WriteSyncError,
 };
@@ -83,7 +84,7 @@ fn host_crc32_ranges(buf: &[u8], ranges: &[(u32, u32)], out: &mut Vec<u32>) {
         // A broken host: compute them here rather than trust a short answer.
         out.extend(ranges.iter().map(|&(s, l)| {
             let s = s as usize;
-            seqstore_core::record::crc32(&buf[s..s + l as usize])
+            seqstore_core::internal::record::crc32(&buf[s..s + l as usize])
         }));
     }
 }
@@ -279,7 +280,7 @@ impl FsFile for GuestFile {
             // WASI's files cannot ask the host to frame: read, then send for the checksums
             // (this file's `crc32_ranges`: the host's).
             GuestFile::Wasi(_) => {
-                seqstore_core::fs::read_framed_by_ranges(self, buf, len, offset, crcs)
+                seqstore_core::internal::read_framed_by_ranges(self, buf, len, offset, crcs)
             }
         }
     }

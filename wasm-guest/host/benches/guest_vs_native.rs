@@ -219,7 +219,7 @@ fn build_stream(dir: &Path, mib: u64) -> u64 {
         n += 1;
     }
     s.close().unwrap();
-    std::fs::remove_file(dir.join(seqstore_core::INDEX_FILE)).unwrap();
+    std::fs::remove_file(dir.join(seqstore_core::internal::INDEX_FILE)).unwrap();
     n
 }
 
@@ -252,7 +252,10 @@ fn recovery(mib: u64, rounds: usize) {
         assert!(!g.recovery_report().used_index);
         assert_eq!(g.state().unwrap().msgs, n);
         drop(g);
-        assert!(!dir.path().join(seqstore_core::INDEX_FILE).exists());
+        assert!(!dir
+            .path()
+            .join(seqstore_core::internal::INDEX_FILE)
+            .exists());
     }
     let (tn, tg) = (median(nat), median(gst));
     report(

@@ -194,7 +194,7 @@ pub(crate) fn from_wit_msg(m: wit::StoredMsg) -> StoredMsg {
 /// what crossed the boundary is what is returned). A record that does not decode is the
 /// guest's fault, `Corrupt` with its offset in the list.
 pub(crate) fn decode_records(recs: &[u8]) -> Result<Vec<StoredMsg>, seqstore_core::Error> {
-    use seqstore_core::record::{decode, Decoded, Kind};
+    use seqstore_core::internal::record::{decode, Decoded, Kind};
     let mut out = Vec::new();
     let mut at = 0;
     while at < recs.len() {

@@ -27,7 +27,7 @@ pub(crate) trait DynFs: Send + Sync {
     fn remove_file(&self, path: &str) -> io::Result<()>;
     fn remove_dir_all(&self, path: &str) -> io::Result<()>;
     fn sync_dir(&self, path: &str) -> io::Result<()>;
-    /// Takes the store's lock, which the host holds for its guest (`seqstore_core::lock_store`).
+    /// Takes the store's lock, which the host holds for its guest (`seqstore_core::internal::lock_store`).
     fn lock_store(&self) -> seqstore_core::Result<seqstore_core::FsLock>;
 }
 
@@ -57,7 +57,7 @@ where
         Fs::sync_dir(self, path)
     }
     fn lock_store(&self) -> seqstore_core::Result<seqstore_core::FsLock> {
-        seqstore_core::lock_store(self)
+        seqstore_core::internal::lock_store(self)
     }
 }
 
@@ -95,7 +95,7 @@ impl DynFs for NoFs {
         // the host locks the preopened directory itself (`GuestStore::open_inner`)
         Err(seqstore_core::Error::Io {
             op: "lock",
-            path: seqstore_core::LOCK_FILE.into(),
+            path: seqstore_core::internal::LOCK_FILE.into(),
             source: no_fs::<()>().unwrap_err(),
         })
     }
@@ -285,7 +285,7 @@ impl wit_fs::HostFile for HostState {
         fs_result(r.map(|()| {
             buf.truncate(got);
             let mut crcs = Vec::new();
-            seqstore_core::record::framed_crcs(&buf, &mut crcs);
+            seqstore_core::internal::record::framed_crcs(&buf, &mut crcs);
             (buf, crcs)
         }))
     }
@@ -404,7 +404,7 @@ impl checksum::Host for HostState {
             .map(|r| {
                 let (start, len) = (r[0] as usize, r[1] as usize);
                 match data.get(start..start.saturating_add(len)) {
-                    Some(bytes) => Ok(seqstore_core::record::crc32(bytes)),
+                    Some(bytes) => Ok(seqstore_core::internal::record::crc32(bytes)),
                     // The guest computed the ranges from this very buffer: a bug, so a trap.
                     None => Err(wasmtime::format_err!(
                         "crc32-ranges: range {start}+{len} outside {} bytes",

@@ -66,9 +66,9 @@ type ValidSubjects = std::collections::HashSet<Box<str>, std::hash::BuildHasherD
 /// sequence `seq` and timestamp `ts`: store-core's own encoder (crc32 with SIMD, natively).
 #[inline]
 fn encode_msg(buf: &mut Vec<u8>, seq: u64, ts: i64, subject: &str, headers: &[u8], payload: &[u8]) {
-    seqstore_core::record::encode(
+    seqstore_core::internal::record::encode(
         buf,
-        seqstore_core::record::Kind::Msg,
+        seqstore_core::internal::record::Kind::Msg,
         0,
         seq,
         ts,
@@ -223,7 +223,7 @@ fn lock_guest_root(host: &Path, root: &str) -> Result<Option<seqstore_core::FsLo
             source,
         })
     })?;
-    seqstore_core::lock_store(&fs)
+    seqstore_core::internal::lock_store(&fs)
         .map(Some)
         .map_err(Error::Store)
 }

@@ -80,9 +80,9 @@ impl GuestStore {
         // subject that this check refuses still behaves natively; a name that passed once is
         // remembered here, as the store would hold it.
         let known = self.valid_subjects.contains(subject);
-        let admitted = seqstore_core::Admission::new(&self.config)
+        let admitted = seqstore_core::internal::Admission::new(&self.config)
             .message(subject, known, headers.len(), payload.len())
-            .and_then(|()| seqstore_core::Admission::next_seq(last_seq));
+            .and_then(|()| seqstore_core::internal::Admission::next_seq(last_seq));
         let Ok(seq) = admitted else {
             self.flush_queue()?;
             return Ok(None);

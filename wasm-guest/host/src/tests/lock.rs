@@ -2,7 +2,8 @@
 //! and a guest store never have one directory (or one `Fs`) open at once, whichever opened
 //! first; and the WASI command's marker-file lock and the native lock refuse each other.
 
-use seqstore_core::{Config, Error as StoreError, Store, LOCK_FILE};
+use seqstore_core::internal::LOCK_FILE;
+use seqstore_core::{Config, Error as StoreError, Store};
 use seqstore_fault_fs::{FaultFs, Model};
 use seqstore_fs::{HostFs, SystemClock};
 

@@ -125,7 +125,7 @@ fn native_written_opens_in_guest() {
         // Without the index too: the guest rebuilds from the blocks.
         for drop_index in [false, true] {
             if drop_index {
-                let _ = std::fs::remove_file(dir.path().join(seqstore_core::INDEX_FILE));
+                let _ = std::fs::remove_file(dir.path().join(seqstore_core::internal::INDEX_FILE));
             }
             let mut g = if via_preopen {
                 GuestStore::open_dir(dir.path(), cfg.clone(), Box::new(clock())).unwrap()
