@@ -5,11 +5,11 @@
 //! what to deliver next (here with `next_matching`); the store makes each decision durable.
 
 use seqstore_core::{ConsumerConfig, Store};
-use seqstore_fs::{HostFs, SystemClock};
+use seqstore_fs::HostFs;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let open = |fs| Store::open_with_clock(fs, Default::default(), Box::new(SystemClock));
+    let open = |fs| Store::builder(fs).open();
     let mut store = open(HostFs::create(dir.path())?)?;
     for i in 1..=5 {
         store.append("jobs.resize", b"", format!("image {i}").as_bytes())?;

@@ -6,21 +6,17 @@
 //! appends share their fsyncs (group commit).
 
 use seqstore_core::{Config, SharedStore, Store, SyncPolicy};
-use seqstore_fs::{HostFs, SystemClock};
+use seqstore_fs::HostFs;
 use std::thread;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let cfg = Config {
-        sync: SyncPolicy::Always,
-        ..Config::default()
-    };
-    // SystemClock: messages get wall-clock timestamps (TTLs and max_age use them)
-    let store = Store::open_with_clock(
-        HostFs::create(dir.path())?,
-        cfg.clone(),
-        Box::new(SystemClock),
-    )?;
+    let cfg = Config::default().with_sync(SyncPolicy::Always);
+    // the builder's clock is the directory's wall clock (seqstore_fs::SystemClock): messages
+    // get wall-clock timestamps, which TTLs and max_age use
+    let store = Store::builder(HostFs::create(dir.path())?)
+        .config(cfg.clone())
+        .open()?;
     let shared = SharedStore::new(store);
 
     let writers: Vec<_> = (0..4)
@@ -50,7 +46,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // the handle is released when the last clone is dropped; reopening recovers the same stream
     drop(shared);
-    let store = Store::open_with_clock(HostFs::open(dir.path())?, cfg, Box::new(SystemClock))?;
+    let store = Store::builder(HostFs::open(dir.path())?)
+        .config(cfg)
+        .open()?;
     assert_eq!(store.state().last_seq, 100);
     println!("reopened: {:?}", store.recovery_report());
     store.close()?;

@@ -3,21 +3,19 @@
 //! none, is a typed error and decrypts nothing.
 
 use seqstore_core::{Cipher, Compression, Config, Encryption, Error, Store};
-use seqstore_fs::{HostFs, SystemClock};
+use seqstore_fs::HostFs;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let key = [7u8; 32]; // stands in for a real key: 32 random bytes kept outside the store
-    let cfg = |key: Option<[u8; 32]>| Config {
-        encryption: key.map(|k| Encryption::new(Cipher::XChaCha20Poly1305, k)),
-        compression: Compression::Lz4,
-        ..Config::default()
+    let cfg = |key: Option<[u8; 32]>| {
+        Config::default()
+            .with_encryption(key.map(|k| Encryption::new(Cipher::XChaCha20Poly1305, k)))
+            .with_compression(Compression::Lz4)
     };
-    let mut store = Store::open_layered_with_clock(
-        HostFs::create(dir.path())?,
-        cfg(Some(key)),
-        Box::new(SystemClock),
-    )?;
+    let mut store = Store::builder(HostFs::create(dir.path())?)
+        .config(cfg(Some(key)))
+        .open_layered()?;
     let seq = store.append("secrets.db", b"", b"the password is swordfish")?;
     store.close()?;
 
@@ -36,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("no key", Config::default()),
     ] {
         let fs = HostFs::open(dir.path())?;
-        match Store::open_layered_with_clock(fs, cfg, Box::new(SystemClock)) {
+        match Store::builder(fs).config(cfg).open_layered() {
             Err(e @ Error::WrongKey { .. }) => println!("opened with {what}: {e}"),
             Err(e) => return Err(format!("opened with {what}: unexpected {e}").into()),
             Ok(_) => return Err(format!("opened with {what}").into()),
@@ -44,22 +42,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // so is a plain open, which does not look for the layer
-    match Store::open_with_clock(
-        HostFs::open(dir.path())?,
-        Config::default(),
-        Box::new(SystemClock),
-    ) {
+    match Store::builder(HostFs::open(dir.path())?).open() {
         Err(e @ Error::WrongKey { .. }) => println!("opened as a plain store: {e}"),
         Err(e) => return Err(format!("opened as a plain store: unexpected {e}").into()),
         Ok(_) => return Err("opened as a plain store".into()),
     }
 
     // the right key reads it back
-    let mut store = Store::open_layered_with_clock(
-        HostFs::open(dir.path())?,
-        cfg(Some(key)),
-        Box::new(SystemClock),
-    )?;
+    let mut store = Store::builder(HostFs::open(dir.path())?)
+        .config(cfg(Some(key)))
+        .open_layered()?;
     assert_eq!(store.get(seq)?.payload, b"the password is swordfish");
     store.close()?;
     Ok(())

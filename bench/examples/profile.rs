@@ -15,10 +15,7 @@ use seqstore_core::{Config, Store, SyncPolicy};
 use seqstore_fs::{HostFs, SystemClock};
 
 fn open(p: &std::path::Path, sync: SyncPolicy) -> Store<HostFs> {
-    let mut cfg = Config {
-        sync,
-        ..Config::default()
-    };
+    let mut cfg = Config::default().with_sync(sync);
     // PROFILE_CACHE=bytes: Config::block_cache (default: the store's default)
     if let Some(c) = std::env::var("PROFILE_CACHE")
         .ok()

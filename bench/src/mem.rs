@@ -120,10 +120,7 @@ fn run_child(spec: &str) -> Result<Peaks> {
     let dir = Path::new(dir);
     let open = || -> Result<Store<HostFs>> {
         let fs = HostFs::create(dir).with_context(|| format!("store root {}", dir.display()))?;
-        let cfg = Config {
-            sync: SyncPolicy::Never,
-            ..Config::default()
-        };
+        let cfg = Config::default().with_sync(SyncPolicy::Never);
         Ok(Store::open_with_clock(fs, cfg, Box::new(SystemClock))?)
     };
     let subjects = ["orders.eu.000000", "orders.eu.000001", "orders.eu.000002"];

@@ -33,11 +33,9 @@ impl LayerArgs {
     /// The default config with this layer.
     fn config(&self) -> Result<Config> {
         let layer = seqstore_commands::layer_of(self.key_file.as_deref(), self.compress)?;
-        Ok(Config {
-            encryption: layer.encryption,
-            compression: layer.compression,
-            ..Config::default()
-        })
+        Ok(Config::default()
+            .with_encryption(layer.encryption)
+            .with_compression(layer.compression))
     }
 }
 

@@ -354,8 +354,5 @@ pub(crate) fn store_config(at: &seqstore_commands::Target<crate::CliExtra>) -> R
     if at.extra.guest && ablation != Ablation::Full {
         bail!("--ablation is not available with --guest");
     }
-    Ok(Config {
-        ablation,
-        ..Config::default()
-    })
+    Ok(Config::default().with_ablation(ablation))
 }

@@ -57,22 +57,18 @@ pub struct Target<X: Args> {
 impl<X: Args> Target<X> {
     /// `base` with this command's `--sync` and `--block-size`.
     pub fn config(&self, base: Config) -> Config {
-        Config {
-            sync: self.sync,
-            block_size: self.block_size.unwrap_or(base.block_size),
-            ..base
-        }
+        let block_size = self.block_size.unwrap_or(base.block_size);
+        base.with_sync(self.sync).with_block_size(block_size)
     }
 
     /// [`Target::config`] with the encryption of `--key-file` and the compression of
     /// `--compress`.
     pub fn layered_config(&self, base: Config) -> crate::Result<Config> {
         let layer = self.layer()?;
-        Ok(Config {
-            encryption: layer.encryption,
-            compression: layer.compression,
-            ..self.config(base)
-        })
+        Ok(self
+            .config(base)
+            .with_encryption(layer.encryption)
+            .with_compression(layer.compression))
     }
 
     /// The encryption and compression layer the flags ask for.

@@ -253,6 +253,11 @@ impl Fs for HostFs {
         file.sync_all().map_err(err)
     }
 
+    /// [`crate::SystemClock`]: a real directory belongs to a system with a wall clock.
+    fn wall_clock(&self) -> Option<Box<dyn seqstore_core::Clock>> {
+        Some(Box::new(crate::SystemClock))
+    }
+
     /// An OS lock on `name` (see the `lock` module): `flock`, released by the kernel when
     /// this process exits or dies, then the pid written in, then the WASI marker checked.
     fn lock(&self, name: &str) -> Result<FsLock, LockError> {

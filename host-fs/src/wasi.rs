@@ -235,6 +235,11 @@ impl Fs for HostFs {
         dir.sync_all().map_err(|e| self.refusal(&[path], e))
     }
 
+    /// [`crate::SystemClock`]: a real directory belongs to a system with a wall clock.
+    fn wall_clock(&self) -> Option<Box<dyn seqstore_core::Clock>> {
+        Some(Box::new(crate::SystemClock))
+    }
+
     /// WASI has no file locks: the marker `LOCK.wasi` created exclusively, then the native
     /// claim in `LOCK` checked (see the `lock` module).
     fn lock(&self, name: &str) -> Result<FsLock, LockError> {

@@ -8,10 +8,7 @@ use std::time::Duration;
 #[test]
 fn ticker_syncs_an_idle_interval_store() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = Config {
-        sync: SyncPolicy::Interval(Duration::from_millis(20)),
-        ..Config::default()
-    };
+    let cfg = Config::default().with_sync(SyncPolicy::Interval(Duration::from_millis(20)));
     let store = Store::open_with_clock(
         HostFs::open(dir.path()).unwrap(),
         cfg,

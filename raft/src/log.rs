@@ -83,13 +83,11 @@ impl LogConfig {
 
     fn store_config(&self) -> Config {
         #[allow(unused_mut)]
-        let mut c = Config {
-            block_size: self.block_size,
+        let mut c = Config::default()
+            .with_block_size(self.block_size)
             // Appends are made durable by `sync` once per batch (group commit); truncate,
             // compact and purge fsync in every policy.
-            sync: SyncPolicy::Never,
-            ..Config::default()
-        };
+            .with_sync(SyncPolicy::Never);
         #[cfg(feature = "ablation")]
         if self.ablation == Ablation::TruncateUnsynced {
             c.ablation = seqstore_core::Ablation::Skip(

@@ -35,3 +35,10 @@ impl Clock for ManualClock {
         self.0.load(Ordering::SeqCst)
     }
 }
+
+/// A boxed clock is a clock (for [`crate::StoreBuilder::clock`] with a `Box<dyn Clock>`).
+impl<C: Clock + ?Sized> Clock for Box<C> {
+    fn now_ns(&self) -> i64 {
+        (**self).now_ns()
+    }
+}

@@ -40,23 +40,26 @@ pub enum RecoveryMode {
     Strict,
 }
 
-/// Stream limits, re-enforced on open. Zero means unlimited.
+/// Stream limits, re-enforced on open. Zero means unlimited, for every limit (the default).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Limits {
     /// Most messages kept.
     pub max_msgs: u64,
     /// Most bytes kept (encoded record sizes).
     pub max_bytes: u64,
-    /// Oldest message age kept.
-    pub max_age: Option<Duration>,
+    /// Oldest message age kept (zero: unlimited).
+    pub max_age: Duration,
     /// Most messages kept per subject (the oldest of that subject is removed).
     pub max_msgs_per_subject: u64,
     /// Remove old messages, or refuse new ones, when `max_msgs`/`max_bytes` is reached.
     pub discard: Discard,
 }
 
-/// How to run a store.
+/// How to run a store: `Config::default()`, changed with the `with_*` setters (or by assigning
+/// the public fields).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Config {
     /// A block is rolled over once it holds at least this many bytes (default 8 MiB).
     pub block_size: u64,
@@ -141,8 +144,12 @@ impl Config {
         self.encryption.is_some() || self.compression != crate::Compression::None
     }
 
-    /// Checks the bounds.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the bounds ([`crate::Error::InvalidConfig`]); `Store::open` does.
+    pub fn validate(&self) -> crate::Result<()> {
+        self.check().map_err(crate::Error::InvalidConfig)
+    }
+
+    fn check(&self) -> Result<(), String> {
         if self.block_size < 1024 || self.block_size > (1 << 32) {
             return Err(format!(
                 "block_size {} outside 1 KiB..=4 GiB",
@@ -164,5 +171,107 @@ impl Config {
             return Err("write_buffer above 64 MiB".into());
         }
         Ok(())
+    }
+}
+
+/// Builder-style setters: `Config::default().with_sync(SyncPolicy::Never).with_block_size(1 << 20)`.
+/// The fields stay public for reading and assigning; `Config` is `#[non_exhaustive]`, so a
+/// struct literal outside this crate does not compile and a new field is not a breaking change.
+impl Config {
+    /// Sets [`Config::block_size`].
+    pub fn with_block_size(mut self, bytes: u64) -> Self {
+        self.block_size = bytes;
+        self
+    }
+    /// Sets [`Config::sync`].
+    pub fn with_sync(mut self, sync: SyncPolicy) -> Self {
+        self.sync = sync;
+        self
+    }
+    /// Sets [`Config::max_payload`].
+    pub fn with_max_payload(mut self, bytes: u32) -> Self {
+        self.max_payload = bytes;
+        self
+    }
+    /// Sets [`Config::max_headers`].
+    pub fn with_max_headers(mut self, bytes: u32) -> Self {
+        self.max_headers = bytes;
+        self
+    }
+    /// Sets [`Config::limits`].
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+    /// Sets [`Config::recovery`].
+    pub fn with_recovery(mut self, recovery: RecoveryMode) -> Self {
+        self.recovery = recovery;
+        self
+    }
+    /// Sets [`Config::write_buffer`].
+    pub fn with_write_buffer(mut self, bytes: usize) -> Self {
+        self.write_buffer = bytes;
+        self
+    }
+    /// Sets [`Config::block_cache`].
+    pub fn with_block_cache(mut self, bytes: u64) -> Self {
+        self.block_cache = bytes;
+        self
+    }
+    /// Sets [`Config::preallocate`].
+    pub fn with_preallocate(mut self, bytes: u64) -> Self {
+        self.preallocate = bytes;
+        self
+    }
+    /// Sets [`Config::entry_cache`].
+    pub fn with_entry_cache(mut self, bytes: u64) -> Self {
+        self.entry_cache = bytes;
+        self
+    }
+    /// Sets [`Config::encryption`] (`None`: not encrypted).
+    pub fn with_encryption(mut self, encryption: Option<crate::Encryption>) -> Self {
+        self.encryption = encryption;
+        self
+    }
+    /// Sets [`Config::compression`].
+    pub fn with_compression(mut self, compression: crate::Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+    /// Sets [`Config::ablation`]: **it breaks durability on purpose**.
+    #[cfg(feature = "ablation")]
+    pub fn with_ablation(mut self, ablation: crate::Ablation) -> Self {
+        self.ablation = ablation;
+        self
+    }
+}
+
+/// Builder-style setters, as for [`Config`]; `Limits` is `#[non_exhaustive]` too. Zero is
+/// "unlimited" for every limit.
+impl Limits {
+    /// Sets [`Limits::max_msgs`] (0: unlimited).
+    pub fn with_max_msgs(mut self, n: u64) -> Self {
+        self.max_msgs = n;
+        self
+    }
+    /// Sets [`Limits::max_bytes`] (0: unlimited).
+    pub fn with_max_bytes(mut self, n: u64) -> Self {
+        self.max_bytes = n;
+        self
+    }
+    /// Sets [`Limits::max_age`] (zero: unlimited).
+    pub fn with_max_age(mut self, age: Duration) -> Self {
+        self.max_age = age;
+        self
+    }
+    /// Sets [`Limits::max_msgs_per_subject`] (0: unlimited).
+    pub fn with_max_msgs_per_subject(mut self, n: u64) -> Self {
+        self.max_msgs_per_subject = n;
+        self
+    }
+    /// Sets [`Limits::discard`].
+    pub fn with_discard(mut self, discard: Discard) -> Self {
+        self.discard = discard;
+        self
     }
 }

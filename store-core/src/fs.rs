@@ -416,6 +416,13 @@ pub trait Fs: Send + Sync {
     fn layer(&self) -> Option<&crate::crypt::LayerConfig> {
         None
     }
+
+    /// The wall clock of the system this filesystem belongs to, if it has one (the default:
+    /// none). [`crate::Store::builder`] stamps messages with it unless it is given a clock;
+    /// store-core itself reads no clock.
+    fn wall_clock(&self) -> Option<Box<dyn crate::Clock>> {
+        None
+    }
 }
 
 /// The default [`FsFile::read_framed_at`]: `file.read_vec_at`, then the frames' checksums

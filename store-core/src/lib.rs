@@ -7,7 +7,7 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # use seqstore_core::*;
 //! # fn demo<F: Fs>(fs: F) -> Result<(), Error> {
-//! let mut store = Store::open(fs, Config::default())?;
+//! let mut store = Store::builder(fs).config(Config::default()).open()?;
 //! let seq = store.append("orders.eu", b"", b"hello")?;
 //! assert_eq!(store.get(seq)?.payload, b"hello");
 //! store.purge()?; // the sequence survives: the next append gets seq + 1
@@ -80,7 +80,7 @@ pub use shared::SharedStore;
 pub use store::{restore, SnapshotInfo};
 pub use store::{
     Cut, FilteredState, OutOfOrderRecord, RecoveryReport, SeqRange, SkippedRecord, Store,
-    StoredMsg, StreamState,
+    StoreBuilder, StoredMsg, StreamState,
 };
 pub use verify::{verify, IndexStatus, Problem, VerifyReport};
 

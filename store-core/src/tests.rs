@@ -496,7 +496,7 @@ fn limits() {
     // max age
     let fs = MemFs::new();
     let mut cfg = small();
-    cfg.limits.max_age = Some(Duration::from_nanos(100));
+    cfg.limits.max_age = Duration::from_nanos(100);
     let mut s = Store::open_with_clock(fs.clone(), cfg, Box::new(clock.clone())).unwrap();
     s.append("a", b"", b"").unwrap();
     clock.advance(50);

@@ -94,7 +94,7 @@ fn ttl_expiry_shares_the_path_with_max_age() {
     let fs = MemFs::new();
     let clock = ManualClock::new(100 * SEC);
     let mut cfg = small();
-    cfg.limits.max_age = Some(Duration::from_secs(60));
+    cfg.limits.max_age = Duration::from_secs(60);
     let mut s = open_at(&fs, cfg.clone(), &clock);
     s.append("a", b"", b"old").unwrap();
     s.append_with_ttl("a", b"", b"ttl", Duration::from_secs(5))

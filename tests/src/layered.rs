@@ -53,11 +53,8 @@ impl Default for Layered {
 
 /// `cfg` with the matrix's encryption and compression.
 pub fn layered_config(cfg: Config) -> Config {
-    Config {
-        encryption: Some(Encryption::new(Cipher::XChaCha20Poly1305, MATRIX_KEY)),
-        compression: Compression::Lz4,
-        ..cfg
-    }
+    cfg.with_encryption(Some(Encryption::new(Cipher::XChaCha20Poly1305, MATRIX_KEY)))
+        .with_compression(Compression::Lz4)
 }
 
 impl Backend for Layered {

@@ -501,10 +501,7 @@ pub fn run_cell(spec: &CellSpec, opts: &Opts) -> CellResult {
             }
             let limited = opts.limits_every > 0 && (seed >> 16).is_multiple_of(opts.limits_every);
             if let (Some(limits), true) = (opts.limits, limited) {
-                let cfg = Config {
-                    limits,
-                    ..cfg.clone()
-                };
+                let cfg = cfg.clone().with_limits(limits);
                 let limited = outcome(&cfg, &img.crash())
                     .map_err(|e| format!("recovery with {limits:?}: {e}"))?;
                 let durable = super::Expect::from_events(cx.events).durable_last;

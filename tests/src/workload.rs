@@ -690,24 +690,22 @@ pub const STEP_NS: i64 = 250_000;
 
 /// The store configuration a run uses.
 pub fn config(block_size: u64, sync: SyncPolicy, ablation: Ablation) -> Config {
-    Config {
-        block_size,
-        sync,
-        ablation,
+    Config::default()
+        .with_block_size(block_size)
+        .with_sync(sync)
+        .with_ablation(ablation)
         // Tiny blocks (many of them) run with no entry cache: every operation may find a
         // sealed block's entries dropped and read them again, and every rebuild drops them
         // as it goes. Larger blocks keep the default, which these workloads never fill.
-        entry_cache: if block_size < 4096 {
+        .with_entry_cache(if block_size < 4096 {
             0
         } else {
             Config::default().entry_cache
-        },
+        })
         // Zeros ahead of the newest block in steps that these small workloads cross often
         // (a quarter of the block, at most 4 KiB: 256 to 4096 bytes over the block sizes),
         // and that keep the crash images small.
-        preallocate: (block_size / 4).min(4096),
-        ..Config::default()
-    }
+        .with_preallocate((block_size / 4).min(4096))
 }
 
 /// The payload of the message with id `id`: the id in decimal, padded to `size` bytes.

@@ -89,11 +89,11 @@ fn io_errors_during_recovery() {
 fn crash_during_recovery_that_enforces_limits() {
     let mut o = Opts::crashes();
     o.crash = false;
-    o.limits = Some(Limits {
-        max_msgs: 3,
-        max_msgs_per_subject: 1,
-        ..Limits::default()
-    });
+    o.limits = Some(
+        Limits::default()
+            .with_max_msgs(3)
+            .with_max_msgs_per_subject(1),
+    );
     o.limits_every = 2;
     let st = run("limits", seed(), &o);
     if std::env::var("SEQSTORE_WORKLOAD").is_err() {
@@ -120,10 +120,7 @@ fn crash_during_recovery_of_damaged_directories() {
     let outcomes = par_map(&numbered, |&(i, p)| {
         let fs = robust::build_dir(&std::fs::read(p).expect("read corpus file"));
         [RecoveryMode::TolerateCorruptTail, RecoveryMode::Strict].map(|mode| {
-            let cfg = Config {
-                recovery: mode,
-                ..Config::default()
-            };
+            let cfg = Config::default().with_recovery(mode);
             let s = seed ^ ((i as u64) << 8) ^ (mode == RecoveryMode::Strict) as u64;
             (mode, recovery::crash_recovery_of_dir(&cfg, &fs, s))
         })
@@ -198,10 +195,10 @@ fn full_sweep() {
     o.max_images_per_point = 256;
     o.random_images_per_point = 32;
     o.faults_every = 1;
-    o.limits = Some(Limits {
-        max_msgs: 3,
-        max_msgs_per_subject: 1,
-        ..Limits::default()
-    });
+    o.limits = Some(
+        Limits::default()
+            .with_max_msgs(3)
+            .with_max_msgs_per_subject(1),
+    );
     run("full sweep", seed, &o);
 }

@@ -20,11 +20,9 @@ fn seed() -> u64 {
 }
 
 fn cfg() -> Config {
-    Config {
-        block_size: 1024,
-        write_buffer: 300,
-        ..Config::default()
-    }
+    Config::default()
+        .with_block_size(1024)
+        .with_write_buffer(300)
 }
 
 /// The stream, every message, every consumer's state.

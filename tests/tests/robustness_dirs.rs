@@ -44,11 +44,7 @@ fn base(close: bool) -> FaultFs {
 }
 
 fn cfg(mode: RecoveryMode) -> Config {
-    Config {
-        block_size: 1024,
-        recovery: mode,
-        ..Config::default()
-    }
+    Config::default().with_block_size(1024).with_recovery(mode)
 }
 
 fn open(fs: &FaultFs, mode: RecoveryMode) -> Result<Store<FaultFs>, Error> {

@@ -378,10 +378,7 @@ fn every_op_fails_with_eio_then_enospc_interval_never() {
 // ------------------------------------------------------------------ fsyncgate
 
 fn store_on(fs: &FaultFs, sync: SyncPolicy) -> seqstore_core::Store<FaultFs> {
-    let cfg = Config {
-        sync,
-        ..Config::default()
-    };
+    let cfg = Config::default().with_sync(sync);
     seqstore_core::Store::open_with_clock(
         fs.clone(),
         cfg,

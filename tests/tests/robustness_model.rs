@@ -99,10 +99,7 @@ fn dropping_several_front_blocks_keeps_deletes() {
 fn erasing_the_last_message_keeps_the_sequence() {
     use seqstore_core::{Config, ManualClock, Store};
     let open = |fs: &seqstore_fault_fs::FaultFs| {
-        let cfg = Config {
-            sync: SyncPolicy::Never,
-            ..Config::default()
-        };
+        let cfg = Config::default().with_sync(SyncPolicy::Never);
         Store::open_with_clock(fs.clone(), cfg, Box::new(ManualClock::new(1))).expect("open")
     };
     let fs = seqstore_fault_fs::FaultFs::new(Model::Posix);
@@ -137,11 +134,7 @@ fn dropping_the_block_with_the_last_sequence_keeps_it() {
     use seqstore_core::{Config, ManualClock, Store};
     for sync in [SyncPolicy::Always, SyncPolicy::Never] {
         let open = |fs: &seqstore_fault_fs::FaultFs| {
-            let cfg = Config {
-                sync,
-                block_size: 1024,
-                ..Config::default()
-            };
+            let cfg = Config::default().with_sync(sync).with_block_size(1024);
             Store::open_with_clock(fs.clone(), cfg, Box::new(ManualClock::new(1))).expect("open")
         };
         let fs = seqstore_fault_fs::FaultFs::new(Model::Posix);

@@ -84,10 +84,7 @@ pub(crate) fn open_guest(
     sync: SyncPolicy,
     wasi: bool,
 ) -> Result<seqstore_wasm::GuestStore> {
-    let cfg = Config {
-        sync,
-        ..Config::default()
-    };
+    let cfg = Config::default().with_sync(sync);
     let g = if wasi {
         seqstore_wasm::GuestStore::open_dir(path, cfg, Box::new(SystemClock))
     } else {
@@ -99,10 +96,7 @@ pub(crate) fn open_guest(
 
 pub(crate) fn open_store(path: &Path, sync: SyncPolicy) -> Result<Store<HostFs>> {
     let fs = HostFs::create(path).with_context(|| format!("store root {}", path.display()))?;
-    let cfg = Config {
-        sync,
-        ..Config::default()
-    };
+    let cfg = Config::default().with_sync(sync);
     Store::open_with_clock(fs, cfg, Box::new(SystemClock))
         .with_context(|| format!("open store {}", path.display()))
 }
@@ -115,11 +109,9 @@ pub(crate) fn open_encrypted_store(
     cipher: seqstore_core::Cipher,
 ) -> Result<Store<seqstore_core::CryptFs<HostFs>>> {
     let fs = HostFs::create(path).with_context(|| format!("store root {}", path.display()))?;
-    let cfg = Config {
-        sync,
-        encryption: Some(seqstore_core::Encryption::new(cipher, [0x5e; 32])),
-        ..Config::default()
-    };
+    let cfg = Config::default()
+        .with_sync(sync)
+        .with_encryption(Some(seqstore_core::Encryption::new(cipher, [0x5e; 32])));
     Store::open_layered_with_clock(fs, cfg, Box::new(SystemClock))
         .with_context(|| format!("open encrypted store {}", path.display()))
 }

@@ -335,6 +335,10 @@ impl<F: Fs> Fs for CryptFs<F> {
     fn layer(&self) -> Option<&LayerConfig> {
         Some(&self.cfg)
     }
+
+    fn wall_clock(&self) -> Option<Box<dyn crate::Clock>> {
+        self.inner.wall_clock()
+    }
 }
 
 /// What the layer found wrong, carried inside an `io::Error` (kind `InvalidData`) up to

@@ -46,7 +46,7 @@ fn bad(reason: impl Into<String>) -> Error {
 /// Restore holds the store's lock (the file `LOCK`) from before its first write to the
 /// returned store's close: a directory another process has open is [`Error::Locked`].
 pub fn restore<F: Fs>(fs: F, cfg: Config, input: impl Read) -> Result<(Store<F>, SnapshotInfo)> {
-    cfg.validate().map_err(Error::InvalidConfig)?;
+    cfg.validate()?;
     let lock = super::take_lock(&fs)?;
     check_empty(&fs)?;
     io_at(fs.create_dir(RESTORE_STAGE), "create_dir", RESTORE_STAGE)?;

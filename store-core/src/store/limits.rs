@@ -40,7 +40,8 @@ impl<F: Fs> Store<F> {
             self.apply_floor(new_floor)?;
             self.set_first_from(new_floor + 1)?;
         }
-        if let Some(age) = l.max_age {
+        if !l.max_age.is_zero() {
+            let age = l.max_age;
             let cutoff = self
                 .now()
                 .saturating_sub(age.as_nanos().min(i64::MAX as u128) as i64);

@@ -25,6 +25,7 @@ use sync::{Durability, S_OPEN_LIMITS};
 mod append;
 mod batch;
 mod blocks;
+mod builder;
 mod cache;
 mod entries;
 mod entry_cache;
@@ -50,6 +51,7 @@ mod truncate;
 mod ttl;
 mod types;
 
+pub use builder::StoreBuilder;
 pub(crate) use export::write_export;
 pub use export::{SnapshotInfo, SNAPSHOT_VERSION};
 pub use import::{restore, RESTORED_CONSUMERS, RESTORE_STAGE};
@@ -120,6 +122,17 @@ pub(crate) fn io_at<T>(r: io::Result<T>, op: &'static str, path: &str) -> Result
     r.map_err(|e| Error::io(op, path, e))
 }
 
+/// The stream's state and whether the handle is closed or poisoned (not its files or caches).
+impl<F: Fs> std::fmt::Debug for Store<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("state", &self.state())
+            .field("closed", &self.closed)
+            .field("poisoned", &self.dur.poisoned)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<F: Fs> Drop for Store<F> {
     fn drop(&mut self) {
         if !self.closed && !self.dur.poisoned {
@@ -130,7 +143,8 @@ impl<F: Fs> Drop for Store<F> {
 
 impl<F: Fs> Store<F> {
     /// Opens (or creates) the store at the root of `fs`, stamping messages with a logical clock
-    /// (store-core reads no clock). Most users want [`Store::open_with_clock`].
+    /// (store-core reads no clock). Most users want [`Store::builder`], whose clock is the
+    /// filesystem's wall clock.
     pub fn open(fs: F, cfg: Config) -> Result<Self> {
         Self::open_with_clock(fs, cfg, Box::new(LogicalClock::default()))
     }
@@ -148,7 +162,7 @@ impl<F: Fs> Store<F> {
     /// and nothing was read or changed. Share one store between threads with
     /// [`crate::SharedStore`].
     pub fn open_with_clock(fs: F, cfg: Config, clock: Box<dyn Clock>) -> Result<Self> {
-        cfg.validate().map_err(Error::InvalidConfig)?;
+        cfg.validate()?;
         #[cfg(feature = "ablation")]
         if cfg.ablation == crate::Ablation::NoStoreLock {
             return Self::open_locked(fs, cfg, clock, crate::fs::FsLock::new(()));
@@ -165,7 +179,7 @@ impl<F: Fs> Store<F> {
         clock: Box<dyn Clock>,
         lock: crate::fs::FsLock,
     ) -> Result<Self> {
-        cfg.validate().map_err(Error::InvalidConfig)?;
+        cfg.validate()?;
         crate::crypt::check_layer(&fs, &cfg).map_err(Error::InvalidConfig)?;
         let now = clock.now_ns();
         let entry_cache = cfg.entry_cache;
@@ -287,7 +301,7 @@ impl<F: Fs> Store<F> {
         self.trim_entries();
         self.cleanup();
         // one expiry path for `max_age` and per-message ttls (`enforce_limits`)
-        if self.cfg.limits.max_age.is_some() || !self.ttl.is_empty() {
+        if !self.cfg.limits.max_age.is_zero() || !self.ttl.is_empty() {
             self.enforce_limits(None)?;
         }
         self.maybe_sync()

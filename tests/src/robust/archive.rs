@@ -9,10 +9,7 @@ use seqstore_fault_fs::{FaultFs, Model};
 /// accepted one opens (again) to the manifest's state, with every message readable.
 pub fn fuzz_restore_archive(data: &[u8]) {
     let fs = FaultFs::new(Model::Posix);
-    let cfg = Config {
-        block_size: 1024,
-        ..Config::default()
-    };
+    let cfg = Config::default().with_block_size(1024);
     match restore(fs.clone(), cfg.clone(), data) {
         Ok((store, info)) => {
             store.close().expect("close the restored store");

@@ -21,10 +21,7 @@ pub fn template() -> &'static Template {
     static T: OnceLock<Template> = OnceLock::new();
     T.get_or_init(|| {
         let fs = FaultFs::new(Model::Posix);
-        let cfg = Config {
-            block_size: 1024,
-            ..Config::default()
-        };
+        let cfg = Config::default().with_block_size(1024);
         let clock = ManualClock::new(1_000_000_000);
         let mut s = Store::open_with_clock(fs.clone(), cfg, Box::new(clock)).expect("open");
         for i in 0..30u64 {
@@ -395,10 +392,7 @@ pub fn check_recovery(fs: &FaultFs) -> RecoveryOutcome {
     assert_eq!(v.image_hash(), before, "verify changed the directory");
     for mode in [RecoveryMode::Strict, RecoveryMode::TolerateCorruptTail] {
         let img = copy_of(fs);
-        let cfg = Config {
-            recovery: mode,
-            ..Config::default()
-        };
+        let cfg = Config::default().with_recovery(mode);
         let clock = || Box::new(ManualClock::new(5_000_000_000));
         let res = Store::open_with_clock(img.clone(), cfg.clone(), clock());
         let (ok, err) = match res {

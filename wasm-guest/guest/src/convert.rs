@@ -111,63 +111,56 @@ pub(crate) fn nanos(ns: u64) -> Duration {
     Duration::from_nanos(ns)
 }
 
-/// The WIT config as store-core's. An unknown ablation name is refused as an invalid config.
 /// The WIT config as store-core's; in a test-hooks build, with the ablation switch the host set
-/// through `test-hooks.set-ablation` (the config record has no such field).
-// Every field is named, but a native workspace build may unify store-core's `ablation`
-// feature in, which adds one: the struct update covers it there and is needless elsewhere.
-#[allow(clippy::needless_update)]
+/// through `test-hooks.set-ablation` (the config record has no such field). The WIT's absent
+/// `max-age` is store-core's zero (unlimited).
 pub(crate) fn to_config(c: wit::Config) -> Config {
     use seqstore_core::{Discard, Limits, RecoveryMode, SyncPolicy};
-    #[allow(unused_mut)]
-    let mut cfg = Config {
-        block_size: c.block_size,
-        sync: match c.sync {
+    let limits = Limits::default()
+        .with_max_msgs(c.limits.max_msgs)
+        .with_max_bytes(c.limits.max_bytes)
+        .with_max_age(c.limits.max_age.map(nanos).unwrap_or_default())
+        .with_max_msgs_per_subject(c.limits.max_msgs_per_subject)
+        .with_discard(match c.limits.discard {
+            wit::Discard::Old => Discard::Old,
+            wit::Discard::New => Discard::New,
+        });
+    let encryption = c.encryption.and_then(|e| {
+        let cipher = match e.cipher {
+            wit::Cipher::Xchacha20Poly1305 => seqstore_core::Cipher::XChaCha20Poly1305,
+            wit::Cipher::Aes256Gcm => seqstore_core::Cipher::Aes256Gcm,
+        };
+        // a key of another length: no key, and `open` refuses the config (below)
+        <[u8; 32]>::try_from(e.key.as_slice())
+            .ok()
+            .map(|k| seqstore_core::Encryption::new(cipher, k))
+    });
+    let cfg = Config::default()
+        .with_block_size(c.block_size)
+        .with_sync(match c.sync {
             wit::SyncPolicy::Always => SyncPolicy::Always,
             wit::SyncPolicy::Interval(ns) => SyncPolicy::Interval(nanos(ns)),
             wit::SyncPolicy::Never => SyncPolicy::Never,
-        },
-        max_payload: c.max_payload,
-        max_headers: c.max_headers,
-        limits: Limits {
-            max_msgs: c.limits.max_msgs,
-            max_bytes: c.limits.max_bytes,
-            max_age: c.limits.max_age.map(nanos),
-            max_msgs_per_subject: c.limits.max_msgs_per_subject,
-            discard: match c.limits.discard {
-                wit::Discard::Old => Discard::Old,
-                wit::Discard::New => Discard::New,
-            },
-        },
-        recovery: match c.recovery {
+        })
+        .with_max_payload(c.max_payload)
+        .with_max_headers(c.max_headers)
+        .with_limits(limits)
+        .with_recovery(match c.recovery {
             wit::RecoveryMode::TolerateCorruptTail => RecoveryMode::TolerateCorruptTail,
             wit::RecoveryMode::Strict => RecoveryMode::Strict,
-        },
+        })
         // Too large for this address space: saturate, and `Config::validate` refuses it.
-        write_buffer: usize::try_from(c.write_buffer).unwrap_or(usize::MAX),
-        block_cache: c.block_cache,
-        entry_cache: c.entry_cache,
-        encryption: c.encryption.and_then(|e| {
-            let cipher = match e.cipher {
-                wit::Cipher::Xchacha20Poly1305 => seqstore_core::Cipher::XChaCha20Poly1305,
-                wit::Cipher::Aes256Gcm => seqstore_core::Cipher::Aes256Gcm,
-            };
-            // a key of another length: no key, and `open` refuses the config (below)
-            <[u8; 32]>::try_from(e.key.as_slice())
-                .ok()
-                .map(|k| seqstore_core::Encryption::new(cipher, k))
-        }),
-        compression: if c.compress {
+        .with_write_buffer(usize::try_from(c.write_buffer).unwrap_or(usize::MAX))
+        .with_block_cache(c.block_cache)
+        .with_entry_cache(c.entry_cache)
+        .with_encryption(encryption)
+        .with_compression(if c.compress {
             seqstore_core::Compression::Lz4
         } else {
             seqstore_core::Compression::None
-        },
-        ..Config::default()
-    };
+        });
     #[cfg(feature = "test-hooks")]
-    {
-        cfg.ablation = crate::test_hooks::ablation();
-    }
+    let cfg = cfg.with_ablation(crate::test_hooks::ablation());
     cfg
 }
 

@@ -40,10 +40,7 @@ fn clock() -> Box<ManualClock> {
 }
 
 fn config(sync: SyncPolicy) -> Config {
-    Config {
-        sync,
-        ..Config::default()
-    }
+    Config::default().with_sync(sync)
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

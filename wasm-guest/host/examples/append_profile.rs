@@ -29,10 +29,7 @@ fn main() {
         Ok("always") => SyncPolicy::Always,
         _ => SyncPolicy::Never,
     };
-    let cfg = Config {
-        sync,
-        ..Config::default()
-    };
+    let cfg = Config::default().with_sync(sync);
     // `APPEND_PROFILE_ONLY=guest` skips the native rounds (a profile of the guest alone).
     let guest_only = std::env::var("APPEND_PROFILE_ONLY").is_ok_and(|v| v == "guest");
     // `APPEND_PROFILE_ROUNDS=N`: rounds, each on a fresh store (default 3).

@@ -18,10 +18,7 @@ fn main() {
     let guest_only = std::env::var("REBUILD_PROFILE_ONLY").is_ok_and(|v| v == "guest");
     let subjects: Vec<String> = (0..64).map(|i| format!("orders.eu.{i:06}")).collect();
     let payload = [0x5au8; 128];
-    let cfg = Config {
-        sync: SyncPolicy::Never,
-        ..Config::default()
-    };
+    let cfg = Config::default().with_sync(SyncPolicy::Never);
     let dir = tempfile::tempdir().expect("tempdir");
     let fs = || HostFs::open(dir.path()).expect("dir");
     let mut s = Store::open_with_clock(fs(), cfg.clone(), Box::new(SystemClock)).expect("open");

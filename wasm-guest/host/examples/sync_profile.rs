@@ -27,10 +27,7 @@ fn main() {
         .unwrap_or(2000);
     let subjects = ["orders.eu", "orders.us", "audit.log", "metrics.cpu"];
     let payload = [0x5au8; 128];
-    let cfg = Config {
-        sync: SyncPolicy::Always,
-        ..Config::default()
-    };
+    let cfg = Config::default().with_sync(SyncPolicy::Always);
     let clock = || Box::new(ManualClock::new(1_700_000_000_000_000_000));
     seqstore_wasm::warm_up().expect("compile");
     let (dn, dg) = (tempdir(), tempdir());

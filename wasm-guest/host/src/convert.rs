@@ -155,7 +155,8 @@ pub(crate) fn to_wit_config(c: &Config) -> wit::Config {
         limits: wit::Limits {
             max_msgs: c.limits.max_msgs,
             max_bytes: c.limits.max_bytes,
-            max_age: c.limits.max_age.map(nanos),
+            // zero (unlimited) is the WIT's absent max-age
+            max_age: (!c.limits.max_age.is_zero()).then(|| nanos(c.limits.max_age)),
             max_msgs_per_subject: c.limits.max_msgs_per_subject,
             discard: match c.limits.discard {
                 Discard::Old => wit::Discard::Old,
@@ -333,15 +334,13 @@ mod tests {
 
     #[test]
     fn config_survives_the_trip() {
-        let c = Config {
-            sync: SyncPolicy::Interval(Duration::from_millis(5)),
-            limits: seqstore_core::Limits {
-                max_age: Some(Duration::from_secs(3)),
-                discard: Discard::New,
-                ..Default::default()
-            },
-            ..Config::default()
-        };
+        let c = Config::default()
+            .with_sync(SyncPolicy::Interval(Duration::from_millis(5)))
+            .with_limits(
+                seqstore_core::Limits::default()
+                    .with_max_age(Duration::from_secs(3))
+                    .with_discard(Discard::New),
+            );
         let w = to_wit_config(&c);
         assert!(matches!(w.sync, wit::SyncPolicy::Interval(5_000_000)));
         assert_eq!(w.limits.max_age, Some(3_000_000_000));

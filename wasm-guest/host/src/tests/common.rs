@@ -14,10 +14,7 @@ pub(crate) fn clock() -> ManualClock {
 
 /// A config with small blocks, so that short workloads roll over blocks.
 pub(crate) fn small_blocks() -> Config {
-    Config {
-        block_size: 4096,
-        ..Config::default()
-    }
+    Config::default().with_block_size(4096)
 }
 
 /// The seed of a randomized test: `SEQSTORE_SEED` if set (to replay a failure), else fresh.

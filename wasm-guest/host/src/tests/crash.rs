@@ -11,10 +11,7 @@ fn purge_survives_crash_in_guest() {
     for model in Model::ALL {
         for sync in [SyncPolicy::Always, SyncPolicy::Never] {
             let fs = FaultFs::new(model);
-            let cfg = Config {
-                sync,
-                ..Config::default()
-            };
+            let cfg = Config::default().with_sync(sync);
             let ctx = format!("{model:?}, {sync:?}");
             let mut g = GuestStore::from_fs(fs.clone(), cfg.clone(), Box::new(clock())).unwrap();
             const L: u64 = 25;
@@ -44,11 +41,9 @@ fn crash_images_recover_in_guest_like_natively() {
     // Every distinct crash image of a short unsynced history recovers to the same state in
     // the guest as in the native store.
     let fs = FaultFs::new(Model::Posix);
-    let cfg = Config {
-        sync: SyncPolicy::Never,
-        block_size: 1024,
-        ..Config::default()
-    };
+    let cfg = Config::default()
+        .with_sync(SyncPolicy::Never)
+        .with_block_size(1024);
     let mut g = GuestStore::from_fs(fs.clone(), cfg.clone(), Box::new(clock())).unwrap();
     for i in 0..20u8 {
         g.append("a.b", b"", &[i; 100]).unwrap();
@@ -84,12 +79,10 @@ fn batched_append_write_error_is_reported_by_the_flushing_call_and_poisons() {
     // error met when the queue is applied comes back from the call that sent it, and the store
     // is then poisoned, so the sequences handed out after the failure are never reused.
     let fs = FaultFs::new(Model::Posix);
-    let cfg = Config {
-        sync: SyncPolicy::Never,
+    let cfg = Config::default()
+        .with_sync(SyncPolicy::Never)
         // Every record is written out as the guest applies it: the failure is met at once.
-        write_buffer: 0,
-        ..Config::default()
-    };
+        .with_write_buffer(0);
     let mut g = GuestStore::from_fs(fs.clone(), cfg.clone(), Box::new(clock())).unwrap();
     // The first append goes to the guest (the host learns the state from it).
     assert_eq!(g.append("a.b", b"", b"one").unwrap(), 1);
@@ -132,11 +125,9 @@ fn batched_append_write_error_is_reported_by_the_flushing_call_and_poisons() {
 fn damaged_block_recovers_in_guest_like_natively() {
     // The guest's rebuild checks record checksums through the host in batches
     // (`FsFile::crc32_ranges`); a flipped byte must be found exactly as natively.
-    let cfg = Config {
-        sync: SyncPolicy::Never,
-        block_size: 16 << 10,
-        ..Config::default()
-    };
+    let cfg = Config::default()
+        .with_sync(SyncPolicy::Never)
+        .with_block_size(16 << 10);
     let fs = FaultFs::new(Model::Posix);
     let mut s =
         seqstore_core::Store::open_with_clock(fs.clone(), cfg.clone(), Box::new(clock())).unwrap();
@@ -186,10 +177,7 @@ fn durable_append_write_or_sync_error_is_typed_in_guest_like_natively() {
     // `Io` error naming the step, the store poisoned, and nothing it did not acknowledge
     // surviving a crash.
     use seqstore_fault_fs::{FaultKind, OpKind};
-    let cfg = Config {
-        sync: SyncPolicy::Always,
-        ..Config::default()
-    };
+    let cfg = Config::default().with_sync(SyncPolicy::Always);
     for (kind, op) in [(OpKind::WriteAt, "write"), (OpKind::SyncData, "sync_data")] {
         let (nfs, gfs) = (FaultFs::new(Model::Posix), FaultFs::new(Model::Posix));
         let mut n =

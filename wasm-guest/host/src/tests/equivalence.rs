@@ -269,9 +269,11 @@ fn gen_config(rng: &mut Rng) -> Config {
         c.limits.max_msgs = rng.below(60);
         c.limits.max_bytes = *rng.pick(&[0, 5_000, 20_000]);
         c.limits.max_msgs_per_subject = rng.below(6);
-        c.limits.max_age = rng
-            .chance(40)
-            .then(|| Duration::from_millis(1 + rng.below(40)));
+        c.limits.max_age = if rng.chance(40) {
+            Duration::from_millis(1 + rng.below(40))
+        } else {
+            Duration::ZERO
+        };
         c.limits.discard = if rng.chance(30) {
             Discard::New
         } else {

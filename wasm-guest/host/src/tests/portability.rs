@@ -171,11 +171,9 @@ fn guest_rebuilds_records_larger_than_a_read() {
     // record boundary, and the host caps one read at 16 MiB: records around the chunk size,
     // and one above the cap (read on by the guest), all come back from a rebuild, through the
     // `fs` import and through the preopen.
-    let cfg = Config {
-        block_size: 40 << 20,
-        max_payload: 20 << 20,
-        ..small_blocks()
-    };
+    let cfg = small_blocks()
+        .with_block_size(40 << 20)
+        .with_max_payload(20 << 20);
     let sizes = [10usize, (1 << 20) - 40, (1 << 20) + 3, 17 << 20, 500_000, 3];
     for via_preopen in [false, true] {
         let dir = tempfile::tempdir().unwrap();
@@ -211,10 +209,10 @@ fn guest_rebuilds_records_larger_than_a_read() {
 fn an_encrypted_store_moves_between_guest_and_native() {
     use seqstore_core::{Cipher, Compression, Encryption, Error};
     let dir = tempfile::tempdir().unwrap();
-    let cfg = |k: u8| Config {
-        encryption: Some(Encryption::new(Cipher::Aes256Gcm, [k; 32])),
-        compression: Compression::Lz4,
-        ..Config::default()
+    let cfg = |k: u8| {
+        Config::default()
+            .with_encryption(Some(Encryption::new(Cipher::Aes256Gcm, [k; 32])))
+            .with_compression(Compression::Lz4)
     };
     let mut g =
         GuestStore::open_dir(dir.path(), cfg(1), Box::new(seqstore_fs::SystemClock)).unwrap();

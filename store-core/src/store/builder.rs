@@ -1,0 +1,116 @@
+//! `Store::builder`: one way to open a store, whatever its clock and layer.
+
+use crate::crypt::{CryptFs, LayerConfig};
+use crate::{Clock, Config, Error, Fs, Result, Store};
+
+/// Opens a store: `Store::builder(fs).config(cfg).open()`. Made by [`Store::builder`].
+///
+/// The clock is the filesystem's wall clock when it has one ([`Fs::wall_clock`]: a real
+/// directory's, `seqstore_fs::SystemClock`), else a logical counter (an in-memory or simulated
+/// filesystem: time then moves only as the store counts it); [`StoreBuilder::clock`] sets
+/// another. The configuration is `Config::default()` unless [`StoreBuilder::config`] sets one.
+#[must_use = "a builder does nothing until `open` or `open_layered`"]
+pub struct StoreBuilder<F: Fs> {
+    fs: F,
+    cfg: Config,
+    clock: Option<Box<dyn Clock>>,
+}
+
+impl<F: Fs> Store<F> {
+    /// A builder for a store at the root of `fs`; see [`StoreBuilder`].
+    pub fn builder(fs: F) -> StoreBuilder<F> {
+        StoreBuilder {
+            fs,
+            cfg: Config::default(),
+            clock: None,
+        }
+    }
+}
+
+impl<F: Fs> StoreBuilder<F> {
+    /// The store's configuration (default: `Config::default()`).
+    pub fn config(mut self, cfg: Config) -> Self {
+        self.cfg = cfg;
+        self
+    }
+
+    /// The clock that stamps messages (default: the filesystem's wall clock, else a logical
+    /// counter).
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Some(Box::new(clock));
+        self
+    }
+
+    fn take_clock(clock: Option<Box<dyn Clock>>, fs: &impl Fs) -> Box<dyn Clock> {
+        clock
+            .or_else(|| fs.wall_clock())
+            .unwrap_or_else(|| Box::new(super::LogicalClock::default()))
+    }
+
+    /// Opens (or creates) the store, as [`Store::open_with_clock`]. A configuration with
+    /// encryption or compression is refused ([`Error::InvalidConfig`]) unless `fs` applies
+    /// that layer: use [`StoreBuilder::open_layered`].
+    pub fn open(self) -> Result<Store<F>> {
+        let clock = Self::take_clock(self.clock, &self.fs);
+        Store::open_with_clock(self.fs, self.cfg, clock)
+    }
+
+    /// Opens (or creates) the store through the encryption and compression layer its
+    /// configuration asks for ([`CryptFs`] over `fs`), as [`Store::open_layered_with_clock`].
+    /// A store written with another key is [`Error::WrongKey`].
+    pub fn open_layered(self) -> Result<Store<CryptFs<F>>> {
+        let clock = Self::take_clock(self.clock, &self.fs);
+        let fs = CryptFs::new(self.fs, LayerConfig::of(&self.cfg))
+            .map_err(|e| Error::io("entropy", "", e))?;
+        Store::open_with_clock(fs, self.cfg, clock)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::memfs::MemFs;
+    use crate::{Cipher, Config, Encryption, Error, ManualClock, Store, SyncPolicy};
+
+    #[test]
+    fn the_clock_is_the_given_one_else_the_filesystems_else_a_counter() {
+        let fs = MemFs::new();
+        // MemFs has no wall clock: a logical counter, 1, 2, ...
+        let mut s = Store::builder(fs.clone()).open().unwrap();
+        let seq = s.append("a", b"", b"x").unwrap();
+        let first = s.get(seq).unwrap().ts;
+        assert!(first > 0 && first < 1_000, "{first}");
+        s.close().unwrap();
+        let clock = ManualClock::new(5_000_000_000);
+        let mut s = Store::builder(fs)
+            .config(Config::default().with_sync(SyncPolicy::Never))
+            .clock(clock.clone())
+            .open()
+            .unwrap();
+        let seq = s.append("a", b"", b"y").unwrap();
+        assert_eq!(s.get(seq).unwrap().ts, 5_000_000_000);
+        assert_eq!(s.config().sync, SyncPolicy::Never);
+        s.close().unwrap();
+    }
+
+    #[test]
+    fn a_layered_config_needs_open_layered_and_its_key() {
+        let fs = MemFs::new();
+        let key = |b| Some(Encryption::new(Cipher::XChaCha20Poly1305, [b; 32]));
+        let cfg = Config::default().with_encryption(key(7));
+        let plain = Store::builder(fs.clone()).config(cfg.clone()).open();
+        assert!(matches!(plain, Err(Error::InvalidConfig(_))), "{plain:?}");
+        let mut s = Store::builder(fs.clone())
+            .config(cfg.clone())
+            .open_layered()
+            .unwrap();
+        s.append("a", b"", b"secret").unwrap();
+        s.close().unwrap();
+        let wrong = Store::builder(fs.clone())
+            .config(Config::default().with_encryption(key(8)))
+            .open_layered();
+        assert!(matches!(wrong, Err(Error::WrongKey { .. })), "{wrong:?}");
+        let mut s = Store::builder(fs).config(cfg).open_layered().unwrap();
+        assert_eq!(s.get(1).unwrap().payload, b"secret");
+        s.close().unwrap();
+    }
+}
