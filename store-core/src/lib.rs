@@ -19,10 +19,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// Private modules: the crate root re-exports the embedding API below, and `internal` (feature
+// `internal`) the rest that seqstore's own crates use; without that feature, the parts only it
+// reaches are allowed to look unused.
 #[cfg(feature = "ablation")]
 pub mod ablation;
 #[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
-// parts only `internal` reaches
 mod admit;
 mod clock;
 mod config;
@@ -30,11 +32,9 @@ mod config;
 pub mod conformance;
 mod consumer;
 #[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
-// parts only `internal` reaches
 mod crypt;
 mod error;
 #[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
-// parts only `internal` reaches
 mod fs;
 #[allow(missing_docs)] // an internal format (see `internal::index`)
 mod index;
@@ -45,16 +45,13 @@ mod memfs;
 #[cfg(test)]
 mod query_model;
 #[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
-// parts only `internal` reaches
 mod record;
 mod shared;
 #[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
-// parts only `internal` reaches
 mod site;
 #[cfg(test)]
 mod snapshot_tests;
 #[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
-// parts only `internal` reaches
 mod store;
 pub mod subject;
 #[cfg(test)]
