@@ -39,6 +39,10 @@ pub struct CheckConfig {
     pub max_images_per_point: usize,
     /// Seeded random images per crash point (the explorer's default, 8).
     pub random_images_per_point: usize,
+    /// Stop checking at the first violation (in crash-point, then image order): it is still
+    /// blamed and replayable, but the counts then cover only the images up to it. For when
+    /// the verdict matters and the checker is slow (default false).
+    pub stop_at_first: bool,
     /// Progress callback.
     pub progress: Option<ProgressFn>,
 }
@@ -53,6 +57,7 @@ impl CheckConfig {
             jobs: 2,
             max_images_per_point: e.max_images_per_point,
             random_images_per_point: e.random_images_per_point,
+            stop_at_first: false,
             progress: None,
         }
     }
@@ -63,6 +68,7 @@ impl CheckConfig {
         e.max_images_per_point = self.max_images_per_point;
         e.random_images_per_point = self.random_images_per_point;
         e.max_violations = 1; // the first violation, with blame; all are counted
+        e.stop_at_first_violation = self.stop_at_first;
         e
     }
 
@@ -124,6 +130,9 @@ pub struct TraceReport {
     pub checker_runs: usize,
     /// Images the checker rejected.
     pub violations: usize,
+    /// Checking stopped at the first violation ([`CheckConfig::stop_at_first`]): the counts
+    /// cover the images up to it only.
+    pub stopped_at_first: bool,
     /// The first one.
     pub first: Option<FirstViolation>,
     /// Violating distinct images by the last mark before the crash and the checker's
@@ -213,10 +222,10 @@ pub fn check_capture(
         h.len()
     };
     let explore1 = t0.elapsed();
-    // 2. check them in parallel
+    // 2. check them in parallel (with stop_at_first, a prefix of them: exploration order)
     let t1 = Instant::now();
     let verdicts = check_all(&pending, checker, cfg)?;
-    let by_last_mark = group_by_last_mark(&pending, &verdicts);
+    let by_last_mark = group_by_last_mark(&pending[..verdicts.len()], &verdicts);
     let check1 = t1.elapsed();
     // 3. the explorer's count and blame, with the verdicts as its checker
     let t2 = Instant::now();
@@ -233,8 +242,9 @@ pub fn check_capture(
         crash_points: report.crash_points,
         images: report.images,
         distinct_images,
-        checker_runs: pending.len() + fin.extra_runs,
+        checker_runs: verdicts.len() + fin.extra_runs,
         violations: report.violation_count,
+        stopped_at_first: cfg.stop_at_first && report.violation_count > 0,
         first,
         by_last_mark,
         explore_time: explore1 + t2.elapsed().saturating_sub(fin.extra_time),
@@ -284,7 +294,9 @@ struct FinalPass {
 }
 
 /// Pass 3: the explorer again, with the verdicts as its checker: its count, first violation
-/// and blame (an image not seen before, a blame variant, is checked on demand).
+/// and blame (an image not seen before, a blame variant, is checked on demand). `verdicts`
+/// may cover a prefix of the pending images only (stop_at_first): the explorer then stops at
+/// the first violation, which lies in that prefix, before it reaches one without a verdict.
 fn final_pass(
     start: &FaultFs,
     cap: &Capture,
@@ -295,6 +307,7 @@ fn final_pass(
 ) -> Result<FinalPass, Error> {
     let cache: Mutex<HashMap<Key, Verdict>> = Mutex::new(
         keys.iter()
+            .filter(|(_, &i)| i < verdicts.len())
             .map(|(k, &i)| (*k, verdicts[i].clone()))
             .collect(),
     );
@@ -377,7 +390,10 @@ fn group_by_last_mark(pending: &[Pending], verdicts: &[Verdict]) -> Vec<MarkGrou
     groups
 }
 
-/// Runs the checker on every pending image, `cfg.jobs` at a time.
+/// Runs the checker on every pending image, `cfg.jobs` at a time, in order. A checker error
+/// stops it (the checker is broken), and so does a violation under `cfg.stop_at_first`: the
+/// images are handed out in order and every one handed out is finished, so the verdicts are
+/// then those of a prefix of `pending`, which holds the first violation.
 fn check_all(
     pending: &[Pending],
     checker: &dyn Checker,
@@ -392,27 +408,35 @@ fn check_all(
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(p) = pending.get(i) else { break };
                 let r = check_image(checker, &p.image, &p.marks, p.crash_point);
-                let failed = r.is_err();
+                let stop = match &r {
+                    Err(_) => true,
+                    Ok(Verdict::Violation(_)) => cfg.stop_at_first,
+                    Ok(Verdict::Consistent) => false,
+                };
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
                 let d = done.fetch_add(1, Ordering::Relaxed) + 1;
                 cfg.progress("check", d, pending.len());
-                if failed {
-                    next.store(pending.len(), Ordering::Relaxed); // stop: the checker is broken
+                if stop {
+                    next.store(pending.len(), Ordering::Relaxed);
                 }
             });
         }
     });
     let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
-    results
-        .into_iter()
-        .map(|r| {
-            r.unwrap_or_else(|| {
-                Err(Error::Checker(
+    let mut verdicts = Vec::with_capacity(results.len());
+    for r in results {
+        match r {
+            Some(r) => verdicts.push(r?),
+            None if cfg.stop_at_first => break,
+            None => {
+                return Err(Error::Checker(
                     "stopped after an earlier checker error".into(),
                 ))
-            })
-        })
-        .collect()
+            }
+        }
+    }
+    debug_assert!(verdicts.len() == pending.len() || cfg.stop_at_first);
+    Ok(verdicts)
 }
 
 /// `line N: call` of the traced operation that issued fault-fs operation `k`.

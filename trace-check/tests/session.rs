@@ -125,6 +125,54 @@ fn the_same_seed_gives_the_same_report_and_replay_rebuilds_the_image() {
 }
 
 #[test]
+fn stopping_at_the_first_violation_finds_the_same_one_with_fewer_checks() {
+    let cap = capture();
+    let mut saved = 0;
+    for model in Model::ALL {
+        let full =
+            check_capture(&start(model), &cap, &Committed, &CheckConfig::new(model)).unwrap();
+        assert!(
+            full.violations > 0 && !full.stopped_at_first,
+            "{model}: {full:?}"
+        );
+        for jobs in [1, 3] {
+            let mut cfg = CheckConfig::new(model);
+            cfg.stop_at_first = true;
+            cfg.jobs = jobs;
+            let r = check_capture(&start(model), &cap, &Committed, &cfg).unwrap();
+            // the same first violation, blame and replay included, from fewer checker runs
+            assert_eq!(r.first, full.first, "{model}, {jobs} jobs");
+            assert!(r.stopped_at_first && r.violations == 1, "{model}: {r:?}");
+            assert!(
+                r.checker_runs <= full.checker_runs,
+                "{model}: {r:?} vs {full:?}"
+            );
+            assert!(r.crash_points <= full.crash_points);
+            saved += full.checker_runs - r.checker_runs;
+        }
+    }
+    // a violation before the last image leaves checks undone in at least one model
+    assert!(saved > 0, "stopping at the first violation saved no checker run");
+    // a clean capture is checked whole either way
+    let mut clean = capture();
+    let first_mark = clean
+        .ops
+        .iter()
+        .position(|t| matches!(t.op, seqstore_trace::ops::Op::Mark(_)))
+        .unwrap();
+    clean.ops.truncate(first_mark + 1);
+    let mut cfg = CheckConfig::new(Model::Posix);
+    let all = check_capture(&start(Model::Posix), &clean, &Committed, &cfg).unwrap();
+    cfg.stop_at_first = true;
+    let r = check_capture(&start(Model::Posix), &clean, &Committed, &cfg).unwrap();
+    assert_eq!((r.violations, r.stopped_at_first), (0, false));
+    assert_eq!(
+        (r.crash_points, r.images, r.checker_runs),
+        (all.crash_points, all.images, all.checker_runs)
+    );
+}
+
+#[test]
 fn a_shell_checker_gets_the_image_and_marks_and_its_stdout_is_the_violation() {
     let cap = capture();
     // the protocol: IMAGE_DIR, MARKS_FILE, CRASH_POINT; exit 0 = consistent
