@@ -8,7 +8,7 @@
 use crate::lock::{marker_name, native_holder_from_wasi, parse_claim, wasi_holder};
 use crate::{entry_name, path_error, with_path};
 use seqstore_core::split_path;
-use seqstore_core::{DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, OpenOptions};
+use seqstore_core::{DirEntry, Fs, FsFile, FsFileExt, FsLock, LockError, LockHolder, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -365,3 +365,5 @@ impl FsFile for HostFile {
         self.file.sync_all()
     }
 }
+
+impl FsFileExt for HostFile {}

@@ -275,3 +275,13 @@ impl Limits {
         self
     }
 }
+
+impl crate::LayerConfig {
+    /// The layer a store's configuration asks for.
+    pub fn of(cfg: &crate::Config) -> Self {
+        crate::LayerConfig {
+            encryption: cfg.encryption.clone(),
+            compression: cfg.compression,
+        }
+    }
+}

@@ -15,7 +15,7 @@
 //! Cases panic (assert) on a mismatch: this module is test support, only compiled with the
 //! `conformance` feature.
 
-use crate::fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
+use crate::fs::{DirEntry, Fs, FsFile, FsFileExt, OpenOptions, WriteSyncError};
 use std::io::ErrorKind;
 
 fn rw() -> OpenOptions {

@@ -155,18 +155,18 @@ pub enum Error {
 impl Error {
     pub(crate) fn io(op: &'static str, path: impl Into<String>, source: io::Error) -> Self {
         // what the encryption layer found is not a failure of the medium
-        if let Some(fault) = crate::crypt::fault_of(&source) {
+        if let Some(fault) = crate::layer::fault_of(&source) {
             let file = path.into();
             return match fault {
-                crate::crypt::Fault::WrongKey(reason) => Error::WrongKey {
+                crate::layer::Fault::WrongKey(reason) => Error::WrongKey {
                     file,
                     reason: reason.clone(),
                 },
-                crate::crypt::Fault::NotLayered => Error::WrongKey {
+                crate::layer::Fault::NotLayered => Error::WrongKey {
                     file,
                     reason: fault.to_string(),
                 },
-                crate::crypt::Fault::Tampered { offset, reason } => Error::Corrupt {
+                crate::layer::Fault::Tampered { offset, reason } => Error::Corrupt {
                     file,
                     offset: *offset,
                     reason: format!("encrypted file: {reason}"),

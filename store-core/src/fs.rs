@@ -118,7 +118,7 @@ pub struct DirEntry {
     pub is_dir: bool,
 }
 
-/// Which step of [`FsFile::write_all_at_sync_data`] failed.
+/// Which step of [`FsFileExt::write_all_at_sync_data`] failed.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum WriteSyncError {
@@ -158,6 +158,38 @@ pub trait FsFile: Send + Sync {
     #[track_caller]
     fn sync_all(&self) -> io::Result<()>;
 
+    /// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.
+    #[track_caller]
+    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, offset) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "read_exact_at: end of file",
+                    ))
+                }
+                Ok(n) => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The optional fast paths of an [`FsFile`]. Every method has a default built on the
+/// required methods of [`FsFile`], which is what the store would otherwise do itself, so a
+/// backend implements this trait empty (`impl FsFileExt for MyFile {}`) and overrides a method
+/// only where it does the same work for less: the wasm guest's files (one crossing of the
+/// sandbox boundary instead of several, checksums computed by the host) and the encryption
+/// layer's (which says when a block is worth rewriting whole). An override must keep the
+/// default's effect and durability exactly: the crash tests enumerate the same operations
+/// either way.
+pub trait FsFileExt: FsFile {
     /// [`FsFile::write_all_at`], then, if it succeeded, [`FsFile::sync_data`]: the store's
     /// durable append, which writes its record and syncs it at once, says so in one call. The
     /// default makes exactly those two calls, so a backend sees (and a crash test enumerates)
@@ -181,7 +213,7 @@ pub trait FsFile: Send + Sync {
     }
 
     /// Whether the checksums of data read from this file are better computed many records per
-    /// call by [`FsFile::crc32_ranges`] than one record at a time in this process. False by
+    /// call by [`FsFileExt::crc32_ranges`] than one record at a time in this process. False by
     /// default. The wasm guest's files say true: crc32 in wasm has no SIMD (several times slower
     /// than native code), and its host computes a whole chunk's checksums in one call.
     /// Recovery's block scan then asks for the checksums of every record of each chunk it
@@ -215,10 +247,10 @@ pub trait FsFile: Send + Sync {
         self.read_exact_at(&mut buf[..len], offset)
     }
 
-    /// [`FsFile::read_vec_at`], and appends to `crcs` the crc32 of each whole record framed
+    /// [`FsFileExt::read_vec_at`], and appends to `crcs` the crc32 of each whole record framed
     /// from `buf[0]` by the records' length fields (`record::frame`: the bytes each
-    /// record's crc covers), in order. Called only when [`FsFile::batch_crc32`] says true. The
-    /// default frames here and asks [`FsFile::crc32_ranges`]; the wasm guest's file has its
+    /// record's crc covers), in order. Called only when [`FsFileExt::batch_crc32`] says true. The
+    /// default frames here and asks [`FsFileExt::crc32_ranges`]; the wasm guest's file has its
     /// host read, frame and checksum in one call, so the bytes cross into the guest once and
     /// never back. A wrong or missing crc cannot pass a damaged record: the scan compares each
     /// with the stored one, and checks a record without one itself.
@@ -231,28 +263,6 @@ pub trait FsFile: Send + Sync {
         crcs: &mut Vec<u32>,
     ) -> io::Result<()> {
         read_framed_by_ranges(self, buf, len, offset, crcs)
-    }
-
-    /// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.
-    #[track_caller]
-    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
-        while !buf.is_empty() {
-            match self.read_at(buf, offset) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "read_exact_at: end of file",
-                    ))
-                }
-                Ok(n) => {
-                    buf = &mut buf[n..];
-                    offset += n as u64;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
     }
 }
 
@@ -355,7 +365,7 @@ impl Drop for MemLockGuard {
 /// same name, but only relative to the root (see the module docs for paths and durability).
 pub trait Fs: Send + Sync {
     /// The open-file type.
-    type File: FsFile;
+    type File: FsFileExt;
 
     /// Opens or creates a file, as `std::fs::OpenOptions::open`. Opening a directory fails with
     /// `IsADirectory`; a missing parent is `NotFound`.
@@ -409,11 +419,11 @@ pub trait Fs: Send + Sync {
     fn lock(&self, name: &str) -> Result<FsLock, LockError>;
 
     /// The encryption and compression this filesystem applies to what is written through it:
-    /// `None` for a plain one (the default); [`crate::crypt::CryptFs`] says what it does.
+    /// `None` for a plain one (the default); [`crate::CryptFs`] says what it does.
     /// [`crate::Store::open`] compares it with [`crate::Config::encryption`] and
     /// [`crate::Config::compression`], so that a store meant to be encrypted is never
     /// written in the clear.
-    fn layer(&self) -> Option<&crate::crypt::LayerConfig> {
+    fn layer(&self) -> Option<&crate::LayerConfig> {
         None
     }
 
@@ -425,10 +435,10 @@ pub trait Fs: Send + Sync {
     }
 }
 
-/// The default [`FsFile::read_framed_at`]: `file.read_vec_at`, then the frames' checksums
+/// The default [`FsFileExt::read_framed_at`]: `file.read_vec_at`, then the frames' checksums
 /// from `file.crc32_ranges`. For an implementation that overrides the method for some of its
 /// files only (the wasm guest's, whose WASI files cannot ask the host to frame).
-pub fn read_framed_by_ranges<H: FsFile + ?Sized>(
+pub fn read_framed_by_ranges<H: FsFileExt + ?Sized>(
     file: &H,
     buf: &mut Vec<u8>,
     len: usize,

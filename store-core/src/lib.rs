@@ -40,6 +40,7 @@ mod fs;
 mod index;
 #[cfg(feature = "internal")]
 pub mod internal;
+mod layer;
 #[cfg(test)]
 mod memfs;
 #[cfg(test)]
@@ -70,8 +71,8 @@ pub use crypt::{
 };
 pub use error::{Error, Result};
 pub use fs::{
-    parent_of, split_path, DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, MemLocks,
-    OpenOptions, WriteSyncError,
+    parent_of, split_path, DirEntry, Fs, FsFile, FsFileExt, FsLock, LockError, LockHolder,
+    MemLocks, OpenOptions, WriteSyncError,
 };
 pub use shared::SharedStore;
 pub use store::{restore, SnapshotInfo};

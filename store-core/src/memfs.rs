@@ -1,7 +1,7 @@
 //! A plain in-memory `Fs` for store-core's own unit tests (no durability model: that is
 //! fault-fs's job). Files are shared buffers, so handles survive renames as inodes do.
 
-use crate::fs::{split_path, DirEntry, Fs, FsFile, OpenOptions};
+use crate::fs::{split_path, DirEntry, Fs, FsFile, FsFileExt, OpenOptions};
 use std::collections::BTreeMap;
 use std::io::{self, ErrorKind};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -126,36 +126,6 @@ impl MemFs {
 }
 
 impl FsFile for MemFile {
-    fn batch_crc32(&self) -> bool {
-        self.4.is_some()
-    }
-    fn crc32_ranges(&self, buf: &[u8], ranges: &[(u32, u32)], out: &mut Vec<u32>) {
-        if let Some(c) = &self.4 {
-            c.fetch_add(1, Ordering::SeqCst);
-        }
-        out.extend(
-            ranges
-                .iter()
-                .map(|&(s, l)| crate::record::crc32(&buf[s as usize..(s + l) as usize])),
-        );
-    }
-    // With batched checksums (the wasm guest's model), a scan's read arrives in a buffer of
-    // its own, exactly `len` long, as the guest's list from its host does.
-    fn read_vec_at(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
-        if self.4.is_none() {
-            if buf.len() < len {
-                buf.resize(len, 0);
-            }
-            return self.read_exact_at(&mut buf[..len], offset);
-        }
-        let d = self.0.lock().unwrap();
-        let (off, end) = (offset as usize, offset as usize + len);
-        if end > d.len() {
-            return Err(err(ErrorKind::UnexpectedEof));
-        }
-        *buf = d[off..end].to_vec();
-        Ok(())
-    }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let d = self.0.lock().unwrap();
         let off = offset as usize;
@@ -192,6 +162,39 @@ impl FsFile for MemFile {
         }
     }
     fn sync_all(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl FsFileExt for MemFile {
+    fn batch_crc32(&self) -> bool {
+        self.4.is_some()
+    }
+    fn crc32_ranges(&self, buf: &[u8], ranges: &[(u32, u32)], out: &mut Vec<u32>) {
+        if let Some(c) = &self.4 {
+            c.fetch_add(1, Ordering::SeqCst);
+        }
+        out.extend(
+            ranges
+                .iter()
+                .map(|&(s, l)| crate::record::crc32(&buf[s as usize..(s + l) as usize])),
+        );
+    }
+    // With batched checksums (the wasm guest's model), a scan's read arrives in a buffer of
+    // its own, exactly `len` long, as the guest's list from its host does.
+    fn read_vec_at(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
+        if self.4.is_none() {
+            if buf.len() < len {
+                buf.resize(len, 0);
+            }
+            return self.read_exact_at(&mut buf[..len], offset);
+        }
+        let d = self.0.lock().unwrap();
+        let (off, end) = (offset as usize, offset as usize + len);
+        if end > d.len() {
+            return Err(err(ErrorKind::UnexpectedEof));
+        }
+        *buf = d[off..end].to_vec();
         Ok(())
     }
 }

@@ -2,7 +2,7 @@
 //! nothing to do (no encryption, no compression), so that one store type serves both.
 
 use super::file::Framed;
-use crate::fs::{FsFile, WriteSyncError};
+use crate::fs::{FsFile, FsFileExt, WriteSyncError};
 use std::io;
 
 /// A file of [`super::CryptFs`].
@@ -24,7 +24,7 @@ macro_rules! each {
     };
 }
 
-impl<FF: FsFile> FsFile for CryptFile<FF> {
+impl<FF: FsFileExt> FsFile for CryptFile<FF> {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         each!(self, f => f.read_at(buf, offset))
     }
@@ -43,6 +43,9 @@ impl<FF: FsFile> FsFile for CryptFile<FF> {
     fn sync_all(&self) -> io::Result<()> {
         each!(self, f => f.sync_all())
     }
+}
+
+impl<FF: FsFileExt> FsFileExt for CryptFile<FF> {
     fn write_all_at_sync_data(&self, buf: &[u8], offset: u64) -> Result<(), WriteSyncError> {
         each!(self, f => f.write_all_at_sync_data(buf, offset))
     }

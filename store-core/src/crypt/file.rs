@@ -6,7 +6,7 @@ use super::format::{
     FRAME_HDR, FRAME_MAGIC, FRAME_MAX, FRAME_OVERHEAD, KIND_DATA, KIND_LEN, NONCE, TAG,
 };
 use super::{Fault, Shared};
-use crate::fs::FsFile;
+use crate::fs::{FsFile, FsFileExt};
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -73,7 +73,7 @@ struct Window<'a, FF> {
     buf: Vec<u8>,
 }
 
-impl<FF: FsFile> Window<'_, FF> {
+impl<FF: FsFileExt> Window<'_, FF> {
     /// `len` bytes at `off`, or `None` past the physical end.
     fn get(&mut self, off: u64, len: usize) -> io::Result<Option<&[u8]>> {
         if off.saturating_add(len as u64) > self.plen {
@@ -91,7 +91,7 @@ impl<FF: FsFile> Window<'_, FF> {
     }
 }
 
-impl<FF: FsFile> Framed<FF> {
+impl<FF: FsFileExt> Framed<FF> {
     pub(super) fn open(inner: FF, shared: Arc<Shared>, write: bool) -> io::Result<Self> {
         let plen = inner.len()?;
         let mut hdr = vec![0u8; (plen as usize).min(FILE_HDR)];
@@ -402,7 +402,7 @@ fn truncate(map: &mut BTreeMap<u64, Ext>, len: u64) -> u64 {
         .sum::<u64>()
 }
 
-impl<FF: FsFile> FsFile for Framed<FF> {
+impl<FF: FsFileExt> FsFile for Framed<FF> {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let mut st = self.st();
         if offset >= st.len || buf.is_empty() {
@@ -479,6 +479,16 @@ impl<FF: FsFile> FsFile for Framed<FF> {
         self.append(&mut st, &out, &[h])
     }
 
+    fn sync_data(&self) -> io::Result<()> {
+        self.sync_with(|f| f.sync_data())
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.sync_with(|f| f.sync_all())
+    }
+}
+
+impl<FF: FsFileExt> FsFileExt for Framed<FF> {
     /// True when the file holds more than twice the frames one write of its bytes would make
     /// (plus two: small appends), or frames whose bytes were written over or cut (an erased
     /// record's old frame: with it gone from the logical file, it must go from the disk).
@@ -486,13 +496,5 @@ impl<FF: FsFile> FsFile for Framed<FF> {
         let st = self.st();
         let whole = st.len.div_ceil(FRAME_MAX as u64);
         st.ext.len() as u64 > 2 * whole + 2 || st.superseded > 0
-    }
-
-    fn sync_data(&self) -> io::Result<()> {
-        self.sync_with(|f| f.sync_data())
-    }
-
-    fn sync_all(&self) -> io::Result<()> {
-        self.sync_with(|f| f.sync_all())
     }
 }

@@ -25,83 +25,14 @@ mod store_tests;
 mod tests;
 
 use crate::fs::{DirEntry, Fs, OpenOptions};
+pub(crate) use crate::layer::Fault;
+pub use crate::layer::{Cipher, Compression, Encryption, LayerConfig};
 pub use either::CryptFile;
 use either::Either;
 use format::{Sealer, NONCE};
-use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// The AEAD of an encrypted store. `#[non_exhaustive]`: more may come.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Cipher {
-    /// XChaCha20-Poly1305 (RustCrypto `chacha20poly1305`): a 192-bit nonce, so nonces can be
-    /// drawn at random without a birthday bound to worry about.
-    #[default]
-    XChaCha20Poly1305,
-    /// AES-256-GCM (RustCrypto `aes-gcm`, AES-NI and CLMUL where the CPU has them): faster
-    /// on x86. Its 96-bit nonce is made safe by a subkey per layer instance (ARCHITECTURE.md).
-    Aes256Gcm,
-}
-
-/// Encryption at rest: the cipher and the embedder's 256-bit key. Its `Debug` does not print
-/// the key.
-#[derive(Clone)]
-pub struct Encryption {
-    /// The AEAD.
-    pub cipher: Cipher,
-    key: [u8; 32],
-}
-
-impl Encryption {
-    /// Encryption with `cipher` under `key` (32 bytes from the embedder: a KMS, a key file;
-    /// never derive it from a guessable password without a KDF).
-    pub fn new(cipher: Cipher, key: [u8; 32]) -> Self {
-        Encryption { cipher, key }
-    }
-
-    /// The key, for an embedder that hands the configuration on (the wasm host to its guest).
-    pub fn key(&self) -> &[u8; 32] {
-        &self.key
-    }
-}
-
-impl fmt::Debug for Encryption {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Encryption")
-            .field("cipher", &self.cipher)
-            .field("key", &"<redacted>")
-            .finish()
-    }
-}
-
-impl PartialEq for Encryption {
-    fn eq(&self, o: &Self) -> bool {
-        // no early exit on the first differing byte
-        let diff = self
-            .key
-            .iter()
-            .zip(&o.key)
-            .fold(0u8, |d, (a, b)| d | (a ^ b));
-        self.cipher == o.cipher && diff == 0
-    }
-}
-impl Eq for Encryption {}
-
-/// Compression of what the layer writes. `#[non_exhaustive]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Compression {
-    /// None (the default).
-    #[default]
-    None,
-    /// lz4 (`lz4_flex`) per frame of up to 16 KiB, kept only where it makes the frame smaller;
-    /// the store rewrites a block written in smaller pieces whole when it is sealed, so that
-    /// its frames are whole 16 KiB ones (ARCHITECTURE.md, "Sealing a block through the layer").
-    Lz4,
-}
 
 /// Where the layer's randomness comes from: the nonce prefix of each [`CryptFs`] instance.
 pub trait Entropy: Send + Sync {
@@ -147,30 +78,6 @@ impl Entropy for SeededEntropy {
             chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
         }
         Ok(())
-    }
-}
-
-/// What a layer does: compared by [`crate::Store::open`] with the [`crate::Config`].
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct LayerConfig {
-    /// Encryption, if any.
-    pub encryption: Option<Encryption>,
-    /// Compression.
-    pub compression: Compression,
-}
-
-impl LayerConfig {
-    /// The layer a store's configuration asks for.
-    pub fn of(cfg: &crate::Config) -> Self {
-        LayerConfig {
-            encryption: cfg.encryption.clone(),
-            compression: cfg.compression,
-        }
-    }
-
-    /// Whether it changes nothing (no encryption, no compression).
-    pub fn is_plain(&self) -> bool {
-        self.encryption.is_none() && self.compression == Compression::None
     }
 }
 
@@ -267,7 +174,7 @@ impl<F: Fs> CryptFs<F> {
     ) -> io::Result<Self> {
         let mut prefix = [0u8; 16];
         entropy.fill(&mut prefix)?;
-        let sealer = Sealer::new(cfg.encryption.as_ref().map(|e| (e.cipher, &e.key)));
+        let sealer = Sealer::new(cfg.encryption.as_ref().map(|e| (e.cipher, e.key())));
         if sealer.short_prefix() {
             prefix[15] = 0;
         }
@@ -339,43 +246,6 @@ impl<F: Fs> Fs for CryptFs<F> {
     fn wall_clock(&self) -> Option<Box<dyn crate::Clock>> {
         self.inner.wall_clock()
     }
-}
-
-/// What the layer found wrong, carried inside an `io::Error` (kind `InvalidData`) up to
-/// [`crate::Error`], which turns it into [`crate::Error::WrongKey`] or
-/// [`crate::Error::Corrupt`].
-#[derive(Debug)]
-pub(crate) enum Fault {
-    /// The file was written under another key or cipher.
-    WrongKey(String),
-    /// The file does not start with a layer header (a plain store opened with a key?).
-    NotLayered,
-    /// A frame that does not authenticate where a later frame says the file was synced, or a
-    /// header that cannot be this layer's.
-    Tampered { offset: u64, reason: String },
-}
-
-impl fmt::Display for Fault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Fault::WrongKey(r) => write!(f, "wrong key: {r}"),
-            Fault::NotLayered => f.write_str("not an encrypted or compressed seqstore file"),
-            Fault::Tampered { offset, reason } => write!(f, "at offset {offset}: {reason}"),
-        }
-    }
-}
-
-impl std::error::Error for Fault {}
-
-impl Fault {
-    pub(crate) fn into_io(self) -> io::Error {
-        io::Error::new(io::ErrorKind::InvalidData, self)
-    }
-}
-
-/// The layer's fault inside `e`, if it carries one.
-pub(crate) fn fault_of(e: &io::Error) -> Option<&Fault> {
-    e.get_ref()?.downcast_ref::<Fault>()
 }
 
 /// Refuses a configuration asking for a layer that `fs` does not apply (a plain

@@ -4,6 +4,7 @@
 use super::format::{FILE_HDR, FRAME_MAX};
 use super::*;
 use crate::fs::FsFile;
+use crate::layer::fault_of;
 use crate::memfs::MemFs;
 use std::collections::HashSet;
 

@@ -24,7 +24,7 @@ pub(crate) enum ScanEnd {
 /// record plus one chunk in memory). A record that fails its checks but is framed by a
 /// plausible next record is passed to `skipped` and stepped over; any other damage ends the
 /// scan.
-pub(crate) fn scan_block<H: FsFile>(
+pub(crate) fn scan_block<H: FsFileExt>(
     file: &H,
     path: &str,
     start: u64,
@@ -62,7 +62,7 @@ pub(super) struct Window {
 /// recovery's speed is this loop's (a split into functions passing the window state back
 /// and forth is what the rebuild figures would pay for).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn scan_block_chunked<H: FsFile>(
+pub(crate) fn scan_block_chunked<H: FsFileExt>(
     file: &H,
     path: &str,
     start: u64,

@@ -48,7 +48,7 @@ impl<H> Durability<H> {
     }
 }
 
-impl<H: FsFile> Durability<H> {
+impl<H: FsFileExt> Durability<H> {
     /// Fsyncs the files a group leader may be fsyncing right now (see `group_inflight`).
     pub(super) fn sync_inflight(&mut self) -> Result<()> {
         let mut failed = None;
@@ -137,7 +137,7 @@ pub(crate) struct SyncTicket<H> {
     pub(super) skip: bool,
 }
 
-impl<H: FsFile> SyncTicket<H> {
+impl<H: FsFileExt> SyncTicket<H> {
     /// Runs the fsyncs.
     pub(crate) fn run(&self) -> Result<()> {
         if self.skip {

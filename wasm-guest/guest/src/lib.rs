@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use seqstore_core::internal::StoreInternals;
 use seqstore_core::{
-    Clock, DirEntry, Fs, FsFile, FsLock, LockError, OpenOptions, Store, WriteSyncError,
+    Clock, DirEntry, Fs, FsFile, FsFileExt, FsLock, LockError, OpenOptions, Store, WriteSyncError,
 };
 
 mod convert;
@@ -113,6 +113,34 @@ impl ImportedFile {
 }
 
 impl FsFile for ImportedFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let data = self
+            .0
+            .read_at(buf.len() as u64, offset)
+            .map_err(from_fs_error)?;
+        // A host that returns more than asked is broken; never trust it past `buf`.
+        let n = data.len().min(buf.len());
+        buf[..n].copy_from_slice(&data[..n]);
+        Ok(n)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.0.write_at(buf, offset).map_err(from_fs_error)
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.0.len().map_err(from_fs_error)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len).map_err(from_fs_error)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data().map_err(from_fs_error)
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        self.0.sync_all().map_err(from_fs_error)
+    }
+}
+
+impl FsFileExt for ImportedFile {
     fn batch_crc32(&self) -> bool {
         true
     }
@@ -143,37 +171,12 @@ impl FsFile for ImportedFile {
         crcs.extend_from_slice(&c);
         Ok(())
     }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let data = self
-            .0
-            .read_at(buf.len() as u64, offset)
-            .map_err(from_fs_error)?;
-        // A host that returns more than asked is broken; never trust it past `buf`.
-        let n = data.len().min(buf.len());
-        buf[..n].copy_from_slice(&data[..n]);
-        Ok(n)
-    }
-    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.0.write_at(buf, offset).map_err(from_fs_error)
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.0.len().map_err(from_fs_error)
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.0.set_len(len).map_err(from_fs_error)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.0.sync_data().map_err(from_fs_error)
-    }
     // One crossing for a durable append's write and fsync.
     fn write_all_at_sync_data(&self, buf: &[u8], offset: u64) -> Result<(), WriteSyncError> {
         self.0.write_at_sync_data(buf, offset).map_err(|e| match e {
             wit_fs::WriteSyncError::Write(e) => WriteSyncError::Write(from_fs_error(e)),
             wit_fs::WriteSyncError::Sync(e) => WriteSyncError::Sync(from_fs_error(e)),
         })
-    }
-    fn sync_all(&self) -> io::Result<()> {
-        self.0.sync_all().map_err(from_fs_error)
     }
 }
 
@@ -255,15 +258,33 @@ macro_rules! on_file {
 }
 
 impl FsFile for GuestFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        on_file!(self, f => f.read_at(buf, offset))
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        on_file!(self, f => f.write_all_at(buf, offset))
+    }
+    fn len(&self) -> io::Result<u64> {
+        on_file!(self, f => f.len())
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        on_file!(self, f => f.set_len(len))
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        on_file!(self, f => f.sync_data())
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        on_file!(self, f => f.sync_all())
+    }
+}
+
+impl FsFileExt for GuestFile {
     // Both kinds of file: the checksums are the host's either way.
     fn batch_crc32(&self) -> bool {
         true
     }
     fn crc32_ranges(&self, buf: &[u8], ranges: &[(u32, u32)], out: &mut Vec<u32>) {
         host_crc32_ranges(buf, ranges, out)
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        on_file!(self, f => f.read_at(buf, offset))
     }
     fn read_vec_at(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
         on_file!(self, f => f.read_vec_at(buf, len, offset))
@@ -284,23 +305,8 @@ impl FsFile for GuestFile {
             }
         }
     }
-    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        on_file!(self, f => f.write_all_at(buf, offset))
-    }
-    fn len(&self) -> io::Result<u64> {
-        on_file!(self, f => f.len())
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        on_file!(self, f => f.set_len(len))
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        on_file!(self, f => f.sync_data())
-    }
     fn write_all_at_sync_data(&self, buf: &[u8], offset: u64) -> Result<(), WriteSyncError> {
         on_file!(self, f => f.write_all_at_sync_data(buf, offset))
-    }
-    fn sync_all(&self) -> io::Result<()> {
-        on_file!(self, f => f.sync_all())
     }
 }
 
