@@ -147,7 +147,7 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
             eprintln!(
                 "seqstore: demo and crashcheck run the store's deliberately broken fsync \
                  variants, which this build leaves out; run them from the crash lab build: \
-                 cargo run --release -p seqstore --features ablation -- demo"
+                 cargo run -p seqstore --features ablation -- demo"
             );
             Ok(ExitCode::from(seqstore_commands::EXIT_USAGE))
         }
