@@ -6,8 +6,9 @@
 //! that does not ask for it cannot reach any of this, and a release may change all of it.
 
 pub use crate::admit::Admission;
+#[cfg(feature = "crypt")]
 pub use crate::crypt::NonceLog;
-#[cfg(feature = "ablation")]
+#[cfg(all(feature = "crypt", feature = "ablation"))]
 pub use crate::crypt::SeededEntropy;
 pub use crate::fs::read_framed_by_ranges;
 pub use crate::store::{

@@ -97,6 +97,7 @@ impl LayerConfig {
 /// [`crate::Error`], which turns it into [`crate::Error::WrongKey`] or
 /// [`crate::Error::Corrupt`].
 #[derive(Debug)]
+#[cfg_attr(not(feature = "crypt"), allow(dead_code))] // only the layer makes them
 pub(crate) enum Fault {
     /// The file was written under another key or cipher.
     WrongKey(String),
@@ -120,6 +121,7 @@ impl fmt::Display for Fault {
 impl std::error::Error for Fault {}
 
 impl Fault {
+    #[cfg_attr(not(feature = "crypt"), allow(dead_code))]
     pub(crate) fn into_io(self) -> io::Error {
         io::Error::new(io::ErrorKind::InvalidData, self)
     }
@@ -128,4 +130,34 @@ impl Fault {
 /// The layer's fault inside `e`, if it carries one.
 pub(crate) fn fault_of(e: &io::Error) -> Option<&Fault> {
     e.get_ref()?.downcast_ref::<Fault>()
+}
+
+/// The first bytes of every file the layer writes (`crypt`'s file header).
+pub(crate) const FILE_MAGIC: [u8; 8] = *b"SQSTCRYP";
+
+/// Whether `bytes` begin with the header of a file written through the layer (what a plain
+/// open finds where it expects a block).
+pub(crate) fn is_layered_header(bytes: &[u8]) -> bool {
+    bytes.starts_with(&FILE_MAGIC)
+}
+
+/// Refuses a configuration asking for a layer that `fs` does not apply (a plain open with a
+/// key: the store would be written in the clear), or a layer other than the configured one.
+pub(crate) fn check_layer<F: crate::Fs>(fs: &F, cfg: &crate::Config) -> Result<(), String> {
+    let want = LayerConfig::of(cfg);
+    match fs.layer() {
+        Some(have) if *have == want => Ok(()),
+        Some(_) => {
+            Err("the filesystem's encryption or compression differs from the config's".into())
+        }
+        None if want.is_plain() => Ok(()),
+        None if cfg!(feature = "crypt") => {
+            Err("encryption or compression is set: open with StoreBuilder::open_layered".into())
+        }
+        None => Err(
+            "encryption or compression is set, but seqstore-core was built without \
+                     its `crypt` feature"
+                .into(),
+        ),
+    }
 }

@@ -31,6 +31,7 @@ mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod consumer;
+#[cfg(feature = "crypt")]
 #[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
 mod crypt;
 mod error;
@@ -66,14 +67,14 @@ pub use ablation::Ablation;
 pub use clock::{Clock, ManualClock};
 pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
 pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
-pub use crypt::{
-    Cipher, Compression, CryptFile, CryptFs, Encryption, Entropy, LayerConfig, OsEntropy,
-};
+#[cfg(feature = "crypt")]
+pub use crypt::{CryptFile, CryptFs, Entropy, OsEntropy};
 pub use error::{Error, Result};
 pub use fs::{
     parent_of, split_path, DirEntry, Fs, FsFile, FsFileExt, FsLock, LockError, LockHolder,
     MemLocks, OpenOptions, WriteSyncError,
 };
+pub use layer::{Cipher, Compression, Encryption, LayerConfig};
 pub use shared::SharedStore;
 pub use store::{restore, SnapshotInfo};
 pub use store::{

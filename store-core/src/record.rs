@@ -515,13 +515,18 @@ pub fn check_block_header(file: &str, bytes: &[u8], index: u64) -> Result<Header
         return Err(Error::corrupt(file, 0, "block header cut short"));
     }
     if bytes[0..4] != BLOCK_MAGIC {
-        if crate::crypt::is_layered_header(bytes) {
+        if crate::layer::is_layered_header(bytes) {
             // an encrypted or compressed store opened without its layer: say so, not "damage"
             return Err(Error::WrongKey {
                 file: file.to_string(),
-                reason: "the store is encrypted or compressed; open it with its key and \
-                         compression (Store::open_layered, the CLI's --key-file/--compress)"
-                    .to_string(),
+                reason: if cfg!(feature = "crypt") {
+                    "the store is encrypted or compressed; open it with its key and \
+                     compression (StoreBuilder::open_layered, the CLI's --key-file/--compress)"
+                } else {
+                    "the store is encrypted or compressed, and this build of seqstore-core \
+                     lacks its `crypt` feature"
+                }
+                .to_string(),
             });
         }
         return Err(Error::corrupt(file, 0, "not a seqstore block (bad magic)"));

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 /// `magic[8] version[1] cipher[1] zero[6] nonce[24] tag[16]`.
 pub(super) const FILE_HDR: usize = 56;
-pub(super) const FILE_MAGIC: [u8; 8] = *b"SQSTCRYP";
+use crate::layer::FILE_MAGIC;
 pub(super) const VERSION: u8 = 1;
 /// `magic[4] kind[1] flags[1] zero[2] logical[8] stored[4] plain[4] synced[8] nonce[24]`.
 pub(super) const FRAME_HDR: usize = 56;
