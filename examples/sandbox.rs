@@ -18,11 +18,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     store.close()?;
 
     // the native store opens what the guest wrote: one format, one store
-    let native = seqstore_core::Store::open_with_clock(
-        HostFs::open(dir.path())?,
-        Config::default(),
-        Box::new(SystemClock),
-    )?;
+    let native = seqstore_core::Store::builder(HostFs::open(dir.path())?)
+        .config(Config::default())
+        .clock(SystemClock)
+        .open()?;
     assert_eq!(native.state().last_seq, seq);
     native.close()?;
 

@@ -23,7 +23,11 @@ fn open(p: &std::path::Path, sync: SyncPolicy) -> Store<HostFs> {
     {
         cfg.block_cache = c;
     }
-    Store::open_with_clock(HostFs::create(p).unwrap(), cfg, Box::new(SystemClock)).unwrap()
+    Store::builder(HostFs::create(p).unwrap())
+        .config(cfg)
+        .clock(SystemClock)
+        .open()
+        .unwrap()
 }
 
 /// ns this thread spent on a CPU (/proc/thread-self/schedstat).

@@ -121,7 +121,7 @@ fn run_child(spec: &str) -> Result<Peaks> {
     let open = || -> Result<Store<HostFs>> {
         let fs = HostFs::create(dir).with_context(|| format!("store root {}", dir.display()))?;
         let cfg = Config::default().with_sync(SyncPolicy::Never);
-        Ok(Store::open_with_clock(fs, cfg, Box::new(SystemClock))?)
+        Ok(Store::builder(fs).config(cfg).clock(SystemClock).open()?)
     };
     let subjects = ["orders.eu.000000", "orders.eu.000001", "orders.eu.000002"];
     let payload = [0x5au8; 128];

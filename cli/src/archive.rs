@@ -51,7 +51,10 @@ pub(crate) fn snapshot(dir: &Path, out: Option<&Path>, layer: &LayerArgs) -> Res
             path: dir.display().to_string(),
             source: e,
         })?;
-        Store::open_layered_with_clock(fs, cfg.clone(), Box::new(SystemClock))
+        Store::builder(fs)
+            .config(cfg.clone())
+            .clock(SystemClock)
+            .open_layered()
     };
     let mut s = retry_locked(layer.wait, is_locked, open)
         .map_err(|(e, _)| e)

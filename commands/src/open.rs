@@ -104,7 +104,11 @@ pub fn open_native(dir: &Path, cfg: Config, wait: Duration) -> Result<Store<Cryp
     let open = || {
         // host-fs names the root in its error (`open root "DIR": …`); nothing repeats it.
         let fs = HostFs::open(dir).map_err(Error::Root)?;
-        Store::open_layered_with_clock(fs, cfg.clone(), Box::new(SystemClock)).map_err(Error::Store)
+        Store::builder(fs)
+            .config(cfg.clone())
+            .clock(SystemClock)
+            .open_layered()
+            .map_err(Error::Store)
     };
     let locked = |e: &Error| matches!(e, Error::Store(e) if is_locked(e));
     retry_locked(wait, locked, open).map_err(|(e, waited)| match e {

@@ -129,7 +129,7 @@ fn entry_name(name: std::ffi::OsString) -> io::Result<String> {
     })
 }
 
-/// The host's wall clock, for [`seqstore_core::Store::open_with_clock`]: store-core reads no
+/// The host's wall clock ([`seqstore_core::StoreBuilder::clock`], and `HostFs`'s own): store-core reads no
 /// clock itself, so the embedder passes this one (or its own).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;

@@ -9,12 +9,11 @@ use std::time::Duration;
 fn ticker_syncs_an_idle_interval_store() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = Config::default().with_sync(SyncPolicy::Interval(Duration::from_millis(20)));
-    let store = Store::open_with_clock(
-        HostFs::open(dir.path()).unwrap(),
-        cfg,
-        Box::new(SystemClock),
-    )
-    .unwrap();
+    let store = Store::builder(HostFs::open(dir.path()).unwrap())
+        .config(cfg)
+        .clock(SystemClock)
+        .open()
+        .unwrap();
     let shared = SharedStore::new(store);
     shared.append("a", b"", b"buffered").unwrap();
     let block = dir.path().join("msgs/1.blk");

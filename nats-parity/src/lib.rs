@@ -279,11 +279,10 @@ impl Run {
         let dir = tempfile::tempdir()?;
         let fs = seqstore_fs::HostFs::create(dir.path())?;
         let clock = ManualClock::new(1);
-        let mut store = Store::open_with_clock(
-            fs,
-            seqstore_core::Config::default(),
-            Box::new(clock.clone()),
-        )?;
+        let mut store = Store::builder(fs)
+            .config(seqstore_core::Config::default())
+            .clock(clock.clone())
+            .open()?;
         store.consumer_add(&consumer_cfg())?;
         Ok(Run {
             js,

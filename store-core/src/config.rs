@@ -97,13 +97,13 @@ pub struct Config {
     /// entries are dropped, keeping only its deleted sequences, and read again from the block
     /// on its next use (one scan of the block), so memory does not grow with the stream.
     pub entry_cache: u64,
-    /// Encryption at rest (default none): open the store with [`crate::Store::open_layered`],
+    /// Encryption at rest (default none): open the store with `StoreBuilder::open_layered`,
     /// which puts a [`crate::CryptFs`] under it. A wrong key is [`crate::Error::WrongKey`] at
     /// open.
     pub encryption: Option<crate::Encryption>,
     /// Compression of what the store writes (default none; lz4, a block compressed whole when
     /// it is sealed, in independently read 16 KiB frames), through the same layer as
-    /// encryption: open with [`crate::Store::open_layered`].
+    /// encryption: open with `StoreBuilder::open_layered`.
     pub compression: crate::Compression,
     /// Fsync call sites to skip, for the crash-proof tests and the demo only. See
     /// [`crate::Ablation`]: **it breaks durability on purpose**.

@@ -287,7 +287,11 @@ fn one_write(
 }
 
 fn open(fs: &MemFs, cfg: &Config, clock: &ManualClock) -> Store<MemFs> {
-    Store::open_with_clock(fs.clone(), cfg.clone(), Box::new(clock.clone())).expect("open")
+    Store::builder(fs.clone())
+        .config(cfg.clone())
+        .clock(clock.clone())
+        .open()
+        .expect("open")
 }
 
 #[test]

@@ -462,7 +462,11 @@ fn limits() {
     let mut cfg = small();
     cfg.limits.max_msgs = 10;
     cfg.limits.max_msgs_per_subject = 3;
-    let mut s = Store::open_with_clock(fs.clone(), cfg.clone(), Box::new(clock.clone())).unwrap();
+    let mut s = Store::builder(fs.clone())
+        .config(cfg.clone())
+        .clock(clock.clone())
+        .open()
+        .unwrap();
     for i in 0..30 {
         s.append(
             &if i % 2 == 0 {
@@ -479,7 +483,11 @@ fn limits() {
     assert_eq!(s.subjects_state("x").unwrap()["x"], 3);
     let st = s.state();
     drop(s);
-    let s = Store::open_with_clock(fs.clone(), cfg, Box::new(clock.clone())).unwrap();
+    let s = Store::builder(fs.clone())
+        .config(cfg)
+        .clock(clock.clone())
+        .open()
+        .unwrap();
     assert_eq!(s.state(), st);
     // discard new
     let fs = MemFs::new();
@@ -497,7 +505,11 @@ fn limits() {
     let fs = MemFs::new();
     let mut cfg = small();
     cfg.limits.max_age = Duration::from_nanos(100);
-    let mut s = Store::open_with_clock(fs.clone(), cfg, Box::new(clock.clone())).unwrap();
+    let mut s = Store::builder(fs.clone())
+        .config(cfg)
+        .clock(clock.clone())
+        .open()
+        .unwrap();
     s.append("a", b"", b"").unwrap();
     clock.advance(50);
     s.append("a", b"", b"").unwrap();
@@ -1170,9 +1182,15 @@ fn append_encoded_run_agrees_with_one_call_per_record() {
         };
         let (fa, fb) = (MemFs::new(), MemFs::new());
         let clock = ManualClock::new(1_000);
-        let mut a = Store::open_with_clock(fa.clone(), cfg.clone(), Box::new(clock.clone()))
+        let mut a = Store::builder(fa.clone())
+            .config(cfg.clone())
+            .clock(clock.clone())
+            .open()
             .expect("open a");
-        let mut b = Store::open_with_clock(fb.clone(), cfg.clone(), Box::new(clock.clone()))
+        let mut b = Store::builder(fb.clone())
+            .config(cfg.clone())
+            .clock(clock.clone())
+            .open()
             .expect("open b");
         let subjects: Vec<String> = (0..12).map(|i| format!("s.{i}")).collect();
         for batch in 0..8 {

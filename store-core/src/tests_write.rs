@@ -16,7 +16,11 @@ fn small() -> Config {
 }
 
 fn open_at(fs: &MemFs, cfg: Config, clock: &ManualClock) -> Store<MemFs> {
-    Store::open_with_clock(fs.clone(), cfg, Box::new(clock.clone())).expect("open")
+    Store::builder(fs.clone())
+        .config(cfg)
+        .clock(clock.clone())
+        .open()
+        .expect("open")
 }
 
 #[test]

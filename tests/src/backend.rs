@@ -197,7 +197,9 @@ impl Backend for Native {
         cfg: Config,
         clock: ManualClock,
     ) -> Result<Box<dyn StreamOps>, Error> {
-        Ok(Box::new(Store::open_with_clock(fs, cfg, Box::new(clock))?))
+        Ok(Box::new(
+            Store::builder(fs).config(cfg).clock(clock).open()?,
+        ))
     }
 }
 
@@ -289,7 +291,7 @@ impl Backend for Shared {
         cfg: Config,
         clock: ManualClock,
     ) -> Result<Box<dyn StreamOps>, Error> {
-        let store = Store::open_with_clock(fs, cfg, Box::new(clock))?;
+        let store = Store::builder(fs).config(cfg).clock(clock).open()?;
         Ok(Box::new(seqstore_core::SharedStore::new(store)))
     }
 }

@@ -76,7 +76,9 @@ impl Backend for Layered {
             None => CryptFs::with_entropy(fs, layer, &entropy),
         }
         .map_err(|e| Error::InvalidConfig(e.to_string()))?;
-        Ok(Box::new(Store::open_with_clock(fs, cfg, Box::new(clock))?))
+        Ok(Box::new(
+            Store::builder(fs).config(cfg).clock(clock).open()?,
+        ))
     }
 }
 

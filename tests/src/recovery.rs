@@ -248,7 +248,10 @@ fn recover<'a>(
 ) -> impl FnMut(&FaultFs, &(), &mut Journal<()>) -> Result<(), String> + 'a {
     move |fs, _, _| {
         let clock = Box::new(ManualClock::new(3_000_000_000));
-        let s = Store::open_with_clock(fs.clone(), cfg.clone(), clock)
+        let s = Store::builder(fs.clone())
+            .config(cfg.clone())
+            .clock(clock)
+            .open()
             .map_err(|e| format!("recovery failed: {e}"))?;
         *report.borrow_mut() = s.recovery_report().clone();
         Ok(())
@@ -383,15 +386,14 @@ fn fail_recovery(
     stats.borrow_mut().fault_recoveries += 1;
     // whether a fault-free open of this image goes through index.db (uses it, or rejects it
     // as stale after reading the blocks it names)
-    let index_path = Store::open_with_clock(
-        image.crash(),
-        cfg.clone(),
-        Box::new(ManualClock::new(3_000_000_000)),
-    )
-    .is_ok_and(|s| {
-        let r = s.recovery_report();
-        r.used_index || r.index_rejected.is_some()
-    });
+    let index_path = Store::builder(image.crash())
+        .config(cfg.clone())
+        .clock(ManualClock::new(3_000_000_000))
+        .open()
+        .is_ok_and(|s| {
+            let r = s.recovery_report();
+            r.used_index || r.index_rejected.is_some()
+        });
     for (n, op) in trace.iter().enumerate() {
         for fault in [FaultKind::Eio, FaultKind::Enospc] {
             let case = |e: String| {
@@ -406,7 +408,10 @@ fn fail_recovery(
             let clock = Box::new(ManualClock::new(3_000_000_000));
             // Ok(whether open rejected index.db)
             let opened = catch_unwind(AssertUnwindSafe(|| {
-                Store::open_with_clock(fs.clone(), cfg.clone(), clock)
+                Store::builder(fs.clone())
+                    .config(cfg.clone())
+                    .clock(clock)
+                    .open()
                     .map(|s| s.recovery_report().index_rejected.is_some())
             }))
             .map_err(|p| case(format!("open panicked: {}", super::robust::panic_text(&*p))))?;
@@ -555,8 +560,11 @@ pub fn run_cells(cells: &[CellSpec], opts: &Opts) -> (Vec<String>, Stats) {
 /// `open` or from a read (damage behind an `index.db` is found lazily).
 fn outcome(cfg: &Config, fs: &FaultFs) -> Result<Recovered, String> {
     let clock = Box::new(ManualClock::new(3_000_000_000));
-    let mut s =
-        Store::open_with_clock(fs.clone(), cfg.clone(), clock).map_err(|e| format!("open: {e}"))?;
+    let mut s = Store::builder(fs.clone())
+        .config(cfg.clone())
+        .clock(clock)
+        .open()
+        .map_err(|e| format!("open: {e}"))?;
     Recovered::of(&mut s)
 }
 

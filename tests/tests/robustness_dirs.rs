@@ -48,11 +48,10 @@ fn cfg(mode: RecoveryMode) -> Config {
 }
 
 fn open(fs: &FaultFs, mode: RecoveryMode) -> Result<Store<FaultFs>, Error> {
-    Store::open_with_clock(
-        fs.clone(),
-        cfg(mode),
-        Box::new(ManualClock::new(1_000_000_000)),
-    )
+    Store::builder(fs.clone())
+        .config(cfg(mode))
+        .clock(ManualClock::new(1_000_000_000))
+        .open()
 }
 
 fn file(fs: &FaultFs, p: &str) -> Vec<u8> {
@@ -1097,11 +1096,10 @@ mod sandbox {
 
     fn host_store(root: &Path) -> Result<Store<HostFs>, Error> {
         let fs = HostFs::open(root).expect("root");
-        Store::open_with_clock(
-            fs,
-            cfg(RecoveryMode::TolerateCorruptTail),
-            Box::new(ManualClock::new(1)),
-        )
+        Store::builder(fs)
+            .config(cfg(RecoveryMode::TolerateCorruptTail))
+            .clock(ManualClock::new(1))
+            .open()
     }
 
     /// A store with 3 messages, closed.

@@ -379,12 +379,11 @@ fn every_op_fails_with_eio_then_enospc_interval_never() {
 
 fn store_on(fs: &FaultFs, sync: SyncPolicy) -> seqstore_core::Store<FaultFs> {
     let cfg = Config::default().with_sync(sync);
-    seqstore_core::Store::open_with_clock(
-        fs.clone(),
-        cfg,
-        Box::new(ManualClock::new(1_000_000_000)),
-    )
-    .expect("open")
+    seqstore_core::Store::builder(fs.clone())
+        .config(cfg)
+        .clock(ManualClock::new(1_000_000_000))
+        .open()
+        .expect("open")
 }
 
 fn reopen_state(img: &FaultFs) -> StreamState {

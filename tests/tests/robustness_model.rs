@@ -100,7 +100,11 @@ fn erasing_the_last_message_keeps_the_sequence() {
     use seqstore_core::{Config, ManualClock, Store};
     let open = |fs: &seqstore_fault_fs::FaultFs| {
         let cfg = Config::default().with_sync(SyncPolicy::Never);
-        Store::open_with_clock(fs.clone(), cfg, Box::new(ManualClock::new(1))).expect("open")
+        Store::builder(fs.clone())
+            .config(cfg)
+            .clock(ManualClock::new(1))
+            .open()
+            .expect("open")
     };
     let fs = seqstore_fault_fs::FaultFs::new(Model::Posix);
     let mut s = open(&fs);
@@ -135,7 +139,11 @@ fn dropping_the_block_with_the_last_sequence_keeps_it() {
     for sync in [SyncPolicy::Always, SyncPolicy::Never] {
         let open = |fs: &seqstore_fault_fs::FaultFs| {
             let cfg = Config::default().with_sync(sync).with_block_size(1024);
-            Store::open_with_clock(fs.clone(), cfg, Box::new(ManualClock::new(1))).expect("open")
+            Store::builder(fs.clone())
+                .config(cfg)
+                .clock(ManualClock::new(1))
+                .open()
+                .expect("open")
         };
         let fs = seqstore_fault_fs::FaultFs::new(Model::Posix);
         let mut s = open(&fs);

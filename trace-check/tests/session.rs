@@ -152,7 +152,10 @@ fn stopping_at_the_first_violation_finds_the_same_one_with_fewer_checks() {
         }
     }
     // a violation before the last image leaves checks undone in at least one model
-    assert!(saved > 0, "stopping at the first violation saved no checker run");
+    assert!(
+        saved > 0,
+        "stopping at the first violation saved no checker run"
+    );
     // a clean capture is checked whole either way
     let mut clean = capture();
     let first_mark = clean

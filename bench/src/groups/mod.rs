@@ -97,7 +97,10 @@ pub(crate) fn open_guest(
 pub(crate) fn open_store(path: &Path, sync: SyncPolicy) -> Result<Store<HostFs>> {
     let fs = HostFs::create(path).with_context(|| format!("store root {}", path.display()))?;
     let cfg = Config::default().with_sync(sync);
-    Store::open_with_clock(fs, cfg, Box::new(SystemClock))
+    Store::builder(fs)
+        .config(cfg)
+        .clock(SystemClock)
+        .open()
         .with_context(|| format!("open store {}", path.display()))
 }
 
@@ -112,7 +115,10 @@ pub(crate) fn open_encrypted_store(
     let cfg = Config::default()
         .with_sync(sync)
         .with_encryption(Some(seqstore_core::Encryption::new(cipher, [0x5e; 32])));
-    Store::open_layered_with_clock(fs, cfg, Box::new(SystemClock))
+    Store::builder(fs)
+        .config(cfg)
+        .clock(SystemClock)
+        .open_layered()
         .with_context(|| format!("open encrypted store {}", path.display()))
 }
 

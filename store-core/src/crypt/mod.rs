@@ -10,7 +10,7 @@
 //! can only damage bytes that were never synced. ARCHITECTURE.md ("Encryption at rest") has the
 //! layout, the nonce argument and what the layer does not hide (names, sizes, timing).
 //!
-//! Open a store through it with [`crate::Store::open_layered`] and
+//! Open a store through it with [`crate::StoreBuilder::open_layered`] and
 //! [`crate::Config::encryption`] / [`crate::Config::compression`]; a plain [`crate::Store::open`]
 //! with either set is refused, so a store is never written in the clear by mistake.
 
@@ -25,8 +25,10 @@ mod store_tests;
 mod tests;
 
 use crate::fs::{DirEntry, Fs, OpenOptions};
+#[cfg(test)]
+use crate::layer::Encryption;
 pub(crate) use crate::layer::Fault;
-pub use crate::layer::{Cipher, Compression, Encryption, LayerConfig};
+pub(crate) use crate::layer::{Cipher, Compression, LayerConfig};
 pub use either::CryptFile;
 use either::Either;
 use format::{Sealer, NONCE};
@@ -245,48 +247,5 @@ impl<F: Fs> Fs for CryptFs<F> {
 
     fn wall_clock(&self) -> Option<Box<dyn crate::Clock>> {
         self.inner.wall_clock()
-    }
-}
-
-/// Refuses a configuration asking for a layer that `fs` does not apply (a plain
-/// `Store::open` with a key: the store would be written in the clear), or a layer other than
-/// the configured one.
-pub(crate) fn check_layer<F: Fs>(fs: &F, cfg: &crate::Config) -> Result<(), String> {
-    let want = LayerConfig::of(cfg);
-    match fs.layer() {
-        Some(have) if *have == want => Ok(()),
-        Some(_) => {
-            Err("the filesystem's encryption or compression differs from the config's".into())
-        }
-        None if want.is_plain() => Ok(()),
-        None => Err("encryption or compression is set: open with Store::open_layered".into()),
-    }
-}
-
-/// Whether `bytes` begin with the header of a file written through the layer (what a plain
-/// open finds where it expects a block).
-pub(crate) fn is_layered_header(bytes: &[u8]) -> bool {
-    bytes.starts_with(&format::FILE_MAGIC)
-}
-
-impl<F: Fs> crate::Store<CryptFs<F>> {
-    /// Opens (or creates) the store at the root of `fs` through the encryption and
-    /// compression layer `cfg` asks for ([`crate::Config::encryption`],
-    /// [`crate::Config::compression`]), with a logical clock as [`crate::Store::open`].
-    pub fn open_layered(fs: F, cfg: crate::Config) -> crate::Result<Self> {
-        let fs = CryptFs::new(fs, LayerConfig::of(&cfg))
-            .map_err(|e| crate::Error::io("entropy", "", e))?;
-        crate::Store::open(fs, cfg)
-    }
-
-    /// [`crate::Store::open_layered`] taking time from `clock`.
-    pub fn open_layered_with_clock(
-        fs: F,
-        cfg: crate::Config,
-        clock: Box<dyn crate::Clock>,
-    ) -> crate::Result<Self> {
-        let fs = CryptFs::new(fs, LayerConfig::of(&cfg))
-            .map_err(|e| crate::Error::io("entropy", "", e))?;
-        crate::Store::open_with_clock(fs, cfg, clock)
     }
 }

@@ -1,7 +1,8 @@
 //! `Store::builder`: one way to open a store, whatever its clock and layer.
 
+#[cfg(feature = "crypt")]
 use crate::crypt::{CryptFs, LayerConfig};
-use crate::{Clock, Config, Error, Fs, Result, Store};
+use crate::{Clock, Config, Fs, Result, Store};
 
 /// Opens a store: `Store::builder(fs).config(cfg).open()`. Made by [`Store::builder`].
 ///
@@ -47,21 +48,22 @@ impl<F: Fs> StoreBuilder<F> {
             .unwrap_or_else(|| Box::new(super::LogicalClock::default()))
     }
 
-    /// Opens (or creates) the store, as [`Store::open_with_clock`]. A configuration with
+    /// Opens (or creates) the store (recovery and the lock: [`Store::open`]). A configuration with
     /// encryption or compression is refused ([`Error::InvalidConfig`]) unless `fs` applies
-    /// that layer: use [`StoreBuilder::open_layered`].
+    /// that layer: use `StoreBuilder::open_layered` (the `crypt` feature).
     pub fn open(self) -> Result<Store<F>> {
         let clock = Self::take_clock(self.clock, &self.fs);
         Store::open_with_clock(self.fs, self.cfg, clock)
     }
 
     /// Opens (or creates) the store through the encryption and compression layer its
-    /// configuration asks for ([`CryptFs`] over `fs`), as [`Store::open_layered_with_clock`].
-    /// A store written with another key is [`Error::WrongKey`].
+    /// configuration asks for ([`CryptFs`] over `fs`), as [`StoreBuilder::open`].
+    /// A store written with another key is [`crate::Error::WrongKey`].
+    #[cfg(feature = "crypt")]
     pub fn open_layered(self) -> Result<Store<CryptFs<F>>> {
         let clock = Self::take_clock(self.clock, &self.fs);
         let fs = CryptFs::new(self.fs, LayerConfig::of(&self.cfg))
-            .map_err(|e| Error::io("entropy", "", e))?;
+            .map_err(|e| crate::Error::io("entropy", "", e))?;
         Store::open_with_clock(fs, self.cfg, clock)
     }
 }
@@ -92,6 +94,39 @@ mod tests {
         s.close().unwrap();
     }
 
+    #[cfg(not(feature = "crypt"))]
+    #[test]
+    fn without_the_crypt_feature_a_layered_config_and_a_layered_store_are_named() {
+        use crate::fs::{Fs, FsFile, OpenOptions};
+        let fs = MemFs::new();
+        let key = Encryption::new(Cipher::XChaCha20Poly1305, [7; 32]);
+        let cfg = Config::default().with_encryption(Some(key));
+        let r = Store::builder(fs.clone()).config(cfg).open();
+        assert!(
+            matches!(&r, Err(Error::InvalidConfig(m)) if m.contains("`crypt` feature")),
+            "{r:?}"
+        );
+        // a block that begins with the layer's header (a store an encrypting build wrote),
+        // with no index.db to open from: named, not "bad magic"
+        let mut s = Store::builder(fs.clone()).open().unwrap();
+        s.append("a", b"", b"x").unwrap();
+        s.close().unwrap();
+        fs.remove_file(crate::store::INDEX_FILE).unwrap();
+        let f = fs
+            .open(
+                &crate::store::block_path(crate::store::MSGS_DIR, 1),
+                OpenOptions::new().write(true),
+            )
+            .unwrap();
+        f.write_all_at(&crate::layer::FILE_MAGIC, 0).unwrap();
+        let r = Store::builder(fs).open();
+        assert!(
+            matches!(&r, Err(Error::WrongKey { reason, .. }) if reason.contains("`crypt` feature")),
+            "{r:?}"
+        );
+    }
+
+    #[cfg(feature = "crypt")]
     #[test]
     fn a_layered_config_needs_open_layered_and_its_key() {
         let fs = MemFs::new();

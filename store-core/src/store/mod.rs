@@ -98,7 +98,7 @@ pub struct Store<F: Fs> {
 }
 
 /// A clock for [`Store::open`]: store-core reads no clock, so without one each call returns
-/// one nanosecond more than the last. Use [`Store::open_with_clock`] for wall time.
+/// one nanosecond more than the last: the builder's clock when the filesystem has no wall clock.
 #[derive(Default)]
 pub(crate) struct LogicalClock(std::sync::atomic::AtomicI64);
 
@@ -142,14 +142,9 @@ impl<F: Fs> Drop for Store<F> {
 }
 
 impl<F: Fs> Store<F> {
-    /// Opens (or creates) the store at the root of `fs`, stamping messages with a logical clock
-    /// (store-core reads no clock). Most users want [`Store::builder`], whose clock is the
-    /// filesystem's wall clock.
-    pub fn open(fs: F, cfg: Config) -> Result<Self> {
-        Self::open_with_clock(fs, cfg, Box::new(LogicalClock::default()))
-    }
-
-    /// Opens (or creates) the store at the root of `fs`, taking time from `clock`.
+    /// Opens (or creates) the store at the root of `fs` with `cfg`: short for
+    /// `Store::builder(fs).config(cfg).open()` (the filesystem's wall clock, else a logical
+    /// counter; [`StoreBuilder`] for another clock or the encryption layer).
     ///
     /// Recovery, in order: finish or roll back an interrupted purge (from the directories it
     /// finds); load `index.db` if it matches the blocks exactly, else rebuild from the blocks
@@ -161,7 +156,13 @@ impl<F: Fs> Store<F> {
     /// store another process (or another `Store` of this one) has open is [`Error::Locked`],
     /// and nothing was read or changed. Share one store between threads with
     /// [`crate::SharedStore`].
-    pub fn open_with_clock(fs: F, cfg: Config, clock: Box<dyn Clock>) -> Result<Self> {
+    pub fn open(fs: F, cfg: Config) -> Result<Self> {
+        Self::builder(fs).config(cfg).open()
+    }
+
+    /// Opens (or creates) the store at the root of `fs`, taking time from `clock` (what
+    /// [`StoreBuilder::open`] does).
+    pub(crate) fn open_with_clock(fs: F, cfg: Config, clock: Box<dyn Clock>) -> Result<Self> {
         cfg.validate()?;
         #[cfg(feature = "ablation")]
         if cfg.ablation == crate::Ablation::NoStoreLock {
@@ -171,7 +172,7 @@ impl<F: Fs> Store<F> {
         Self::open_locked(fs, cfg, clock, lock)
     }
 
-    /// [`Store::open_with_clock`] under a lock the caller took already (`restore` holds it
+    /// `open_with_clock` under a lock the caller took already (`restore` holds it
     /// from its first write to the open that checks what it wrote).
     pub(crate) fn open_locked(
         fs: F,
@@ -180,7 +181,7 @@ impl<F: Fs> Store<F> {
         lock: crate::fs::FsLock,
     ) -> Result<Self> {
         cfg.validate()?;
-        crate::crypt::check_layer(&fs, &cfg).map_err(Error::InvalidConfig)?;
+        crate::layer::check_layer(&fs, &cfg).map_err(Error::InvalidConfig)?;
         let now = clock.now_ns();
         let entry_cache = cfg.entry_cache;
         let mut s = Store {

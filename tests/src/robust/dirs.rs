@@ -23,7 +23,11 @@ pub fn template() -> &'static Template {
         let fs = FaultFs::new(Model::Posix);
         let cfg = Config::default().with_block_size(1024);
         let clock = ManualClock::new(1_000_000_000);
-        let mut s = Store::open_with_clock(fs.clone(), cfg, Box::new(clock)).expect("open");
+        let mut s = Store::builder(fs.clone())
+            .config(cfg)
+            .clock(clock)
+            .open()
+            .expect("open");
         for i in 0..30u64 {
             let subj = ["a.1", "a.2", "b"][i as usize % 3];
             s.append(subj, b"h", &payload(i, 50)).expect("append");
@@ -394,13 +398,20 @@ pub fn check_recovery(fs: &FaultFs) -> RecoveryOutcome {
         let img = copy_of(fs);
         let cfg = Config::default().with_recovery(mode);
         let clock = || Box::new(ManualClock::new(5_000_000_000));
-        let res = Store::open_with_clock(img.clone(), cfg.clone(), clock());
+        let res = Store::builder(img.clone())
+            .config(cfg.clone())
+            .clock(clock())
+            .open();
         let (ok, err) = match res {
             Ok(mut s) => match check_store(&mut s) {
                 Ok(state) => {
                     drop(s);
                     // recovery is idempotent: the repaired directory opens to the same state
-                    match Store::open_with_clock(img.clone(), cfg, clock()) {
+                    match Store::builder(img.clone())
+                        .config(cfg)
+                        .clock(clock())
+                        .open()
+                    {
                         Ok(again) => assert_eq!(
                             again.state(),
                             state,

@@ -445,11 +445,10 @@ impl wit::GuestStore for GuestStoreRes {
             }
         };
         // through the encryption and compression layer (which passes a plain config through)
-        let store = wr(Store::open_layered_with_clock(
-            fs,
-            to_config(config),
-            Box::new(ImportedClock),
-        ))?;
+        let store = wr(Store::builder(fs)
+            .config(to_config(config))
+            .clock(ImportedClock)
+            .open_layered())?;
         Ok(wit::Store::new(GuestStoreRes(RefCell::new(store))))
     }
 

@@ -52,8 +52,11 @@ fn median(mut v: Vec<Duration>) -> Duration {
 /// (including the final close, which syncs).
 fn native_appends(n: u64, sync: SyncPolicy) -> Duration {
     let dir = tempdir();
-    let mut s =
-        Store::open_with_clock(HostFs::open(dir.path()).unwrap(), config(sync), clock()).unwrap();
+    let mut s = Store::builder(HostFs::open(dir.path()).unwrap())
+        .config(config(sync))
+        .clock(clock())
+        .open()
+        .unwrap();
     let t = Instant::now();
     for i in 0..n {
         s.append(SUBJECTS[(i % 4) as usize], b"", &PAYLOAD).unwrap();
@@ -137,8 +140,11 @@ fn synced_appends_paired(n: u64) {
     const BLOCKS: u64 = 5;
     let (dn, dg) = (tempdir(), tempdir());
     let cfg = config(SyncPolicy::Always);
-    let mut s =
-        Store::open_with_clock(HostFs::open(dn.path()).unwrap(), cfg.clone(), clock()).unwrap();
+    let mut s = Store::builder(HostFs::open(dn.path()).unwrap())
+        .config(cfg.clone())
+        .clock(clock())
+        .open()
+        .unwrap();
     let mut g = GuestStore::from_fs(HostFs::open(dg.path()).unwrap(), cfg, clock()).unwrap();
     // (both past their first block's creation and their first appends)
     for i in 0..20 {
@@ -204,12 +210,11 @@ fn synced_appends_paired(n: u64) {
 /// Writes a stream of about `mib` MiB natively, without an index, so that opening it
 /// rebuilds the state from the blocks.
 fn build_stream(dir: &Path, mib: u64) -> u64 {
-    let mut s = Store::open_with_clock(
-        HostFs::open(dir).unwrap(),
-        config(SyncPolicy::Never),
-        clock(),
-    )
-    .unwrap();
+    let mut s = Store::builder(HostFs::open(dir).unwrap())
+        .config(config(SyncPolicy::Never))
+        .clock(clock())
+        .open()
+        .unwrap();
     let mut n = 0;
     while s.state().bytes < mib << 20 {
         s.append(SUBJECTS[(n % 4) as usize], b"", &PAYLOAD).unwrap();
@@ -226,12 +231,11 @@ fn recovery(mib: u64, rounds: usize) {
     let (mut nat, mut gst) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         let t = Instant::now();
-        let s = Store::open_with_clock(
-            HostFs::open(dir.path()).unwrap(),
-            config(SyncPolicy::Always),
-            clock(),
-        )
-        .unwrap();
+        let s = Store::builder(HostFs::open(dir.path()).unwrap())
+            .config(config(SyncPolicy::Always))
+            .clock(clock())
+            .open()
+            .unwrap();
         assert!(!s.recovery_report().used_index);
         assert_eq!(s.state().msgs, n);
         nat.push(t.elapsed());
@@ -276,7 +280,11 @@ fn instantiation() {
     let (mut nat, mut gst) = (Vec::new(), Vec::new());
     for _ in 0..200 {
         let t = Instant::now();
-        let s = Store::open_with_clock(fs.clone(), Config::default(), clock()).unwrap();
+        let s = Store::builder(fs.clone())
+            .config(Config::default())
+            .clock(clock())
+            .open()
+            .unwrap();
         nat.push(t.elapsed());
         drop(s);
         let t = Instant::now();

@@ -42,12 +42,12 @@ fn main() {
         let mut native = f64::NAN;
         if !guest_only {
             let dir = tempfile::tempdir().expect("tempdir");
-            let mut s = seqstore_core::Store::open_with_clock(
-                seqstore_fs::HostFs::open(dir.path()).expect("dir"),
-                cfg.clone(),
-                Box::new(SystemClock),
-            )
-            .expect("open");
+            let mut s =
+                seqstore_core::Store::builder(seqstore_fs::HostFs::open(dir.path()).expect("dir"))
+                    .config(cfg.clone())
+                    .clock(SystemClock)
+                    .open()
+                    .expect("open");
             let t = Instant::now();
             for i in 0..n {
                 s.append(&subjects[(i % 64) as usize], b"", &payload)

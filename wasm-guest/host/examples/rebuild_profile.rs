@@ -21,7 +21,11 @@ fn main() {
     let cfg = Config::default().with_sync(SyncPolicy::Never);
     let dir = tempfile::tempdir().expect("tempdir");
     let fs = || HostFs::open(dir.path()).expect("dir");
-    let mut s = Store::open_with_clock(fs(), cfg.clone(), Box::new(SystemClock)).expect("open");
+    let mut s = Store::builder(fs())
+        .config(cfg.clone())
+        .clock(SystemClock)
+        .open()
+        .expect("open");
     for i in 0..n {
         s.append(&subjects[(i % 64) as usize], b"", &payload)
             .expect("append");
@@ -33,7 +37,11 @@ fn main() {
         let mut native = f64::NAN;
         if !guest_only {
             let t = Instant::now();
-            let s = Store::open_with_clock(fs(), cfg.clone(), Box::new(SystemClock)).expect("open");
+            let s = Store::builder(fs())
+                .config(cfg.clone())
+                .clock(SystemClock)
+                .open()
+                .expect("open");
             native = t.elapsed().as_secs_f64();
             assert!(!s.recovery_report().used_index && s.state().msgs == n);
         }

@@ -31,12 +31,11 @@ fn main() {
     let clock = || Box::new(ManualClock::new(1_700_000_000_000_000_000));
     seqstore_wasm::warm_up().expect("compile");
     let (dn, dg) = (tempdir(), tempdir());
-    let mut s = Store::open_with_clock(
-        seqstore_fs::HostFs::open(dn.path()).expect("dir"),
-        cfg.clone(),
-        clock(),
-    )
-    .expect("open");
+    let mut s = Store::builder(seqstore_fs::HostFs::open(dn.path()).expect("dir"))
+        .config(cfg.clone())
+        .clock(clock())
+        .open()
+        .expect("open");
     let mut g = seqstore_wasm::GuestStore::from_fs(
         seqstore_fs::HostFs::open(dg.path()).expect("dir"),
         cfg,

@@ -239,7 +239,7 @@ pub(crate) fn deadline_ticks(timeout: Option<Duration>) -> u64 {
 impl GuestStore {
     /// Opens (or creates, recovering) the store at the root of `fs`, in a new guest instance
     /// with the default [`GuestOptions`]. The guest reaches `fs` only through the `fs` import;
-    /// it has no WASI filesystem. Like `Store::open_with_clock`.
+    /// it has no WASI filesystem. Like `Store::builder(fs).clock(c).open()`.
     pub fn from_fs<F: Fs + 'static>(fs: F, cfg: Config, clock: Box<dyn Clock>) -> Result<Self> {
         Self::from_fs_with(fs, cfg, clock, &GuestOptions::default())
     }

@@ -58,7 +58,10 @@ fn crash_images_recover_in_guest_like_natively() {
     for (i, img) in images.into_iter().enumerate() {
         // An image has nothing unsynced, so its pessimistic crash is an independent copy.
         let native_img = img.crash();
-        let n = seqstore_core::Store::open_with_clock(native_img, cfg.clone(), Box::new(clock()));
+        let n = seqstore_core::Store::builder(native_img)
+            .config(cfg.clone())
+            .clock(clock())
+            .open();
         let g = GuestStore::from_fs(img, cfg.clone(), Box::new(clock()));
         match (n, g) {
             (Ok(n), Ok(mut g)) => {
@@ -129,8 +132,11 @@ fn damaged_block_recovers_in_guest_like_natively() {
         .with_sync(SyncPolicy::Never)
         .with_block_size(16 << 10);
     let fs = FaultFs::new(Model::Posix);
-    let mut s =
-        seqstore_core::Store::open_with_clock(fs.clone(), cfg.clone(), Box::new(clock())).unwrap();
+    let mut s = seqstore_core::Store::builder(fs.clone())
+        .config(cfg.clone())
+        .clock(clock())
+        .open()
+        .unwrap();
     for i in 0..300u32 {
         s.append(
             if i % 2 == 0 { "a.b" } else { "c" },
@@ -158,7 +164,10 @@ fn damaged_block_recovers_in_guest_like_natively() {
         seqstore_core::FsFile::sync_data(&f).unwrap();
     }
     let image = fs.crash();
-    let n = seqstore_core::Store::open_with_clock(image.crash(), cfg.clone(), Box::new(clock()))
+    let n = seqstore_core::Store::builder(image.crash())
+        .config(cfg.clone())
+        .clock(clock())
+        .open()
         .unwrap();
     let mut g = GuestStore::from_fs(image, cfg, Box::new(clock())).unwrap();
     assert!(
@@ -180,9 +189,11 @@ fn durable_append_write_or_sync_error_is_typed_in_guest_like_natively() {
     let cfg = Config::default().with_sync(SyncPolicy::Always);
     for (kind, op) in [(OpKind::WriteAt, "write"), (OpKind::SyncData, "sync_data")] {
         let (nfs, gfs) = (FaultFs::new(Model::Posix), FaultFs::new(Model::Posix));
-        let mut n =
-            seqstore_core::Store::open_with_clock(nfs.clone(), cfg.clone(), Box::new(clock()))
-                .unwrap();
+        let mut n = seqstore_core::Store::builder(nfs.clone())
+            .config(cfg.clone())
+            .clock(clock())
+            .open()
+            .unwrap();
         let mut g = GuestStore::from_fs(gfs.clone(), cfg.clone(), Box::new(clock())).unwrap();
         let before = g.write_syncs();
         for i in 0..3u8 {

@@ -391,11 +391,10 @@ struct Pair {
 
 impl Pair {
     fn open(&self, ctx: &str) -> (Store<HostFs>, GuestStore) {
-        let n = Store::open_with_clock(
-            HostFs::open(self.ndir.path()).unwrap(),
-            self.cfg.clone(),
-            Box::new(self.clock.clone()),
-        );
+        let n = Store::builder(HostFs::open(self.ndir.path()).unwrap())
+            .config(self.cfg.clone())
+            .clock(self.clock.clone())
+            .open();
         let g = GuestStore::from_fs(
             HostFs::open(self.gdir.path()).unwrap(),
             self.cfg.clone(),

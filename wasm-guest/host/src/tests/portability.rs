@@ -54,7 +54,11 @@ fn snapshot_guest(s: &mut GuestStore) -> (StreamState, Vec<StoredMsg>) {
 
 fn write_native(dir: &Path, cfg: &Config) -> (StreamState, Vec<StoredMsg>) {
     let s = std::cell::RefCell::new(
-        Store::open_with_clock(HostFs::open(dir).unwrap(), cfg.clone(), Box::new(clock())).unwrap(),
+        Store::builder(HostFs::open(dir).unwrap())
+            .config(cfg.clone())
+            .clock(clock())
+            .open()
+            .unwrap(),
     );
     workload(
         &mut |sub, p| s.borrow_mut().append(sub, b"", p).unwrap(),
@@ -86,8 +90,11 @@ fn write_guest(mut g: GuestStore) -> (StreamState, Vec<StoredMsg>) {
 }
 
 fn read_native(dir: &Path, cfg: &Config) -> (StreamState, Vec<StoredMsg>) {
-    let mut s =
-        Store::open_with_clock(HostFs::open(dir).unwrap(), cfg.clone(), Box::new(clock())).unwrap();
+    let mut s = Store::builder(HostFs::open(dir).unwrap())
+        .config(cfg.clone())
+        .clock(clock())
+        .open()
+        .unwrap();
     assert!(!s.recovery_report().lost_data());
     snapshot_native(&mut s)
 }
@@ -177,12 +184,11 @@ fn guest_rebuilds_records_larger_than_a_read() {
     let sizes = [10usize, (1 << 20) - 40, (1 << 20) + 3, 17 << 20, 500_000, 3];
     for via_preopen in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open_with_clock(
-            HostFs::open(dir.path()).unwrap(),
-            cfg.clone(),
-            Box::new(clock()),
-        )
-        .unwrap();
+        let mut s = Store::builder(HostFs::open(dir.path()).unwrap())
+            .config(cfg.clone())
+            .clock(clock())
+            .open()
+            .unwrap();
         for (i, &n) in sizes.iter().enumerate() {
             let payload: Vec<u8> = (0..n).map(|j| (i * 13 + j * 5) as u8).collect();
             s.append(&format!("big.{i}"), b"", &payload).unwrap();
@@ -222,7 +228,7 @@ fn an_encrypted_store_moves_between_guest_and_native() {
     }
     g.close().unwrap();
     let fs = HostFs::open(dir.path()).unwrap();
-    let mut s = Store::open_layered(fs, cfg(1)).unwrap();
+    let mut s = Store::builder(fs).config(cfg(1)).open_layered().unwrap();
     assert_eq!(s.get(7).unwrap().payload, b"guest secret 6");
     s.append("a.b", b"", b"native secret").unwrap();
     s.close().unwrap();
