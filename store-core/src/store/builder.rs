@@ -49,7 +49,7 @@ impl<F: Fs> StoreBuilder<F> {
     }
 
     /// Opens (or creates) the store (recovery and the lock: [`Store::open`]). A configuration with
-    /// encryption or compression is refused ([`Error::InvalidConfig`]) unless `fs` applies
+    /// encryption or compression is refused ([`crate::Error::InvalidConfig`]) unless `fs` applies
     /// that layer: use `StoreBuilder::open_layered` (the `crypt` feature).
     pub fn open(self) -> Result<Store<F>> {
         let clock = Self::take_clock(self.clock, &self.fs);
