@@ -40,7 +40,11 @@
 //!   journal records share the group commit's fsyncs. Goal `acks64_vs_1` >= 10.
 //! - `recover_rebuild_s_per_gib`: a `big_msgs` stream dropped without `close` (no index.db),
 //!   then `Store::open` timed with a warm page cache (one untimed open first), seconds per GiB
-//!   of block files.
+//!   of block files; `read_crc32`, after each open, the least a recovery that checks its data
+//!   must do on the same files: read every byte in order and crc32 it. Goal
+//!   `rebuild_vs_read_limit` (the rebuild's rate over that one's) >= 0.6. `seqstore_cold` and
+//!   `read_crc32_cold`: the same two with the page cache emptied before each (where the run
+//!   may: root on Linux; a note says when it could not).
 //! - `recover_index_ms`: `small_msgs` and `big_msgs` streams closed (index.db written), then
 //!   `Store::open` timed (alternating small, big).
 //! - `purge_ms`: a stream opened from its index.db and warmed (every block read), then

@@ -25,6 +25,51 @@ pub fn median(v: &[f64]) -> Option<f64> {
 }
 
 /// Bytes in the files under `p` (recursively); 0 if it does not exist.
+/// The least any recovery that checks its data must do: read every file under `dir` (sorted,
+/// in 1 MiB reads) and crc32 every byte. Returns the bytes read and the crc (which keeps the
+/// work from being optimized away).
+pub(crate) fn read_and_crc_all(dir: &Path) -> std::io::Result<(u64, u32)> {
+    use std::io::Read;
+    fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {
+        for e in std::fs::read_dir(dir)? {
+            let e = e?;
+            if e.file_type()?.is_dir() {
+                files(&e.path(), out)?;
+            } else {
+                out.push(e.path());
+            }
+        }
+        Ok(())
+    }
+    let mut paths = Vec::new();
+    files(dir, &mut paths)?;
+    paths.sort();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut crc = crc32fast::Hasher::new();
+    let mut n = 0u64;
+    for p in paths {
+        let mut f = std::fs::File::open(p)?;
+        loop {
+            let k = f.read(&mut buf)?;
+            if k == 0 {
+                break;
+            }
+            crc.update(&buf[..k]);
+            n += k as u64;
+        }
+    }
+    Ok((n, crc.finalize()))
+}
+
+/// Empties the page cache (`sync`, then `1` into /proc/sys/vm/drop_caches), for a cold read;
+/// false where this process may not (not root, a container): the cold cells are left out then.
+pub(crate) fn drop_page_cache() -> bool {
+    let synced = std::process::Command::new("sync")
+        .status()
+        .is_ok_and(|s| s.success());
+    synced && std::fs::write("/proc/sys/vm/drop_caches", "1").is_ok()
+}
+
 pub(crate) fn dir_size(p: &Path) -> u64 {
     let Ok(rd) = std::fs::read_dir(p) else {
         return 0;
