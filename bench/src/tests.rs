@@ -90,7 +90,7 @@ fn tiny_run_produces_every_key() {
         ),
         (
             "recover_rebuild_s_per_gib",
-            &["seqstore", "guest", "guest_wasi"],
+            &["seqstore", "read_crc32", "guest", "guest_wasi"],
         ),
         ("recover_index_ms", &["msgs_1k", "msgs_1m"]),
         ("purge_ms", &["msgs_1k", "msgs_1m"]),
