@@ -75,9 +75,8 @@ fn the_unsynced_commit_is_caught_and_blamed_on_its_line_in_both_models() {
     }
 }
 
-#[test]
-fn the_synced_commit_alone_is_clean() {
-    // the capture cut before b: only the safe commit and its mark
+/// The capture cut after its first mark: only the synced commit and its mark (no violation).
+fn synced_commit_only() -> Capture {
     let mut cap = capture();
     let first_mark = cap
         .ops
@@ -85,6 +84,12 @@ fn the_synced_commit_alone_is_clean() {
         .position(|t| matches!(t.op, seqstore_trace::ops::Op::Mark(_)))
         .unwrap();
     cap.ops.truncate(first_mark + 1);
+    cap
+}
+
+#[test]
+fn the_synced_commit_alone_is_clean() {
+    let cap = synced_commit_only();
     for model in Model::ALL {
         let r = check_capture(&start(model), &cap, &Committed, &CheckConfig::new(model)).unwrap();
         assert_eq!(r.violations, 0, "{model}: {:?}", r.first);
@@ -157,13 +162,7 @@ fn stopping_at_the_first_violation_finds_the_same_one_with_fewer_checks() {
         "stopping at the first violation saved no checker run"
     );
     // a clean capture is checked whole either way
-    let mut clean = capture();
-    let first_mark = clean
-        .ops
-        .iter()
-        .position(|t| matches!(t.op, seqstore_trace::ops::Op::Mark(_)))
-        .unwrap();
-    clean.ops.truncate(first_mark + 1);
+    let clean = synced_commit_only();
     let mut cfg = CheckConfig::new(Model::Posix);
     let all = check_capture(&start(Model::Posix), &clean, &Committed, &cfg).unwrap();
     cfg.stop_at_first = true;
