@@ -301,6 +301,14 @@ impl FaultFs {
         st.snapshots = Some(vec![first]);
     }
 
+    /// An independent copy of this filesystem as it is now (its live tree, what is durable of
+    /// it, its settings), with an empty trace, no faults armed and no lock held: a program
+    /// may change the copy (e.g. a checker recovering a crash image) without touching this one.
+    pub fn fork(&self) -> FaultFs {
+        let (cfg, core) = self.state();
+        FaultFs::from_core(cfg, (*core).clone())
+    }
+
     pub(crate) fn state(&self) -> (FaultFsConfig, Arc<Core>) {
         let st = self.lock();
         (st.cfg.clone(), st.core.clone())

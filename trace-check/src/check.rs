@@ -26,6 +26,18 @@ pub trait Checker: Sync {
     /// `image` holds the crash image (the checked directory as the crash left it); `marks`
     /// is a file with one mark per line, those written before the crash point.
     fn check(&self, image: &Path, marks: &Path, crash_point: usize) -> Result<Verdict, Error>;
+
+    /// Decides an image held in memory, with the marks written before the crash. The default
+    /// materializes both into a fresh temporary directory and calls [`Checker::check`]; a
+    /// checker that can read the image where it is overrides this (no copy to disk).
+    fn check_in_memory(
+        &self,
+        image: &FaultFs,
+        marks: &[String],
+        crash_point: usize,
+    ) -> Result<Verdict, Error> {
+        check_on_disk(self, image, marks, crash_point)
+    }
 }
 
 /// A shell command as the checker (`sh -c CMD`).
@@ -151,8 +163,8 @@ fn copy_out(fs: &FaultFs, at: &str, dir: &Path) -> std::io::Result<()> {
 }
 
 /// Materializes `image` and its marks into a fresh temporary directory and runs `checker`.
-pub(crate) fn check_image(
-    checker: &dyn Checker,
+pub fn check_on_disk<C: Checker + ?Sized>(
+    checker: &C,
     image: &FaultFs,
     marks: &[String],
     crash_point: usize,
@@ -165,4 +177,14 @@ pub(crate) fn check_image(
     let text: String = marks.iter().map(|m| format!("{m}\n")).collect();
     std::fs::write(&marks_file, text).map_err(|e| io(marks_file.display(), e))?;
     checker.check(&img, &marks_file, crash_point)
+}
+
+/// Runs `checker` on `image` (in memory if the checker can, else materialized).
+pub(crate) fn check_image(
+    checker: &dyn Checker,
+    image: &FaultFs,
+    marks: &[String],
+    crash_point: usize,
+) -> Result<Verdict, Error> {
+    checker.check_in_memory(image, marks, crash_point)
 }

@@ -1,0 +1,302 @@
+//! Running a WASI command component with the served filesystem: wasmtime-wasi provides
+//! `wasi:cli`, `io`, `clocks` and `random`; `wasi:filesystem` is [`crate::host`]'s.
+//!
+//! A run is deterministic for one seed: the wall and monotonic clocks start at fixed points
+//! and advance 1 ms per reading, and both random sources are a byte cycle drawn from the seed.
+
+use crate::error::Error;
+use crate::host::{ServedFs, View};
+use crate::served::Shared;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Engine, Store};
+use wasmtime_wasi::p2::bindings::sync::CommandPre;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+/// How often the time limit is looked at.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// Most bytes of stdout or stderr kept from one run.
+const OUTPUT_CAP: usize = 16 << 20;
+/// The wall clock's reading at a run's start: 2026-01-01T00:00:00Z.
+const WALL_START: Duration = Duration::from_secs(1_767_225_600);
+
+/// The store data of one run.
+pub(crate) struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    served: Shared,
+    root: String,
+    marks: bool,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+fn view(s: &mut HostState) -> View<'_> {
+    View {
+        table: &mut s.table,
+        served: &s.served,
+        root: &s.root,
+        marks: s.marks,
+    }
+}
+
+/// One engine per process, with a thread that advances its epoch (the time limit).
+fn engine() -> Result<&'static Engine, Error> {
+    static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| {
+            let mut cfg = wasmtime::Config::new();
+            cfg.epoch_interruption(true);
+            let engine = Engine::new(&cfg).map_err(|e| format!("wasmtime engine: {e:?}"))?;
+            let ticker = engine.clone();
+            std::thread::Builder::new()
+                .name("seqstore-wasi-trace-epoch".into())
+                .spawn(move || loop {
+                    std::thread::sleep(EPOCH_TICK);
+                    ticker.increment_epoch();
+                })
+                .map_err(|e| format!("epoch thread: {e}"))?;
+            Ok(engine)
+        })
+        .as_ref()
+        .map_err(|e| Error::Program(e.clone()))
+}
+
+/// A WASI command component (`wasm32-wasip2`, exporting `wasi:cli/run`), compiled and linked
+/// once, run any number of times (from several threads at once). Clones share the compiled
+/// code.
+#[derive(Clone)]
+pub struct Program {
+    pre: CommandPre<HostState>,
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Program")
+    }
+}
+
+impl Program {
+    /// Compiles `wasm` (the bytes of a component) and links it against WASI, with this
+    /// crate's `wasi:filesystem`. A core module (preview 1) is refused: convert it to a
+    /// component first (`wasm-tools component new --adapt`).
+    pub fn new(wasm: &[u8]) -> Result<Program, Error> {
+        if wasmparser_is_core_module(wasm) {
+            return Err(Error::Program(
+                "a core module (WASI preview 1), not a component: convert it with the \
+                 preview-1 adapter (wasm-tools component new --adapt) first"
+                    .into(),
+            ));
+        }
+        let engine = engine()?;
+        let component = Component::new(engine, wasm)
+            .map_err(|e| Error::Program(format!("compiling: {e:?}")))?;
+        let mut linker = Linker::<HostState>::new(engine);
+        link(&mut linker).map_err(|e| Error::Program(format!("linking WASI: {e:?}")))?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(|e| Error::Program(format!("linking the program: {e:?}")))?;
+        let pre = CommandPre::new(pre)
+            .map_err(|e| Error::Program(format!("not a WASI command (wasi:cli/run): {e:?}")))?;
+        Ok(Program { pre })
+    }
+
+    /// [`Program::new`] on the file at `path`.
+    pub fn load(path: &std::path::Path) -> Result<Program, Error> {
+        let wasm = std::fs::read(path).map_err(|e| Error::Io(path.display().to_string(), e))?;
+        Program::new(&wasm)
+    }
+}
+
+/// A component starts with `\0asm` and a layer field of 1; a core module's is 0.
+fn wasmparser_is_core_module(wasm: &[u8]) -> bool {
+    wasm.len() >= 8 && &wasm[..4] == b"\0asm" && wasm[6..8] == [0, 0]
+}
+
+/// Everything of WASI from wasmtime-wasi, then `wasi:filesystem` (types, preopens) again
+/// from this crate, shadowing wasmtime-wasi's.
+fn link(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::p2::bindings::filesystem::preopens;
+    use wasmtime_wasi::p2::bindings::sync::filesystem::types;
+    wasmtime_wasi::p2::add_to_linker_sync(linker)?;
+    linker.allow_shadowing(true);
+    types::add_to_linker::<HostState, ServedFs>(linker, view)?;
+    preopens::add_to_linker::<HostState, ServedFs>(linker, view)?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// How to run a program.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Its arguments (after the program name).
+    pub args: Vec<String>,
+    /// Its environment.
+    pub env: Vec<(String, String)>,
+    /// Where the served tree is preopened in the guest (default `/data`).
+    pub guest_dir: String,
+    /// Seeds the clocks' start and the random sources.
+    pub seed: u64,
+    /// A run longer than this is stopped (a trap; default 120 s).
+    pub timeout: Duration,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            args: Vec::new(),
+            env: Vec::new(),
+            guest_dir: "/data".into(),
+            seed: 0x5eed,
+            timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+impl RunConfig {
+    /// The defaults with these arguments.
+    pub fn with_args<S: AsRef<str>>(args: &[S]) -> Self {
+        RunConfig {
+            args: args.iter().map(|a| a.as_ref().to_string()).collect(),
+            ..RunConfig::default()
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunOutput {
+    /// The exit code (WASI preview 2 carries success or failure: 0 or 1; `exit(n)` may
+    /// carry `n`).
+    pub code: i32,
+    /// What it wrote to stdout.
+    pub stdout: Vec<u8>,
+    /// What it wrote to stderr.
+    pub stderr: Vec<u8>,
+}
+
+/// A clock that starts at `start` and advances 1 ms per reading.
+struct StepClock {
+    start: u64,
+    reads: AtomicU64,
+}
+
+impl StepClock {
+    fn next(&self) -> u64 {
+        let n = self.reads.fetch_add(1, Ordering::Relaxed);
+        self.start + n * 1_000_000
+    }
+}
+
+impl wasmtime_wasi::HostWallClock for StepClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.next())
+    }
+}
+
+impl wasmtime_wasi::HostMonotonicClock for StepClock {
+    fn resolution(&self) -> u64 {
+        1_000_000
+    }
+    fn now(&self) -> u64 {
+        self.next()
+    }
+}
+
+/// 4 KiB of bytes drawn from `seed` (splitmix64).
+fn seeded_bytes(seed: u64) -> Vec<u8> {
+    let mut x = seed;
+    let mut out = Vec::with_capacity(4096);
+    while out.len() < 4096 {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out
+}
+
+fn wasi_ctx(cfg: &RunConfig, stdout: &MemoryOutputPipe, stderr: &MemoryOutputPipe) -> WasiCtx {
+    let mut b = WasiCtxBuilder::new();
+    b.stdout(stdout.clone())
+        .stderr(stderr.clone())
+        .arg("program")
+        .args(&cfg.args)
+        .envs(&cfg.env)
+        .allow_blocking_current_thread(true)
+        .wall_clock(StepClock {
+            start: WALL_START.as_nanos() as u64,
+            reads: AtomicU64::new(0),
+        })
+        .monotonic_clock(StepClock {
+            start: 0,
+            reads: AtomicU64::new(0),
+        })
+        .secure_random(wasmtime_wasi::Deterministic::new(seeded_bytes(cfg.seed)))
+        .insecure_random(wasmtime_wasi::Deterministic::new(seeded_bytes(!cfg.seed)))
+        .insecure_random_seed(u128::from(cfg.seed));
+    b.build()
+}
+
+/// Runs `program` once on `served` (preopened at `cfg.guest_dir`; with the marks directory
+/// if `marks`).
+pub(crate) fn run_on(
+    program: &Program,
+    served: &Shared,
+    cfg: &RunConfig,
+    marks: bool,
+) -> Result<RunOutput, Error> {
+    let stdout = MemoryOutputPipe::new(OUTPUT_CAP);
+    let stderr = MemoryOutputPipe::new(OUTPUT_CAP);
+    let state = HostState {
+        wasi: wasi_ctx(cfg, &stdout, &stderr),
+        table: ResourceTable::new(),
+        served: served.clone(),
+        root: cfg.guest_dir.clone(),
+        marks,
+    };
+    let mut store = Store::new(program.pre.engine(), state);
+    store.epoch_deadline_trap();
+    let ticks = (cfg.timeout.as_millis() / EPOCH_TICK.as_millis()).max(1);
+    store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+    let run = program
+        .pre
+        .instantiate(&mut store)
+        .and_then(|cmd| cmd.wasi_cli_run().call_run(&mut store));
+    let code = match run {
+        Ok(Ok(())) => 0,
+        Ok(Err(())) => 1,
+        Err(e) => match e.downcast_ref::<I32Exit>() {
+            Some(I32Exit(code)) => *code,
+            None => {
+                let err = String::from_utf8_lossy(&stderr.contents())
+                    .trim()
+                    .to_string();
+                return Err(Error::Trap(if err.is_empty() {
+                    format!("{e:?}")
+                } else {
+                    format!("{e:?}; stderr: {err}")
+                }));
+            }
+        },
+    };
+    Ok(RunOutput {
+        code,
+        stdout: stdout.contents().to_vec(),
+        stderr: stderr.contents().to_vec(),
+    })
+}

@@ -1,0 +1,93 @@
+//! Builds the subject programs (`wasi-trace/subjects`) for `wasm32-wasip2` and natively, once
+//! per test binary, into a target directory of their own (the outer cargo holds its own).
+
+#![allow(dead_code)]
+
+use seqstore_fault_fs::FaultFs;
+use seqstore_wasi_trace::Program;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn target_dir() -> PathBuf {
+    let base = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
+        PathBuf::from,
+    );
+    base.join("wasi-subjects")
+}
+
+/// Builds `wasi-subjects` (release) for `target` (`None`: the host) and returns its path.
+fn build(target: Option<&str>) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "build",
+            "--locked",
+            "--release",
+            "-p",
+            "seqstore-wasi-subjects",
+        ])
+        .arg("--target-dir")
+        .arg(target_dir());
+    if let Some(t) = target {
+        cmd.args(["--target", t]);
+    }
+    let st = cmd.status().expect("cargo runs");
+    assert!(st.success(), "building the subjects for {target:?} failed");
+    let mut p = target_dir();
+    if let Some(t) = target {
+        p.push(t);
+    }
+    p.push("release");
+    p.push(if target.is_some() {
+        "wasi-subjects.wasm"
+    } else {
+        "wasi-subjects"
+    });
+    p
+}
+
+/// The subjects as a WASI component.
+pub fn subjects_wasm() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| build(Some("wasm32-wasip2")))
+}
+
+/// The subjects built for this machine (for the strace route).
+pub fn subjects_native() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| build(None))
+}
+
+/// The subjects program, compiled once per test binary.
+pub fn program() -> &'static Program {
+    static P: OnceLock<Program> = OnceLock::new();
+    P.get_or_init(|| Program::load(subjects_wasm()).expect("the subjects compile"))
+}
+
+/// A tree's files and directories with their contents (directories as `None`).
+pub fn tree(fs: &FaultFs) -> BTreeMap<String, Option<Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    walk(fs, "", &mut out);
+    out
+}
+
+fn walk(fs: &FaultFs, at: &str, out: &mut BTreeMap<String, Option<Vec<u8>>>) {
+    use seqstore_core::Fs;
+    for e in fs.read_dir(at).expect("a directory") {
+        let p = if at.is_empty() {
+            e.name.clone()
+        } else {
+            format!("{at}/{}", e.name)
+        };
+        if e.is_dir {
+            out.insert(p.clone(), None);
+            walk(fs, &p, out);
+        } else {
+            out.insert(p.clone(), Some(fs.read_file(&p).expect("a file")));
+        }
+    }
+}
