@@ -15,7 +15,8 @@
 //! in-process checker) or the file `$MARKS_FILE` (the shell checker); exit 0 when every
 //! promise is kept, else print why and exit 1: `check-replace`, `check-log`, and
 //! `check-seqstore` (a seqstore stream whose promises are `acked SEQ`: the stream's last
-//! sequence is never below an acknowledged one).
+//! sequence is never below an acknowledged one; a `LOCK.wasi` marker the crash left is
+//! removed first, the documented recovery when no process holds the store).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -186,6 +187,14 @@ fn check_log() -> Result<(), String> {
 
 fn check_seqstore() -> Result<(), String> {
     let k = promised("acked ");
+    // WASI has no file locks: the store's lock there is a marker file, which a power cut
+    // leaves behind. No process survived the crash, so the documented recovery applies:
+    // remove the marker.
+    let marker = image().join("LOCK.wasi");
+    if marker.exists() {
+        fs::remove_file(&marker)
+            .map_err(|e| format!("removing the stale {}: {e}", marker.display()))?;
+    }
     let fs =
         seqstore_fs::HostFs::open(image()).map_err(|e| format!("cannot open the image: {e}"))?;
     let store = seqstore_core::Store::builder(fs)
