@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod trace;
+mod trace_wasm;
 
 use store_ops::store_cmd;
 
@@ -71,8 +72,8 @@ enum Cmd {
     /// The store commands (shared with the WASI command `seqstore-guest`).
     #[command(flatten)]
     Store(StoreCmd<CliExtra>),
-    /// Crash-check any program from its syscall trace (strace): every crash image the model
-    /// allows is checked by CHECK.
+    /// Crash-check any program from its syscall trace (strace), or a WASI program through the
+    /// filesystem the host serves it (--wasm): every crash image the model allows is checked.
     Trace(trace::TraceArgs),
     /// Write a consistent snapshot of the store (a tar stream: its blocks and a manifest with
     /// every file's length and crc32) to standard output or to a new file.

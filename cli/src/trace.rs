@@ -20,48 +20,65 @@ use std::time::Duration;
 pub(crate) struct TraceArgs {
     /// The directory the workload writes (its contents at the start are taken as durable).
     #[arg(long)]
-    dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// The checker, run with `sh -c` on every crash image: IMAGE_DIR, MARKS_FILE and
     /// CRASH_POINT in its environment; exit 0 = consistent, else its stdout is the violation.
     #[arg(long)]
-    check: Option<String>,
+    pub(crate) check: Option<String>,
     /// The crash model: posix or ordered.
     #[arg(long, default_value = "posix")]
-    model: String,
+    pub(crate) model: String,
     /// Checkers run in parallel.
     #[arg(long, default_value_t = 2)]
-    jobs: usize,
+    pub(crate) jobs: usize,
     /// Print one JSON object.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Stop at the first violation (crash-point order): it is still blamed and replayable, but
     /// the counts cover only the images checked up to it. For a slow checker when the verdict
     /// is what matters.
     #[arg(long)]
-    first: bool,
+    pub(crate) first: bool,
     /// Seed of the random crash images (decimal or 0x hex).
     #[arg(long, default_value_t = 0x5eed, value_parser = parse_seed)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Where the snapshot, trace and marks are kept (default: a new directory under the
     /// system's temporary directory, kept for --replay).
     #[arg(long)]
-    work: Option<PathBuf>,
+    pub(crate) work: Option<PathBuf>,
     /// Replay one image of an earlier run from its work directory instead of checking.
     #[arg(long)]
-    replay: Option<PathBuf>,
+    pub(crate) replay: Option<PathBuf>,
     /// With --replay: the crash point.
     #[arg(long)]
-    crash_point: Option<usize>,
+    pub(crate) crash_point: Option<usize>,
     /// With --replay: the image number.
     #[arg(long)]
-    image: Option<usize>,
+    pub(crate) image: Option<usize>,
     /// With --replay: where to write the image (created; must not exist) and its marks
     /// (OUT.marks).
     #[arg(long)]
-    out: Option<PathBuf>,
-    /// The workload command.
+    pub(crate) out: Option<PathBuf>,
+    /// A WASI command component (wasm32-wasip2) to run and check instead of a traced
+    /// process: it gets an in-memory copy of --dir (or an empty tree) as its filesystem,
+    /// preopened at --guest-dir, and every filesystem call it makes is recorded. The
+    /// arguments after `--` are its arguments. Deterministic: one --seed, one report.
+    #[arg(long)]
+    pub(crate) wasm: Option<PathBuf>,
+    /// With --wasm: where the program finds the tree.
+    #[arg(long, default_value = "/data")]
+    pub(crate) guest_dir: String,
+    /// With --wasm: a WASI checker program (component), run in-process on every crash image
+    /// served from memory: IMAGE_DIR (= --guest-dir), MARKS (one per line) and CRASH_POINT in
+    /// its environment; exit 0 = consistent, else its stdout is the violation.
+    #[arg(long)]
+    pub(crate) check_wasm: Option<PathBuf>,
+    /// With --check-wasm: an argument for the checker (repeat for more).
+    #[arg(long = "check-arg", allow_hyphen_values = true)]
+    pub(crate) check_args: Vec<String>,
+    /// The workload command (with --wasm: the program's arguments).
     #[arg(last = true)]
-    workload: Vec<String>,
+    pub(crate) workload: Vec<String>,
 }
 
 /// A seed in decimal or `0x` hex (reports print it in hex).
@@ -77,6 +94,9 @@ pub(crate) fn run(a: TraceArgs) -> Result<ExitCode> {
     let model: Model = a.model.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Some(work) = &a.replay {
         return replay(work, &a, model);
+    }
+    if let Some(wasm) = &a.wasm {
+        return crate::trace_wasm::run(wasm, &a, model);
     }
     let (Some(dir), Some(check)) = (&a.dir, &a.check) else {
         bail!("seqstore trace needs --dir DIR --check CMD -- WORKLOAD... (or --replay WORK)");
@@ -127,7 +147,7 @@ pub(crate) fn run(a: TraceArgs) -> Result<ExitCode> {
     })
 }
 
-fn progress_bar() -> ProgressBar {
+pub(crate) fn progress_bar() -> ProgressBar {
     let b = ProgressBar::new(1);
     b.set_style(
         ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len}")
@@ -166,11 +186,20 @@ pub(crate) fn first_json(r: &TraceReport, replay: Option<&str>) -> Value {
 
 fn report_json(r: &TraceReport, t: &Traced, work: &Path, replay: Option<&str>) -> Value {
     let (lps, mbps) = parse_rate(t);
+    let mut v = check_json(r, replay);
+    v["work"] = json!(work.display().to_string());
+    v["trace_lines"] = json!(t.capture.lines);
+    v["trace_bytes"] = json!(t.capture.bytes);
+    v["parse_lines_per_s"] = json!(lps);
+    v["parse_mb_per_s"] = json!(mbps);
+    v["incomplete_calls"] = json!(t.capture.incomplete);
+    v
+}
+
+/// The check's part of a JSON report (both capture routes).
+pub(crate) fn check_json(r: &TraceReport, replay: Option<&str>) -> Value {
     json!({
-        "model": r.model.to_string(), "seed": r.seed, "work": work.display().to_string(),
-        "trace_lines": t.capture.lines, "trace_bytes": t.capture.bytes,
-        "parse_lines_per_s": lps, "parse_mb_per_s": mbps,
-        "ops": r.ops, "incomplete_calls": t.capture.incomplete,
+        "model": r.model.to_string(), "seed": r.seed, "ops": r.ops,
         "crash_points": r.crash_points, "images": r.images, "distinct_images": r.distinct_images,
         "checker_runs": r.checker_runs, "violations": r.violations,
         "stopped_at_first": r.stopped_at_first,
@@ -196,6 +225,15 @@ fn print_report(r: &TraceReport, t: &Traced, work: &Path, replay: Option<&str>) 
     for i in &t.capture.incomplete {
         println!("  not replayed (the process died in it): {i}");
     }
+    print_check(r, replay);
+    println!(
+        "work directory (snapshot, trace, marks): {}",
+        work.display()
+    );
+}
+
+/// The check's part of a report (both capture routes).
+pub(crate) fn print_check(r: &TraceReport, replay: Option<&str>) {
     println!(
         "model {}, seed {:#x}: {} crash points, {} images, {} distinct, {} checker runs, {} violations",
         r.model, r.seed, r.crash_points, r.images, r.distinct_images, r.checker_runs, r.violations
@@ -236,10 +274,6 @@ fn print_report(r: &TraceReport, t: &Traced, work: &Path, replay: Option<&str>) 
             println!("  replay: {c}");
         }
     }
-    println!(
-        "work directory (snapshot, trace, marks): {}",
-        work.display()
-    );
 }
 
 fn replay(work: &Path, a: &TraceArgs, model: Model) -> Result<ExitCode> {
