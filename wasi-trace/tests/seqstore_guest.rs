@@ -24,7 +24,7 @@ fn guest() -> Program {
 fn session(model: Model) -> (Recorder, Capture) {
     let guest = guest();
     let rec = Recorder::new(FaultFs::new(model));
-    let mut run = |args: &[&str]| {
+    let run = |args: &[&str]| {
         let out = rec.run(&guest, &RunConfig::with_args(args)).unwrap();
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         assert_eq!(
