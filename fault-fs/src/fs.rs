@@ -704,6 +704,10 @@ impl Fs for FaultFs {
                 ));
             }
             if let Some(&t) = core.live_entries(to_dir)?.get(*tname) {
+                if t == src {
+                    // two links to one file: POSIX's rename does nothing (both names stay)
+                    return Ok(());
+                }
                 let t_dir = core.is_dir(t);
                 if src_dir && !t_dir {
                     return Err(err(ErrorKind::NotADirectory, "target is not a directory"));

@@ -91,6 +91,18 @@ fn rename_over_an_existing_file_is_undone_whole() {
         .all(|d| d == "cur = \"v2\"\n" || d == "cur = \"v1\"\ntmp = \"v2\"\n"));
 }
 
+/// POSIX: a rename between two links to one file does nothing; both names stay (found by
+/// wasi-trace's differential test against a real directory, seed 0xca110007).
+#[test]
+fn rename_between_two_links_of_one_file_keeps_both() {
+    let fs = FaultFs::new(Model::Posix);
+    durable_file(&fs, "a", b"x");
+    fs.hard_link("a", "b").unwrap();
+    fs.rename("a", "b").unwrap();
+    assert_eq!(fs.list_tree(), vec!["a", "b"]);
+    assert_eq!(fs.read_file("a").unwrap(), b"x");
+}
+
 #[test]
 fn unlink_without_dir_sync_brings_the_file_back_under_posix() {
     let fs = FaultFs::new(Model::Posix);

@@ -38,7 +38,7 @@ pub use check::WasmChecker;
 pub use error::Error;
 pub use host::{MARKS_DIR, MARKS_NAME};
 pub use record::Recorder;
-pub use run::{Program, RunConfig, RunOutput};
+pub use run::{run_on_dir, Program, RunConfig, RunOutput};
 
 use seqstore_fault_fs::FaultFs;
 

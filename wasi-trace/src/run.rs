@@ -78,6 +78,8 @@ fn engine() -> Result<&'static Engine, Error> {
 #[derive(Clone)]
 pub struct Program {
     pre: CommandPre<HostState>,
+    /// The same component linked to wasmtime-wasi's own filesystem (a real directory).
+    stock: CommandPre<HostState>,
 }
 
 impl std::fmt::Debug for Program {
@@ -101,14 +103,24 @@ impl Program {
         let engine = engine()?;
         let component = Component::new(engine, wasm)
             .map_err(|e| Error::Program(format!("compiling: {e:?}")))?;
-        let mut linker = Linker::<HostState>::new(engine);
-        link(&mut linker).map_err(|e| Error::Program(format!("linking WASI: {e:?}")))?;
-        let pre = linker
-            .instantiate_pre(&component)
-            .map_err(|e| Error::Program(format!("linking the program: {e:?}")))?;
-        let pre = CommandPre::new(pre)
-            .map_err(|e| Error::Program(format!("not a WASI command (wasi:cli/run): {e:?}")))?;
-        Ok(Program { pre })
+        let pre = |served: bool| {
+            let mut linker = Linker::<HostState>::new(engine);
+            let linked = if served {
+                link(&mut linker)
+            } else {
+                wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            };
+            linked.map_err(|e| Error::Program(format!("linking WASI: {e:?}")))?;
+            let pre = linker
+                .instantiate_pre(&component)
+                .map_err(|e| Error::Program(format!("linking the program: {e:?}")))?;
+            CommandPre::new(pre)
+                .map_err(|e| Error::Program(format!("not a WASI command (wasi:cli/run): {e:?}")))
+        };
+        Ok(Program {
+            pre: pre(true)?,
+            stock: pre(false)?,
+        })
     }
 
     /// [`Program::new`] on the file at `path`.
@@ -230,7 +242,11 @@ fn seeded_bytes(seed: u64) -> Vec<u8> {
     out
 }
 
-fn wasi_ctx(cfg: &RunConfig, stdout: &MemoryOutputPipe, stderr: &MemoryOutputPipe) -> WasiCtx {
+fn wasi_ctx(
+    cfg: &RunConfig,
+    stdout: &MemoryOutputPipe,
+    stderr: &MemoryOutputPipe,
+) -> WasiCtxBuilder {
     let mut b = WasiCtxBuilder::new();
     b.stdout(stdout.clone())
         .stderr(stderr.clone())
@@ -249,7 +265,7 @@ fn wasi_ctx(cfg: &RunConfig, stdout: &MemoryOutputPipe, stderr: &MemoryOutputPip
         .secure_random(wasmtime_wasi::Deterministic::new(seeded_bytes(cfg.seed)))
         .insecure_random(wasmtime_wasi::Deterministic::new(seeded_bytes(!cfg.seed)))
         .insecure_random_seed(u128::from(cfg.seed));
-    b.build()
+    b
 }
 
 /// Runs `program` once on `served` (preopened at `cfg.guest_dir`; with the marks directory
@@ -260,21 +276,73 @@ pub(crate) fn run_on(
     cfg: &RunConfig,
     marks: bool,
 ) -> Result<RunOutput, Error> {
-    let stdout = MemoryOutputPipe::new(OUTPUT_CAP);
-    let stderr = MemoryOutputPipe::new(OUTPUT_CAP);
+    let out = Pipes::new();
     let state = HostState {
-        wasi: wasi_ctx(cfg, &stdout, &stderr),
+        wasi: wasi_ctx(cfg, &out.stdout, &out.stderr).build(),
         table: ResourceTable::new(),
         served: served.clone(),
         root: cfg.guest_dir.clone(),
         marks,
     };
-    let mut store = Store::new(program.pre.engine(), state);
+    execute(&program.pre, state, cfg, out)
+}
+
+/// Runs `program` once with wasmtime-wasi's own filesystem on the real directory `dir`
+/// (preopened at `cfg.guest_dir`): the reference the served filesystem is compared with,
+/// and the baseline of the capture's cost. Nothing is recorded.
+pub fn run_on_dir(
+    program: &Program,
+    dir: &std::path::Path,
+    cfg: &RunConfig,
+) -> Result<RunOutput, Error> {
+    let out = Pipes::new();
+    let mut b = wasi_ctx(cfg, &out.stdout, &out.stderr);
+    b.preopened_dir(dir, &cfg.guest_dir, wasmtime_wasi::FsPerms::ReadWrite)
+        .map_err(|e| {
+            Error::Io(
+                dir.display().to_string(),
+                std::io::Error::other(format!("{e:?}")),
+            )
+        })?;
+    let state = HostState {
+        wasi: b.build(),
+        table: ResourceTable::new(),
+        served: Shared::new(
+            seqstore_fault_fs::FaultFs::new(seqstore_fault_fs::Model::Posix),
+            false,
+        ),
+        root: cfg.guest_dir.clone(),
+        marks: false,
+    };
+    execute(&program.stock, state, cfg, out)
+}
+
+/// A run's stdout and stderr.
+struct Pipes {
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+}
+
+impl Pipes {
+    fn new() -> Self {
+        Pipes {
+            stdout: MemoryOutputPipe::new(OUTPUT_CAP),
+            stderr: MemoryOutputPipe::new(OUTPUT_CAP),
+        }
+    }
+}
+
+fn execute(
+    pre: &CommandPre<HostState>,
+    state: HostState,
+    cfg: &RunConfig,
+    out: Pipes,
+) -> Result<RunOutput, Error> {
+    let mut store = Store::new(pre.engine(), state);
     store.epoch_deadline_trap();
     let ticks = (cfg.timeout.as_millis() / EPOCH_TICK.as_millis()).max(1);
     store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
-    let run = program
-        .pre
+    let run = pre
         .instantiate(&mut store)
         .and_then(|cmd| cmd.wasi_cli_run().call_run(&mut store));
     let code = match run {
@@ -283,7 +351,7 @@ pub(crate) fn run_on(
         Err(e) => match e.downcast_ref::<I32Exit>() {
             Some(I32Exit(code)) => *code,
             None => {
-                let err = String::from_utf8_lossy(&stderr.contents())
+                let err = String::from_utf8_lossy(&out.stderr.contents())
                     .trim()
                     .to_string();
                 return Err(Error::Trap(if err.is_empty() {
@@ -296,7 +364,7 @@ pub(crate) fn run_on(
     };
     Ok(RunOutput {
         code,
-        stdout: stdout.contents().to_vec(),
-        stderr: stderr.contents().to_vec(),
+        stdout: out.stdout.contents().to_vec(),
+        stderr: out.stderr.contents().to_vec(),
     })
 }

@@ -11,6 +11,10 @@
 //!   the directory once the file exists and `sync_data`s each record, `no-sync` never.
 //!   Promise: `rec N`.
 //!
+//! - `ops SEED N`: N seeded random calls (create, append, write at an offset, set_len,
+//!   rename, remove, mkdir, rmdir, hard link, fsyncs, reads, listings, metadata) on a few
+//!   names, each printed with its result: the served filesystem's differential test.
+//!
 //! Checkers read the image at `$IMAGE_DIR` and the promises from `$MARKS` (one per line, the
 //! in-process checker) or the file `$MARKS_FILE` (the shell checker); exit 0 when every
 //! promise is kept, else print why and exit 1: `check-replace`, `check-log`, and
@@ -210,6 +214,138 @@ fn check_seqstore() -> Result<(), String> {
     Ok(())
 }
 
+/// splitmix64: the random operations' generator (no dependencies, same on every target).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn pick<'a>(&mut self, of: &[&'a str]) -> &'a str {
+        of[self.below(of.len() as u64) as usize]
+    }
+}
+
+const FILES: &[&str] = &["f0", "f1", "f2", "d0/f0", "d0/f1", "d0/e/f0", "d1/f0"];
+const DIRS: &[&str] = &["d0", "d1", "d0/e"];
+
+/// One random filesystem call; what it did, as a line (results and error kinds included).
+fn random_op(rng: &mut Rng, d: &std::path::Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let f = rng.pick(FILES);
+    let p = d.join(f);
+    let len = rng.below(3000) as usize;
+    let bytes: Vec<u8> = (0..len).map(|i| (i as u64 ^ rng.0) as u8).collect();
+    let off = rng.below(4000);
+    // creates and appends twice as likely as the rest, so that the names fill up
+    let res: std::io::Result<String> = match rng.below(17) % 15 {
+        0 => File::create(&p)
+            .and_then(|mut h| h.write_all(&bytes))
+            .map(|()| format!("create {f} {len}")),
+        1 => OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&p)
+            .and_then(|mut h| h.write_all(&bytes))
+            .map(|()| format!("append {f} {len}")),
+        2 => OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .and_then(|mut h| {
+                h.seek(SeekFrom::Start(off))?;
+                h.write_all(&bytes)
+            })
+            .map(|()| format!("pwrite {f} {len} at {off}")),
+        3 => OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .and_then(|h| h.set_len(off))
+            .map(|()| format!("set_len {f} {off}")),
+        4 => {
+            let g = rng.pick(FILES);
+            fs::rename(&p, d.join(g)).map(|()| format!("rename {f} {g}"))
+        }
+        5 => fs::remove_file(&p).map(|()| format!("remove_file {f}")),
+        6 => {
+            let x = rng.pick(DIRS);
+            fs::create_dir(d.join(x)).map(|()| format!("create_dir {x}"))
+        }
+        7 => {
+            let x = rng.pick(DIRS);
+            fs::remove_dir(d.join(x)).map(|()| format!("remove_dir {x}"))
+        }
+        8 => {
+            let g = rng.pick(FILES);
+            fs::hard_link(&p, d.join(g)).map(|()| format!("hard_link {f} {g}"))
+        }
+        9 => OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .and_then(|h| h.sync_all())
+            .map(|()| format!("sync_all {f}")),
+        10 => OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .and_then(|h| h.sync_data())
+            .map(|()| format!("sync_data {f}")),
+        11 => {
+            let x = rng.pick(DIRS);
+            File::open(d.join(x))
+                .and_then(|h| h.sync_all())
+                .map(|()| format!("dir sync {x}"))
+        }
+        12 => File::open(&p)
+            .and_then(|mut h| {
+                let mut b = Vec::new();
+                h.read_to_end(&mut b)?;
+                Ok(b)
+            })
+            .map(|b| {
+                format!(
+                    "read {f} {} {:08x}",
+                    b.len(),
+                    checksum(&String::from_utf8_lossy(&b))
+                )
+            }),
+        13 => {
+            let x = rng.pick(DIRS);
+            fs::read_dir(d.join(x)).and_then(|it| {
+                let mut names: Vec<String> = it
+                    .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+                    .collect::<Result<_, _>>()?;
+                names.sort();
+                Ok(format!("read_dir {x} {names:?}"))
+            })
+        }
+        _ => fs::metadata(&p).map(|m| format!("metadata {f} dir={} len={}", m.is_dir(), m.len())),
+    };
+    match res {
+        Ok(s) => s,
+        Err(e) => format!("error {:?}", e.kind()),
+    }
+}
+
+/// `ops SEED N`: N random filesystem calls, each printed with its result.
+fn random_ops(seed: u64, n: u64) -> std::io::Result<()> {
+    let mut rng = Rng(seed);
+    let d = dir();
+    // most directories exist from the start (removing and recreating them is a call too)
+    for x in DIRS.iter().take(2 + rng.below(2) as usize) {
+        fs::create_dir(d.join(x))?;
+    }
+    for i in 0..n {
+        println!("{i} {}", random_op(&mut rng, &d));
+    }
+    Ok(())
+}
+
 fn usage() -> ExitCode {
     eprintln!(
         "usage: wasi-subjects replace|log MODE N | check-replace | check-log | check-seqstore"
@@ -231,6 +367,10 @@ fn main() -> ExitCode {
         (Some("log"), Some(m @ ("sync" | "no-sync")), Some(r)) => {
             log(m, r).map_err(|e| e.to_string())
         }
+        (Some("ops"), Some(seed), Some(n)) => match seed.parse() {
+            Ok(seed) => random_ops(seed, n).map_err(|e| e.to_string()),
+            Err(_) => return usage(),
+        },
         (Some("check-replace"), ..) => check_replace(),
         (Some("check-log"), ..) => check_log(),
         (Some("check-seqstore"), ..) => check_seqstore(),
