@@ -54,7 +54,11 @@ fn random_calls_agree_with_wasmtime_wasi_on_a_real_directory_and_replay() {
             (1..=runs).map(|k| 0xca11_0000 + k).collect()
         }
     };
-    eprintln!("seeds {:#x}..={:#x}, {CALLS} calls each", seeds[0], seeds[seeds.len() - 1]);
+    eprintln!(
+        "seeds {:#x}..={:#x}, {CALLS} calls each",
+        seeds[0],
+        seeds[seeds.len() - 1]
+    );
     for seed in seeds {
         if let Some(why) = disagreement(seed, CALLS) {
             let shortest = (1..=CALLS)

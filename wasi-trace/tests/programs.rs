@@ -6,8 +6,10 @@ mod common;
 
 use common::{program, tree};
 use seqstore_fault_fs::{FaultFs, Journal, Model};
+use seqstore_trace::capture::capture_strace;
+use seqstore_trace::check::CommandChecker;
 use seqstore_trace::replay::Replayer;
-use seqstore_trace::session::{check_capture, CheckConfig, TraceReport};
+use seqstore_trace::session::{check_capture, start_from_dir, CheckConfig, TraceReport};
 use seqstore_wasi_trace::{Recorder, RunConfig, WasmChecker};
 
 /// Captures `args` on an empty tree and checks it under `model` with `checker`.
@@ -36,24 +38,25 @@ fn check(args: &[&str], checker: &str, model: Model) -> TraceReport {
     r
 }
 
+/// (program, checker, clean under posix, clean under ordered)
+const CASES: &[(&[&str], &str, bool, bool)] = &[
+    (&["replace", "good", "3"], "check-replace", true, true),
+    // the rename is lost with its directory entry under posix; ordered keeps names
+    (
+        &["replace", "no-dir-sync", "3"],
+        "check-replace",
+        false,
+        true,
+    ),
+    // the renamed file's data was never synced: empty or torn after the crash
+    (&["replace", "no-sync", "3"], "check-replace", false, false),
+    (&["log", "sync", "4"], "check-log", true, true),
+    (&["log", "no-sync", "4"], "check-log", false, false),
+];
+
 #[test]
 fn atomic_replace_and_append_log_get_the_verdicts_their_fsyncs_call_for() {
-    // (program, checker, clean under posix, clean under ordered)
-    let cases: &[(&[&str], &str, bool, bool)] = &[
-        (&["replace", "good", "3"], "check-replace", true, true),
-        // the rename is lost with its directory entry under posix; ordered keeps names
-        (
-            &["replace", "no-dir-sync", "3"],
-            "check-replace",
-            false,
-            true,
-        ),
-        // the renamed file's data was never synced: empty or torn after the crash
-        (&["replace", "no-sync", "3"], "check-replace", false, false),
-        (&["log", "sync", "4"], "check-log", true, true),
-        (&["log", "no-sync", "4"], "check-log", false, false),
-    ];
-    for &(args, checker, posix, ordered) in cases {
+    for &(args, checker, posix, ordered) in CASES {
         for (model, clean) in [(Model::Posix, posix), (Model::Ordered, ordered)] {
             let r = check(args, checker, model);
             assert!(
@@ -98,5 +101,45 @@ fn the_capture_replays_to_the_tree_the_run_left_at_every_prefix() {
             "{args:?}: replay differs from the run"
         );
         assert!(!journal.events().is_empty(), "{args:?}: no marks recorded");
+    }
+}
+
+/// The same programs built natively, captured by strace and checked by their native
+/// checker, one process per image: the verdicts must be the WASI route's.
+#[test]
+fn the_strace_route_on_native_builds_gives_the_same_verdicts() {
+    if seqstore_trace::strace::find_strace().is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "strace is missing under CI=true (.ci/run installs it)"
+        );
+        eprintln!("SKIPPED: strace is not installed");
+        return;
+    }
+    let bin = common::subjects_native();
+    for &(args, checker, posix, ordered) in CASES {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("d");
+        std::fs::create_dir(&dir).unwrap();
+        let mut argv = vec![
+            "env".to_string(),
+            format!("SUBJECT_DIR={}", dir.display()),
+            bin.display().to_string(),
+        ];
+        argv.extend(args.iter().map(|a| a.to_string()));
+        let traced = capture_strace(&dir, &t.path().join("work"), &argv).unwrap();
+        assert!(traced.status.unwrap().success(), "{args:?} failed natively");
+        let chk = CommandChecker::new(format!("{} {checker}", bin.display()));
+        for (model, clean) in [(Model::Posix, posix), (Model::Ordered, ordered)] {
+            let start = start_from_dir(model, &traced.snapshot).unwrap();
+            let mut cfg = CheckConfig::new(model);
+            cfg.stop_at_first = !clean;
+            let r = check_capture(&start, &traced.capture, &chk, &cfg).unwrap();
+            eprintln!(
+                "native {args:?} {model}: {} ops, {} crash points, {} checks, {} violations, {:.1} checks/s",
+                r.ops, r.crash_points, r.checker_runs, r.violations, r.checks_per_s()
+            );
+            assert_eq!(r.violations == 0, clean, "native {args:?} under {model}");
+        }
     }
 }
