@@ -133,7 +133,9 @@ fn main() {
     print!("{page}");
     if let Some(p) = opt("--markdown") {
         // relative to the workspace root (cargo runs benches in the package's directory)
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p);
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(p);
         std::fs::write(&p, &page).expect("writing the markdown");
         eprintln!("written to {}", p.display());
     }
