@@ -143,3 +143,43 @@ fn the_strace_route_on_native_builds_gives_the_same_verdicts() {
         }
     }
 }
+
+/// redb (crates.io, built for wasm32-wasip2), one write transaction per row with its default
+/// immediate durability. What the check finds, by phase:
+/// - before the first commit returned (nothing promised), under both models: a crash inside
+///   `Database::create` leaves a file redb refuses ("not a redb database"); a program must
+///   delete it and create the database again;
+/// - after commits, under `posix` only: the whole file is missing, with every promised row.
+///   redb syncs its data but never the directory, so the file's name is not durable.
+#[test]
+fn redb_keeps_its_commits_under_ordered_and_loses_its_file_under_posix() {
+    for model in [Model::Posix, Model::Ordered] {
+        let r = check(&["redb", "3"], "check-redb", model);
+        assert!(
+            r.violations > 0,
+            "redb under {model}: the creation crash is not found"
+        );
+        for g in &r.by_last_mark {
+            eprintln!(
+                "  redb {model}: after {:?}: {} images: {}",
+                g.last_mark, g.violating, g.example
+            );
+            match &g.last_mark {
+                None => assert!(g.example.contains("does not open"), "{g:?}"),
+                Some(m) => {
+                    assert_eq!(
+                        model,
+                        Model::Posix,
+                        "a promised row lost under ordered: {g:?}"
+                    );
+                    assert!(
+                        m.starts_with("row ") && g.example.contains("db.redb is missing"),
+                        "{g:?}"
+                    );
+                }
+            }
+        }
+        let after_commit = r.by_last_mark.iter().any(|g| g.last_mark.is_some());
+        assert_eq!(after_commit, model == Model::Posix, "redb under {model}");
+    }
+}

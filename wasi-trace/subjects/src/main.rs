@@ -15,9 +15,12 @@
 //!   rename, remove, mkdir, rmdir, hard link, fsyncs, reads, listings, metadata) on a few
 //!   names, each printed with its result: the served filesystem's differential test.
 //!
+//! - `redb ROWS`: a redb database `db.redb`, one write transaction per row committed with
+//!   redb's default (immediate) durability. Promise: `row N`.
+//!
 //! Checkers read the image at `$IMAGE_DIR` and the promises from `$MARKS` (one per line, the
 //! in-process checker) or the file `$MARKS_FILE` (the shell checker); exit 0 when every
-//! promise is kept, else print why and exit 1: `check-replace`, `check-log`, and
+//! promise is kept, else print why and exit 1: `check-replace`, `check-log`, `check-redb`, and
 //! `check-seqstore` (a seqstore stream whose promises are `acked SEQ`: the stream's last
 //! sequence is never below an acknowledged one; a `LOCK.wasi` marker the crash left is
 //! removed first, the documented recovery when no process holds the store).
@@ -332,6 +335,60 @@ fn random_op(rng: &mut Rng, d: &std::path::Path) -> String {
     }
 }
 
+use redb::{ReadableDatabase as _, ReadableTable as _};
+
+const ROWS: redb::TableDefinition<u64, &str> = redb::TableDefinition::new("rows");
+
+fn row_value(i: u64) -> String {
+    format!("row {i} {}", "r".repeat(100))
+}
+
+/// `redb ROWS`: one write transaction per row, committed with redb's default (immediate)
+/// durability; `row N` is promised once its commit returns.
+fn redb_rows(rows: u64) -> Result<(), String> {
+    let db = redb::Database::create(dir().join("db.redb")).map_err(|e| e.to_string())?;
+    for i in 1..=rows {
+        let tx = db.begin_write().map_err(|e| e.to_string())?;
+        {
+            let mut t = tx.open_table(ROWS).map_err(|e| e.to_string())?;
+            t.insert(i, row_value(i).as_str())
+                .map_err(|e| e.to_string())?;
+        }
+        tx.commit().map_err(|e| e.to_string())?;
+        mark(&format!("row {i}")).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Every promised row is in the database, which opens.
+fn check_redb() -> Result<(), String> {
+    let k = promised("row ");
+    let path = image().join("db.redb");
+    if !path.exists() {
+        return if k == 0 {
+            Ok(())
+        } else {
+            Err(format!("db.redb is missing, {k} rows were promised"))
+        };
+    }
+    let db =
+        redb::Database::create(&path).map_err(|e| format!("the database does not open: {e}"))?;
+    let tx = db.begin_read().map_err(|e| e.to_string())?;
+    let t = match tx.open_table(ROWS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) if k == 0 => return Ok(()),
+        Err(e) => return Err(format!("table rows: {e}")),
+    };
+    for i in 1..=k {
+        match t.get(i).map_err(|e| e.to_string())? {
+            Some(v) if v.value() == row_value(i) => {}
+            Some(v) => return Err(format!("row {i} is wrong: {:?}", v.value())),
+            None => return Err(format!("row {i} is missing, {k} were promised")),
+        }
+    }
+    Ok(())
+}
+
 /// `ops SEED N`: N random filesystem calls, each printed with its result.
 fn random_ops(seed: u64, n: u64) -> std::io::Result<()> {
     let mut rng = Rng(seed);
@@ -371,6 +428,11 @@ fn main() -> ExitCode {
             Ok(seed) => random_ops(seed, n).map_err(|e| e.to_string()),
             Err(_) => return usage(),
         },
+        (Some("redb"), Some(r), _) => match r.parse() {
+            Ok(r) => redb_rows(r),
+            Err(_) => return usage(),
+        },
+        (Some("check-redb"), ..) => check_redb(),
         (Some("check-replace"), ..) => check_replace(),
         (Some("check-log"), ..) => check_log(),
         (Some("check-seqstore"), ..) => check_seqstore(),
