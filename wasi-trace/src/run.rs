@@ -89,17 +89,18 @@ impl std::fmt::Debug for Program {
 }
 
 impl Program {
-    /// Compiles `wasm` (the bytes of a component) and links it against WASI, with this
-    /// crate's `wasi:filesystem`. A core module (preview 1) is refused: convert it to a
-    /// component first (`wasm-tools component new --adapt`).
+    /// Compiles `wasm` and links it against WASI, with this crate's `wasi:filesystem`. A
+    /// component is taken as it is; a core module (WASI preview 1) is first made a component
+    /// with wasmtime's own preview-1 adapter (which cannot fsync a directory: such programs
+    /// get EBADF there, as under any preview-1 runtime).
     pub fn new(wasm: &[u8]) -> Result<Program, Error> {
-        if wasmparser_is_core_module(wasm) {
-            return Err(Error::Program(
-                "a core module (WASI preview 1), not a component: convert it with the \
-                 preview-1 adapter (wasm-tools component new --adapt) first"
-                    .into(),
-            ));
-        }
+        let adapted;
+        let wasm = if is_core_module(wasm) {
+            adapted = adapt_preview1(wasm)?;
+            &adapted[..]
+        } else {
+            wasm
+        };
         let engine = engine()?;
         let component = Component::new(engine, wasm)
             .map_err(|e| Error::Program(format!("compiling: {e:?}")))?;
@@ -131,8 +132,27 @@ impl Program {
 }
 
 /// A component starts with `\0asm` and a layer field of 1; a core module's is 0.
-fn wasmparser_is_core_module(wasm: &[u8]) -> bool {
+fn is_core_module(wasm: &[u8]) -> bool {
     wasm.len() >= 8 && &wasm[..4] == b"\0asm" && wasm[6..8] == [0, 0]
+}
+
+/// A preview-1 command module as a component, through the command adapter.
+fn adapt_preview1(module: &[u8]) -> Result<Vec<u8>, Error> {
+    use wasi_preview1_component_adapter_provider as p1;
+    fn adapt(e: impl std::fmt::Debug) -> Error {
+        Error::Program(format!("adapting a preview-1 module: {e:?}"))
+    }
+    wit_component::ComponentEncoder::default()
+        .module(module)
+        .map_err(adapt)?
+        .adapter(
+            p1::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
+            p1::WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
+        )
+        .map_err(adapt)?
+        .validate(true)
+        .encode()
+        .map_err(adapt)
 }
 
 /// Everything of WASI from wasmtime-wasi, then `wasi:filesystem` (types, preopens) again

@@ -56,6 +56,12 @@ pub fn subjects_wasm() -> &'static Path {
     P.get_or_init(|| build(Some("wasm32-wasip2")))
 }
 
+/// The subjects as a WASI preview-1 core module (`wasm32-wasip1`).
+pub fn subjects_wasm_p1() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| build(Some("wasm32-wasip1")))
+}
+
 /// The subjects built for this machine (for the strace route).
 pub fn subjects_native() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
