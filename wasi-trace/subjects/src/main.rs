@@ -192,6 +192,7 @@ fn check_log() -> Result<(), String> {
     Ok(())
 }
 
+#[cfg(feature = "seqstore")]
 fn check_seqstore() -> Result<(), String> {
     let k = promised("acked ");
     // WASI has no file locks: the store's lock there is a marker file, which a power cut
@@ -335,58 +336,62 @@ fn random_op(rng: &mut Rng, d: &std::path::Path) -> String {
     }
 }
 
-use redb::{ReadableDatabase as _, ReadableTable as _};
+#[cfg(feature = "redb")]
+mod redb_subject {
+    use super::{dir, image, mark, promised};
+    use redb::{ReadableDatabase as _, ReadableTable as _};
 
-const ROWS: redb::TableDefinition<u64, &str> = redb::TableDefinition::new("rows");
+    const ROWS: redb::TableDefinition<u64, &str> = redb::TableDefinition::new("rows");
 
-fn row_value(i: u64) -> String {
-    format!("row {i} {}", "r".repeat(100))
-}
-
-/// `redb ROWS`: one write transaction per row, committed with redb's default (immediate)
-/// durability; `row N` is promised once its commit returns.
-fn redb_rows(rows: u64) -> Result<(), String> {
-    let db = redb::Database::create(dir().join("db.redb")).map_err(|e| e.to_string())?;
-    for i in 1..=rows {
-        let tx = db.begin_write().map_err(|e| e.to_string())?;
-        {
-            let mut t = tx.open_table(ROWS).map_err(|e| e.to_string())?;
-            t.insert(i, row_value(i).as_str())
-                .map_err(|e| e.to_string())?;
-        }
-        tx.commit().map_err(|e| e.to_string())?;
-        mark(&format!("row {i}")).map_err(|e| e.to_string())?;
+    pub(super) fn row_value(i: u64) -> String {
+        format!("row {i} {}", "r".repeat(100))
     }
-    Ok(())
-}
 
-/// Every promised row is in the database, which opens.
-fn check_redb() -> Result<(), String> {
-    let k = promised("row ");
-    let path = image().join("db.redb");
-    if !path.exists() {
-        return if k == 0 {
-            Ok(())
-        } else {
-            Err(format!("db.redb is missing, {k} rows were promised"))
+    /// `redb ROWS`: one write transaction per row, committed with redb's default (immediate)
+    /// durability; `row N` is promised once its commit returns.
+    pub(super) fn redb_rows(rows: u64) -> Result<(), String> {
+        let db = redb::Database::create(dir().join("db.redb")).map_err(|e| e.to_string())?;
+        for i in 1..=rows {
+            let tx = db.begin_write().map_err(|e| e.to_string())?;
+            {
+                let mut t = tx.open_table(ROWS).map_err(|e| e.to_string())?;
+                t.insert(i, row_value(i).as_str())
+                    .map_err(|e| e.to_string())?;
+            }
+            tx.commit().map_err(|e| e.to_string())?;
+            mark(&format!("row {i}")).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Every promised row is in the database, which opens.
+    pub(super) fn check_redb() -> Result<(), String> {
+        let k = promised("row ");
+        let path = image().join("db.redb");
+        if !path.exists() {
+            return if k == 0 {
+                Ok(())
+            } else {
+                Err(format!("db.redb is missing, {k} rows were promised"))
+            };
+        }
+        let db = redb::Database::create(&path)
+            .map_err(|e| format!("the database does not open: {e}"))?;
+        let tx = db.begin_read().map_err(|e| e.to_string())?;
+        let t = match tx.open_table(ROWS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) if k == 0 => return Ok(()),
+            Err(e) => return Err(format!("table rows: {e}")),
         };
-    }
-    let db =
-        redb::Database::create(&path).map_err(|e| format!("the database does not open: {e}"))?;
-    let tx = db.begin_read().map_err(|e| e.to_string())?;
-    let t = match tx.open_table(ROWS) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) if k == 0 => return Ok(()),
-        Err(e) => return Err(format!("table rows: {e}")),
-    };
-    for i in 1..=k {
-        match t.get(i).map_err(|e| e.to_string())? {
-            Some(v) if v.value() == row_value(i) => {}
-            Some(v) => return Err(format!("row {i} is wrong: {:?}", v.value())),
-            None => return Err(format!("row {i} is missing, {k} were promised")),
+        for i in 1..=k {
+            match t.get(i).map_err(|e| e.to_string())? {
+                Some(v) if v.value() == row_value(i) => {}
+                Some(v) => return Err(format!("row {i} is wrong: {:?}", v.value())),
+                None => return Err(format!("row {i} is missing, {k} were promised")),
+            }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// `ops SEED N`: N random filesystem calls, each printed with its result.
@@ -428,13 +433,16 @@ fn main() -> ExitCode {
             Ok(seed) => random_ops(seed, n).map_err(|e| e.to_string()),
             Err(_) => return usage(),
         },
+        #[cfg(feature = "redb")]
         (Some("redb"), Some(r), _) => match r.parse() {
-            Ok(r) => redb_rows(r),
+            Ok(r) => redb_subject::redb_rows(r),
             Err(_) => return usage(),
         },
-        (Some("check-redb"), ..) => check_redb(),
+        #[cfg(feature = "redb")]
+        (Some("check-redb"), ..) => redb_subject::check_redb(),
         (Some("check-replace"), ..) => check_replace(),
         (Some("check-log"), ..) => check_log(),
+        #[cfg(feature = "seqstore")]
         (Some("check-seqstore"), ..) => check_seqstore(),
         _ => return usage(),
     };

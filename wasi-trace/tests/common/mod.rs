@@ -18,7 +18,8 @@ fn target_dir() -> PathBuf {
     base.join("wasi-subjects")
 }
 
-/// Builds `wasi-subjects` (release) for `target` (`None`: the host) and returns its path.
+/// Builds `wasi-subjects` (release) for `target` (`None`: the host) and returns its path. Only
+/// the wasm32-wasip2 build has the seqstore and redb subjects (the others need plain std).
 fn build(target: Option<&str>) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -34,6 +35,9 @@ fn build(target: Option<&str>) -> PathBuf {
         .arg(target_dir());
     if let Some(t) = target {
         cmd.args(["--target", t]);
+    }
+    if target != Some("wasm32-wasip2") {
+        cmd.arg("--no-default-features");
     }
     let st = cmd.status().expect("cargo runs");
     assert!(st.success(), "building the subjects for {target:?} failed");
