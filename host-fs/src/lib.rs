@@ -168,7 +168,7 @@ mod tsc_clock {
     //! beside it) behind a sequence lock of atomics, so that readers on any thread take a
     //! consistent pair without a lock, and whichever reader finds the anchor 100 ms old
     //! takes a new one.
-    use std::sync::atomic::{fence, AtomicI64, AtomicU64, Ordering};
+    use std::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicU64, Ordering};
     use std::sync::OnceLock;
 
     /// How long an anchor serves before the system time is read again.
@@ -180,8 +180,21 @@ mod tsc_clock {
     static RAW: AtomicU64 = AtomicU64::new(0);
     static NS: AtomicI64 = AtomicI64::new(0);
 
+    /// Readings served by the system time before the TSC is used: `quanta::Clock::new`
+    /// calibrates the TSC against the system clock for 10 ms or more, which a short-lived
+    /// process (one CLI command, a crash checker) would spend on a handful of readings.
+    const SYSTEM_READINGS: u64 = 4096;
+    static READINGS: AtomicU64 = AtomicU64::new(0);
+    static WARM: AtomicBool = AtomicBool::new(false);
+
     #[inline]
     pub(super) fn now_ns() -> i64 {
+        if !WARM.load(Ordering::Relaxed) {
+            if READINGS.fetch_add(1, Ordering::Relaxed) < SYSTEM_READINGS {
+                return super::system_ns();
+            }
+            WARM.store(true, Ordering::Relaxed);
+        }
         let clock = CLOCK.get_or_init(quanta::Clock::new);
         let now = clock.raw();
         let s1 = SEQ.load(Ordering::Acquire);
