@@ -77,7 +77,7 @@ fn main() {
     let rounds: usize = opt("--rounds").map_or(5, |r| r.parse().expect("--rounds N"));
     let subjects = common::program();
     let guest = Program::new(seqstore_wasm::guest_command_wasm()).unwrap();
-    let native = common::subjects_native();
+    let native = common::subjects_native_full();
     let (rec, cap) = session(&guest);
     let in_proc = WasmChecker::new(subjects.clone(), RunConfig::with_args(&["check-seqstore"]));
     let shell = CommandChecker::new(format!("{} check-seqstore", native.display()));

@@ -59,7 +59,7 @@ fn build() -> Option<PathBuf> {
     if !Path::new(&builtins).exists() || !Path::new("/usr/include/wasm32-wasi/stdio.h").exists() {
         return None;
     }
-    let work = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/wasi-subjects/sqlite");
+    let work = common::work_dir("wasi-subjects-sqlite");
     let src = amalgamation(&work);
     let sysroot = PathBuf::from(run(Command::new("rustc").args(["--print", "sysroot"]))?);
     let libc = sysroot.join("lib/rustlib/wasm32-wasip1/lib/self-contained");

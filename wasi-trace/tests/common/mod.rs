@@ -10,17 +10,28 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-fn target_dir() -> PathBuf {
+/// Where the subjects are built: one directory per feature set, so that the builds with and
+/// without the seqstore and redb parts never overwrite each other.
+fn target_dir(full: bool) -> PathBuf {
     let base = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
         PathBuf::from,
     );
-    base.join("wasi-subjects")
+    base.join(if full {
+        "wasi-subjects"
+    } else {
+        "wasi-subjects-std"
+    })
 }
 
-/// Builds `wasi-subjects` (release) for `target` (`None`: the host) and returns its path. Only
-/// the wasm32-wasip2 build has the seqstore and redb subjects (the others need plain std).
-fn build(target: Option<&str>) -> PathBuf {
+/// A directory of this crate's tests under the target directory (e.g. for the C subject).
+pub fn work_dir(name: &str) -> PathBuf {
+    target_dir(true).with_file_name(name)
+}
+
+/// Builds `wasi-subjects` (release) for `target` (`None`: the host) and returns its path;
+/// `full`: with the seqstore and redb parts (default features), else plain std.
+fn build(target: Option<&str>, full: bool) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -32,16 +43,16 @@ fn build(target: Option<&str>) -> PathBuf {
             "seqstore-wasi-subjects",
         ])
         .arg("--target-dir")
-        .arg(target_dir());
+        .arg(target_dir(full));
     if let Some(t) = target {
         cmd.args(["--target", t]);
     }
-    if target != Some("wasm32-wasip2") {
+    if !full {
         cmd.arg("--no-default-features");
     }
     let st = cmd.status().expect("cargo runs");
     assert!(st.success(), "building the subjects for {target:?} failed");
-    let mut p = target_dir();
+    let mut p = target_dir(full);
     if let Some(t) = target {
         p.push(t);
     }
@@ -57,19 +68,25 @@ fn build(target: Option<&str>) -> PathBuf {
 /// The subjects as a WASI component.
 pub fn subjects_wasm() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| build(Some("wasm32-wasip2")))
+    P.get_or_init(|| build(Some("wasm32-wasip2"), true))
 }
 
 /// The subjects as a WASI preview-1 core module (`wasm32-wasip1`).
 pub fn subjects_wasm_p1() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| build(Some("wasm32-wasip1")))
+    P.get_or_init(|| build(Some("wasm32-wasip1"), false))
 }
 
-/// The subjects built for this machine (for the strace route).
+/// The small subjects built for this machine (for the strace route).
 pub fn subjects_native() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| build(None))
+    P.get_or_init(|| build(None, false))
+}
+
+/// The subjects built for this machine with `check-seqstore` (the bench's baseline checker).
+pub fn subjects_native_full() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| build(None, true))
 }
 
 /// The subjects program, compiled once per test binary.
