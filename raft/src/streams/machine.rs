@@ -123,9 +123,13 @@ impl<F: Fs + 'static> RaftStateMachine<TypeConfig> for StreamStateMachine<F> {
         I::IntoIter: OptionalSend,
     {
         let entries: Vec<Entry> = entries.into_iter().collect();
-        self.blocking(move |c| entries.into_iter().map(|e| c.apply(e)).collect())
-            .await
-            .map_err(sm_err)
+        self.blocking(move |c| {
+            let out = entries.into_iter().map(|e| c.apply(e)).collect();
+            c.after_batch()?;
+            out
+        })
+        .await
+        .map_err(sm_err)
     }
 
     async fn get_snapshot_builder(&mut self) -> StreamSnapshotBuilder<F> {

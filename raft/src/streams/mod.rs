@@ -35,6 +35,8 @@
 //! **Determinism.** Each stream's store runs on a [`ManualClock`] set to the request's `ts`
 //! (the leader's clock) before the request is applied; see [`crate::types`].
 
+#[cfg(feature = "ablation")]
+mod ablation;
 mod apply;
 mod machine;
 
@@ -64,9 +66,12 @@ const WORK: &str = "work";
 pub enum SmAblation {
     /// The snapshot file is replaced without its two fsyncs.
     SnapshotUnsynced,
-    /// Open trusts the working copies on disk instead of rebuilding them from the snapshot:
-    /// entries applied after the snapshot are applied again on top of what survived of them.
-    TrustWorkingCopy,
+    /// The design the module doc rejects: the working copies are trusted, and `last_applied`
+    /// is recorded after each applied batch (every store synced, then `sm-applied` replaced
+    /// durably); open reopens the working copies and re-application starts after the recorded
+    /// index, with no idempotence check. A crash after some of a batch reached the disk
+    /// applies it again on top of what survived.
+    AppliedAfterData,
 }
 
 /// The snapshot file: openraft's metadata and the snapshot data ([`Image`], postcard).
@@ -142,6 +147,9 @@ pub struct StreamCore<F: Fs> {
     current: Option<SnapshotFile>,
     built: u64,
     durable: bool,
+    /// The `AppliedAfterData` ablation: record `last_applied` after every batch.
+    #[cfg(feature = "ablation")]
+    applied_file: bool,
 }
 
 fn decode_image(bytes: &[u8]) -> Result<Image> {
@@ -184,6 +192,8 @@ impl<F: Fs> StreamCore<F> {
             current,
             built: 0,
             durable: true,
+            #[cfg(feature = "ablation")]
+            applied_file: false,
         })
     }
 
@@ -195,6 +205,16 @@ impl<F: Fs> StreamCore<F> {
     /// The current snapshot, if any.
     pub fn current_snapshot(&self) -> Option<&SnapshotFile> {
         self.current.as_ref()
+    }
+
+    /// What follows a batch of applied entries: nothing (the raft log is the durable record),
+    /// but for an ablation.
+    pub fn after_batch(&mut self) -> Result<()> {
+        #[cfg(feature = "ablation")]
+        if self.applied_file {
+            return self.record_applied();
+        }
+        Ok(())
     }
 
     /// Applies one entry. `Err` only for a failure of the node (I/O, corruption): the state
@@ -326,7 +346,7 @@ impl<F: Fs> StreamCore<F> {
         self.last_applied = image.last_applied;
         self.last_membership = image.last_membership;
         self.current = Some(file);
-        Ok(())
+        self.after_batch()
     }
 
     /// The stream names.
@@ -421,59 +441,4 @@ fn read_snapshot<F: Fs>(fs: &SharedFs<F>) -> Result<Option<SnapshotFile>> {
     let body = meta::unframe(SNAP_MAGIC, SNAP_FILE, &b)?;
     let f = postcard::from_bytes(body).map_err(|e| Error::corrupt(SNAP_FILE, e))?;
     Ok(Some(f))
-}
-#[cfg(feature = "ablation")]
-impl<F: Fs> StreamCore<F> {
-    /// [`StreamCore::open`] with one durability step removed (tests only).
-    pub fn open_ablated(fs: F, ablation: SmAblation) -> Result<Self> {
-        match ablation {
-            SmAblation::SnapshotUnsynced => {
-                let mut core = Self::open(fs)?;
-                core.durable = false;
-                Ok(core)
-            }
-            SmAblation::TrustWorkingCopy => Self::open_trusting(fs),
-        }
-    }
-
-    /// Opens the newest generation's stores as they are on disk (restoring only the streams
-    /// that have no directory there) with the snapshot's `last_applied`.
-    fn open_trusting(fs: F) -> Result<Self> {
-        let fs = SharedFs(Arc::new(fs));
-        let current = read_snapshot(&fs)?;
-        let image = match &current {
-            Some(f) => decode_image(&f.data)?,
-            None => Image::default(),
-        };
-        let listed = fs.read_dir(WORK).unwrap_or_default();
-        let gen = listed.iter().filter_map(|e| e.name.parse().ok()).max();
-        let Some(gen) = gen else {
-            return Self::open_shared(fs);
-        };
-        let mut streams = BTreeMap::new();
-        for si in &image.streams {
-            let dir = format!("{}/{}", gen_dir(gen), si.name);
-            let clock = ManualClock::new(0);
-            let store = Store::builder(SubFs::new(fs.clone(), dir))
-                .config(si.config.store_config())
-                .clock(clock.clone())
-                .open()?;
-            let s = Stream {
-                config: si.config,
-                store,
-                clock,
-            };
-            streams.insert(si.name.clone(), s);
-        }
-        Ok(StreamCore {
-            fs,
-            gen,
-            streams,
-            last_applied: image.last_applied,
-            last_membership: image.last_membership,
-            current,
-            built: 0,
-            durable: true,
-        })
-    }
 }
