@@ -1,4 +1,4 @@
-//! seqstore as openraft's log storage.
+//! seqstore replicated with openraft: the log storage and the state machine.
 //!
 //! [`LogStore`] implements openraft 0.9's `RaftLogStorage` and `RaftLogReader` on a store-core
 //! [`seqstore_core::Store`], generic over [`seqstore_core::Fs`] (host-fs in production, fault-fs in

@@ -19,11 +19,14 @@
 use openraft::storage::RaftStateMachine;
 use openraft::testing::log_id;
 use openraft::{EntryPayload, RaftSnapshotBuilder};
-use seqstore_fault_fs::{explore, CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report, Rng};
+use seqstore_fault_fs::{
+    explore, explore_from, CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report, Rng,
+};
 use seqstore_raft::streams::{SmAblation, StreamDump};
 use seqstore_raft::{Entry, Op, Request, Response, StreamConfig, StreamCore, StreamStateMachine};
 use std::collections::BTreeMap;
 use std::io::Cursor;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 #[derive(Clone, Debug)]
@@ -112,33 +115,33 @@ impl Gen {
         let stream = STREAMS[i].to_string();
         let bound = self.used[i] + 2;
         match self.rng.below(100) {
-            0..=49 => self.append(i, stream),
-            50..=57 => Op::Delete {
+            0..=54 => self.append(i, stream),
+            55..=62 => Op::Delete {
                 stream,
                 seq: self.rng.within(1, bound),
             },
-            58..=60 => Op::Purge { stream },
-            61..=66 => Op::PurgeEx {
+            63..=65 => Op::Purge { stream },
+            66..=71 => Op::PurgeEx {
                 stream,
                 filter: self.rng.pick(&FILTERS).to_string(),
                 up_to_seq: self.rng.below(bound + 1),
                 keep: self.rng.below(3),
             },
-            67..=70 => Op::Compact {
+            72..=75 => Op::Compact {
                 stream,
                 up_to: self.rng.within(1, bound),
             },
-            71..=73 => Op::Truncate {
+            76..=78 => Op::Truncate {
                 stream,
                 seq: self.rng.below(bound),
             },
-            74..=79 => Op::Expire { stream },
-            80..=84 => {
+            79..=84 => Op::Expire { stream },
+            85..=89 => {
                 let count = self.rng.within(1, 3);
                 self.used[i] += count;
                 Op::Skip { stream, count }
             }
-            85..=92 => Op::CreateStream {
+            90..=96 => Op::CreateStream {
                 name: stream,
                 config: Self::config(i),
             },
@@ -358,52 +361,103 @@ impl Runner<'_> {
 
 // ----- the check of one crash image -----
 
-fn check(
-    img: &FaultFs,
-    events: &[Event],
-    log: &[Entry],
-    want: &Reference,
+struct Checker<'a> {
+    log: &'a [Entry],
+    want: &'a Reference,
     ablation: Option<SmAblation>,
-) -> Result<(), String> {
-    let mut core = open_sm(img, ablation)?;
-    let applied = core.applied().0.map_or(0, |l| l.index + 1);
-    let purged = events
-        .iter()
-        .map(|Event::SnapshotDurable(n)| *n)
-        .max()
-        .unwrap_or(0);
-    if applied < purged {
-        return Err(format!(
-            "recovered last_applied covers {applied} entries, but a snapshot of {purged} was acknowledged (the log behind it is purged)"
-        ));
+    /// How many more images of this run get their recovery crashed too.
+    nested_budget: AtomicUsize,
+    /// How many did.
+    nested: AtomicUsize,
+}
+
+impl Checker<'_> {
+    /// Checks one image; on a deterministic sample of images, first crashes the recovery
+    /// itself at every operation boundary (open rebuilds `work/`: a power cut there must be as
+    /// safe as one before it) and checks each of those images the same way.
+    fn image(&self, img: &FaultFs, ctx: &CrashCtx<'_, Event>) -> Result<(), String> {
+        let sampled = ctx.image == 0
+            && ctx.crash_point % 17 == 9
+            && self
+                .nested_budget
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| b.checked_sub(1))
+                .is_ok();
+        if sampled {
+            self.recovery_crashes(img, ctx.events)?;
+        }
+        self.check(img, ctx.events)
     }
-    if applied > log.len() as u64 {
-        return Err(format!(
-            "recovered {applied} entries of a log of {}",
-            log.len()
-        ));
-    }
-    for e in &log[applied as usize..] {
-        let i = e.log_id.index as usize;
-        let got = core
-            .apply(e.clone())
-            .map_err(|e| format!("re-apply {i}: {e}"))?;
-        if got != want.responses[i] {
-            return Err(format!(
-                "re-applied entry {i} (recovered from {applied}) answered {got:?}, reference {:?}",
-                want.responses[i]
-            ));
+
+    fn recovery_crashes(&self, img: &FaultFs, events: &[Event]) -> Result<(), String> {
+        self.nested.fetch_add(1, Ordering::Relaxed);
+        let start = img.crash();
+        let mut cfg = ExploreConfig::new(start.config().model);
+        cfg.fs = start.config();
+        cfg.max_images_per_point = 8;
+        cfg.random_images_per_point = 2;
+        cfg.stop_at_first_violation = true;
+        cfg.blame = false;
+        let r = explore_from(
+            &cfg,
+            &start,
+            &[()],
+            |fs, _, _: &mut Journal<Event>| open_sm(fs, self.ablation).map(drop),
+            |img, _| self.check(img, events),
+        );
+        match r.is_clean() {
+            true => Ok(()),
+            false => Err(format!("crash during recovery: {}", first_violation(&r))),
         }
     }
-    let got = core.dump().map_err(|e| format!("dump: {e}"))?;
-    match diff(&got, &want.streams) {
-        Some(d) => Err(format!("recovered from {applied} and re-applied: {d}")),
-        None => Ok(()),
+
+    /// Reopens, re-applies the log after the recovered `last_applied`, compares.
+    fn check(&self, img: &FaultFs, events: &[Event]) -> Result<(), String> {
+        let (log, want) = (self.log, self.want);
+        let mut core = open_sm(img, self.ablation)?;
+        let applied = core.applied().0.map_or(0, |l| l.index + 1);
+        let purged = events
+            .iter()
+            .map(|Event::SnapshotDurable(n)| *n)
+            .max()
+            .unwrap_or(0);
+        if applied < purged {
+            return Err(format!(
+                "recovered last_applied covers {applied} entries, but a snapshot of {purged} was acknowledged (the log behind it is purged)"
+            ));
+        }
+        if applied > log.len() as u64 {
+            return Err(format!(
+                "recovered {applied} entries of a log of {}",
+                log.len()
+            ));
+        }
+        for e in &log[applied as usize..] {
+            let i = e.log_id.index as usize;
+            let got = core
+                .apply(e.clone())
+                .map_err(|e| format!("re-apply {i}: {e}"))?;
+            if got != want.responses[i] {
+                return Err(format!(
+                    "re-applied entry {i} (recovered from {applied}) answered {got:?}, reference {:?}",
+                    want.responses[i]
+                ));
+            }
+        }
+        let got = core.dump().map_err(|e| format!("dump: {e}"))?;
+        match diff(&got, &want.streams) {
+            Some(d) => Err(format!("recovered from {applied} and re-applied: {d}")),
+            None => Ok(()),
+        }
     }
 }
 
-/// Explores `steps` under `model`.
-fn run(steps: &[Step], model: Model, ablation: Option<SmAblation>, first: bool) -> Report {
+/// Explores `steps` under `model`; the report and how many recoveries were crashed in turn.
+fn run_counted(
+    steps: &[Step],
+    model: Model,
+    ablation: Option<SmAblation>,
+    first: bool,
+) -> (Report, usize) {
     let log = log_of(steps);
     let want = reference(&log);
     let mut cfg = ExploreConfig::new(model);
@@ -411,6 +465,13 @@ fn run(steps: &[Step], model: Model, ablation: Option<SmAblation>, first: bool) 
     cfg.random_images_per_point = 4;
     cfg.stop_at_first_violation = first;
     cfg.blame = false;
+    let checker = Checker {
+        log: &log,
+        want: &want,
+        ablation,
+        nested_budget: AtomicUsize::new(2),
+        nested: AtomicUsize::new(0),
+    };
     let mut r = Runner {
         rt: tokio::runtime::Builder::new_current_thread()
             .build()
@@ -422,32 +483,122 @@ fn run(steps: &[Step], model: Model, ablation: Option<SmAblation>, first: bool) 
         ablation,
         reference: &want,
     };
-    explore(
+    let report = explore(
         &cfg,
         steps,
         |fs, s, j| r.step(fs, s, j),
-        |img, ctx: &CrashCtx<'_, Event>| check(img, ctx.events, &log, &want, ablation),
-    )
+        |img, ctx: &CrashCtx<'_, Event>| checker.image(img, ctx),
+    );
+    (report, checker.nested.load(Ordering::Relaxed))
+}
+
+fn run(steps: &[Step], model: Model, ablation: Option<SmAblation>, first: bool) -> Report {
+    run_counted(steps, model, ablation, first).0
 }
 
 fn fails(steps: &[Step], model: Model, ablation: Option<SmAblation>) -> bool {
     !run(steps, model, ablation, true).is_clean()
 }
 
-/// Drops steps (never the first, which creates the streams) while the sequence still fails.
+/// Drops steps (never the first, which creates the streams) while the sequence still
+/// fails, then single entries of the steps that remain.
 fn shrink(steps: &[Step], model: Model, ablation: Option<SmAblation>) -> Vec<Step> {
     let mut cur = steps.to_vec();
-    let mut i = cur.len();
-    while i > 1 {
-        i -= 1;
+    for i in (1..cur.len()).rev() {
         let mut t = cur.clone();
         t.remove(i);
         if fails(&t, model, ablation) {
             cur = t;
-            i = i.min(cur.len());
+        }
+    }
+    for i in (0..cur.len()).rev() {
+        for k in (0..cur[i].entries().len()).rev() {
+            let mut t = cur.clone();
+            match &mut t[i] {
+                Step::Apply(e) | Step::Install(e) if e.len() > 1 => drop(e.remove(k)),
+                _ => continue,
+            }
+            if fails(&t, model, ablation) {
+                cur = t;
+            }
         }
     }
     cur
+}
+
+/// One line per step, payloads by length.
+fn show(steps: &[Step]) -> String {
+    let req = |r: &Option<Request>| match r {
+        None => "blank".to_string(),
+        Some(Request {
+            ts,
+            op:
+                Op::Append {
+                    stream,
+                    subject,
+                    payload,
+                    ..
+                },
+        }) => format!("{ts}: append {stream} {subject:?} ({} B)", payload.len()),
+        Some(Request { ts, op }) => format!("{ts}: {op:?}"),
+    };
+    let mut out = String::new();
+    for (i, s) in steps.iter().enumerate() {
+        let name = match s {
+            Step::Apply(_) => "Apply",
+            Step::Install(_) => "Install",
+            Step::Build => "Build",
+            Step::Reopen => "Reopen",
+        };
+        let es: Vec<String> = s.entries().iter().map(req).collect();
+        out += &format!("  {i}: {name} [{}]\n", es.join("; "));
+    }
+    out
+}
+
+/// What the default workloads exercised (from the reference's responses): a run that never
+/// removed a message or never installed a snapshot would prove little.
+#[derive(Debug, Default)]
+struct Coverage {
+    appended: usize,
+    removed: usize,
+    refused: usize,
+    builds: usize,
+    installs: usize,
+    reopens: usize,
+}
+
+impl Coverage {
+    fn add(&mut self, steps: &[Step]) {
+        for r in reference(&log_of(steps)).responses {
+            match r {
+                Response::Seq(_) => self.appended += 1,
+                Response::Removed(n) => self.removed += n as usize,
+                Response::Err(_) => self.refused += 1,
+                _ => {}
+            }
+        }
+        for s in steps {
+            match s {
+                Step::Build => self.builds += 1,
+                Step::Install(_) => self.installs += 1,
+                Step::Reopen => self.reopens += 1,
+                Step::Apply(_) => {}
+            }
+        }
+    }
+
+    fn assert_broad(&self) {
+        let c = [
+            self.appended,
+            self.removed,
+            self.refused,
+            self.builds,
+            self.installs,
+            self.reopens,
+        ];
+        assert!(c.iter().all(|&n| n > 0), "narrow workloads: {self:?}");
+    }
 }
 
 fn seeds() -> Vec<u64> {
@@ -460,7 +611,7 @@ fn seeds() -> Vec<u64> {
     let n = std::env::var("SEQSTORE_SM_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(6);
+        .unwrap_or(8);
     (0..n).map(|i| 0x5eed_0000 + i).collect()
 }
 
@@ -475,16 +626,20 @@ fn first_violation(r: &Report) -> String {
 #[test]
 fn random_workloads_recover_to_the_reference_under_both_models() {
     let t = Instant::now();
-    let (mut points, mut images) = (0, 0);
+    let (mut points, mut images, mut nested) = (0, 0, 0);
+    let mut seen = Coverage::default();
     for seed in seeds() {
-        let steps = workload(seed, 12);
+        let steps = workload(seed, 18);
+        seen.add(&steps);
         for model in Model::ALL {
-            let r = run(&steps, model, None, false);
+            let (r, n) = run_counted(&steps, model, None, false);
+            nested += n;
             if !r.is_clean() {
                 let min = shrink(&steps, model, None);
                 panic!(
-                    "seed {seed} (SEQSTORE_SEED={seed} replays it), {model:?}: {}\nminimal failing steps: {min:#?}\nits violation: {}",
+                    "seed {seed} (SEQSTORE_SEED={seed} replays it), {model:?}: {}\nminimal failing steps:\n{}its violation: {}",
                     first_violation(&r),
+                    show(&min),
                     first_violation(&run(&min, model, None, true))
                 );
             }
@@ -493,17 +648,19 @@ fn random_workloads_recover_to_the_reference_under_both_models() {
         }
     }
     eprintln!(
-        "seeds {:?}: {points} crash points, {images} images, {:.1?}",
+        "seeds {:?}: {points} crash points, {images} images, {nested} recoveries crashed in turn, {:.1?}; {seen:?}",
         seeds(),
         t.elapsed()
     );
     assert!(images > 1000, "only {images} images checked");
+    assert!(nested > 0, "no recovery was crashed in turn");
+    seen.assert_broad();
 }
 
 /// A control must be found under `model` on some default seed; the first found is shrunk.
 fn control_found(ablation: SmAblation, model: Model) {
     for seed in seeds() {
-        let steps = workload(seed, 12);
+        let steps = workload(seed, 18);
         let r = run(&steps, model, Some(ablation), true);
         if r.is_clean() {
             continue;
@@ -511,10 +668,11 @@ fn control_found(ablation: SmAblation, model: Model) {
         let min = shrink(&steps, model, Some(ablation));
         assert!(fails(&min, model, Some(ablation)), "shrunk sequence passes");
         eprintln!(
-            "{ablation:?} {model:?} found on seed {seed}: {}\nshrunk {} -> {} steps: {min:?}\n{}",
+            "{ablation:?} {model:?} found on seed {seed}: {}\nshrunk {} -> {} steps:\n{}{}",
             first_violation(&r),
             steps.len(),
             min.len(),
+            show(&min),
             first_violation(&run(&min, model, Some(ablation), true))
         );
         return;

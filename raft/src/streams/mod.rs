@@ -21,7 +21,8 @@
 //! that append; a stream that discards new messages refuses an append the first time and
 //! accepts it on re-application when a later (already applied) delete made room. Recording
 //! the applied index per entry crash-atomically with the data would need a store fsync and
-//! a metadata fsync per entry. Rebuilding from the snapshot makes the recovered state exactly
+//! a metadata fsync per entry. (The ablation `AppliedAfterData` is the rejected design; the
+//! crash test finds it applying an append twice.) Rebuilding from the snapshot makes the recovered state exactly
 //! "the snapshot, then the log after it, each entry once", by construction; the price is a
 //! restart that restores the snapshot and replays the log since it (bounded by openraft's
 //! snapshot policy), and no fsync on the apply path (the raft log is already durable).
