@@ -34,6 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             subject: format!("x.{}", i % 16),
             headers: Vec::new(),
             payload: vec![7; 128],
+            ttl_ms: 0,
         };
         c.apply(entry(i, op))?;
     }

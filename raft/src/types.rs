@@ -2,10 +2,11 @@
 //! machine to do ([`Request`]) and what applying it returned ([`Response`]).
 //!
 //! Every request carries `ts`, the leader's clock (ns since the epoch) when it proposed the
-//! entry. The state machine runs each stream's store on a clock set to that value while it
-//! applies the entry, so every timestamp the store writes (the message's, a tombstone's, a
-//! skip's) and every age it computes (`max_age`) come from the leader, never from a
-//! follower's clock: the same entry gives the same bytes on every replica.
+//! entry. The state machine's time is the latest `ts` it applied (it never goes back), and
+//! every store runs on a clock showing it, so every timestamp a store writes (a message's, a
+//! tombstone's, a skip's), every age it computes (`max_age`) and every ttl it applies come
+//! from the leaders, never from a follower's clock: the same entry gives the same bytes on
+//! every replica.
 
 use serde::{Deserialize, Serialize};
 use std::io::Cursor;
@@ -38,7 +39,8 @@ pub enum Op {
         /// The stream.
         name: String,
     },
-    /// Stores a message at the stream's next sequence, stamped `max(ts, last_ts)`.
+    /// Stores a message at the stream's next sequence, stamped with the state machine's time
+    /// (the latest `ts` applied) or the stream's last timestamp if that is later.
     Append {
         /// The stream.
         stream: String,
@@ -48,6 +50,9 @@ pub enum Op {
         headers: Vec<u8>,
         /// Its payload.
         payload: Vec<u8>,
+        /// Expires this long after its timestamp (0: never): hidden from reads from then on,
+        /// removed by the next `Expire` (times are the log's, see `crate::streams`).
+        ttl_ms: u64,
     },
     /// Removes one message (`Store::delete`).
     Delete {
@@ -87,8 +92,8 @@ pub enum Op {
         /// The last sequence kept.
         seq: u64,
     },
-    /// Applies the stream's `max_age` at the request's `ts` (the leader decides when messages
-    /// expire; a follower's clock never does).
+    /// Applies the stream's `max_age` and removes its expired ttl messages at the request's
+    /// `ts` (the leader decides when messages expire; a follower's clock never does).
     Expire {
         /// The stream.
         stream: String,

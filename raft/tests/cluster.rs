@@ -131,6 +131,7 @@ fn append(subject: &str, payload: &str) -> Op {
         subject: subject.into(),
         headers: Vec::new(),
         payload: payload.as_bytes().to_vec(),
+        ttl_ms: 0,
     }
 }
 

@@ -60,6 +60,7 @@ fn entry(id: LogId) -> Entry {
                 subject: format!("k{}", id.index),
                 headers: Vec::new(),
                 payload: vec![b'v'; 76],
+                ttl_ms: 0,
             },
         }),
     }

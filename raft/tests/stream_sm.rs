@@ -39,6 +39,7 @@ fn append(stream: &str, subject: &str) -> Op {
         subject: subject.into(),
         headers: Vec::new(),
         payload: b"p".to_vec(),
+        ttl_ms: 0,
     }
 }
 
@@ -90,13 +91,34 @@ fn sequences_survive_purges_and_timestamps_never_go_back() {
     );
     let purge = Op::Purge { stream: "s".into() };
     assert_eq!(apply(&mut c, 200, vec![purge]), vec![Response::Removed(2)]);
-    // a new leader whose clock is behind the last message's timestamp
-    assert_eq!(
-        apply(&mut c, 50, vec![append("s", "c")]),
-        vec![Response::Seq(3)]
-    );
+    // a new leader whose clock is behind the time applied so far: time does not go back
+    let r = apply(&mut c, 50, vec![append("s", "c")]);
+    assert_eq!(r, vec![Response::Seq(3)]);
     let m = c.get("s", 3).expect("get").expect("message 3");
-    assert_eq!((m.subject.as_str(), m.ts), ("c", 100));
+    assert_eq!((m.subject.as_str(), m.ts), ("c", 200));
+}
+
+#[test]
+fn ttls_expire_on_the_logs_time_only() {
+    const MS: i64 = 1_000_000;
+    let mut c = core();
+    let mut op = append("s", "a");
+    if let Op::Append { ttl_ms, .. } = &mut op {
+        *ttl_ms = 10;
+    }
+    apply(&mut c, 100 * MS, vec![create("s"), create("t"), op]);
+    assert!(
+        c.get("s", 1).expect("get").is_some(),
+        "expired before its time"
+    );
+    // time passes only with entries: one on another stream moves it past the deadline
+    apply(&mut c, 200 * MS, vec![append("t", "b")]);
+    assert!(c.get("s", 1).expect("get").is_none(), "read past its ttl");
+    let expire = Op::Expire { stream: "s".into() };
+    let r = apply(&mut c, 200 * MS, vec![expire]);
+    assert_eq!(r, vec![Response::Removed(1)]);
+    let r = apply(&mut c, 210 * MS, vec![append("s", "c")]);
+    assert_eq!(r, vec![Response::Seq(2)]);
 }
 
 fn snapshot_of(ops: Vec<Op>) -> SnapshotFile {

@@ -163,11 +163,18 @@ impl Gen {
         } else {
             Vec::new()
         };
+        // some expire 20-80 ms (two to eight entries) after they are stored
+        let ttl_ms = if self.rng.chance(20) {
+            self.rng.within(20, 80)
+        } else {
+            0
+        };
         Op::Append {
             stream,
             subject,
             headers,
             payload,
+            ttl_ms,
         }
     }
 
@@ -196,9 +203,9 @@ fn workload(seed: u64, n: usize) -> Vec<Step> {
     let mut steps = vec![Step::Apply(create.collect())];
     for _ in 0..n {
         let s = match g.rng.below(100) {
-            0..=59 => Step::Apply(g.batch(4)),
-            60..=74 => Step::Build,
-            75..=84 => Step::Install(g.batch(3)),
+            0..=64 => Step::Apply(g.batch(4)),
+            65..=76 => Step::Build,
+            77..=87 => Step::Install(g.batch(3)),
             _ => Step::Reopen,
         };
         steps.push(s);
@@ -537,9 +544,13 @@ fn show(steps: &[Step]) -> String {
                     stream,
                     subject,
                     payload,
+                    ttl_ms,
                     ..
                 },
-        }) => format!("{ts}: append {stream} {subject:?} ({} B)", payload.len()),
+        }) => format!(
+            "{ts}: append {stream} {subject:?} ({} B, ttl {ttl_ms} ms)",
+            payload.len()
+        ),
         Some(Request { ts, op }) => format!("{ts}: {op:?}"),
     };
     let mut out = String::new();
@@ -611,7 +622,7 @@ fn seeds() -> Vec<u64> {
     let n = std::env::var("SEQSTORE_SM_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(8);
+        .unwrap_or(5);
     (0..n).map(|i| 0x5eed_0000 + i).collect()
 }
 

@@ -78,6 +78,7 @@ async fn load(leader: &str, clients: usize, dur: Duration) -> anyhow::Result<f64
                 subject: format!("c.{c}"),
                 headers: Vec::new(),
                 payload: vec![b'x'; 128],
+                ttl_ms: 0,
             });
             while t.elapsed() < dur {
                 if let Ok(Reply::Written { .. }) = conn.call(&rpc, Duration::from_secs(5)).await {

@@ -50,6 +50,7 @@ fn entry(i: u64) -> Entry {
                 subject: "x".into(),
                 headers: Vec::new(),
                 payload: vec![b'x'; PAYLOAD],
+                ttl_ms: 0,
             },
         }),
     }

@@ -20,6 +20,7 @@ const APPLIED_MAGIC: &[u8; 4] = b"SQSA";
 #[derive(Serialize, Deserialize)]
 struct Applied {
     last_applied: Option<LogId>,
+    now: i64,
     last_membership: StoredMembership<u64, BasicNode>,
     gen: u64,
     streams: Vec<(String, StreamConfig)>,
@@ -45,6 +46,7 @@ impl<F: Fs> StreamCore<F> {
         }
         let rec = Applied {
             last_applied: self.last_applied,
+            now: self.now,
             last_membership: self.last_membership.clone(),
             gen: self.gen,
             streams: self
@@ -69,26 +71,24 @@ impl<F: Fs> StreamCore<F> {
         let _ = fs.create_dir(WORK);
         let _ = fs.create_dir(&gen_dir(rec.gen));
         let mut streams = BTreeMap::new();
+        let clock = ManualClock::new(0);
         for (name, config) in rec.streams {
             let dir = format!("{}/{name}", gen_dir(rec.gen));
             let _ = fs.create_dir(&dir);
-            let clock = ManualClock::new(0);
             let store = Store::builder(SubFs::new(fs.clone(), dir))
                 .config(config.store_config())
                 .clock(clock.clone())
                 .open()?;
-            let s = Stream {
-                config,
-                store,
-                clock,
-            };
-            streams.insert(name, s);
+            streams.insert(name, Stream { config, store });
         }
         let current = read_snapshot(&fs)?;
+        clock.set(rec.now);
         Ok(StreamCore {
             fs,
             gen: rec.gen,
             streams,
+            clock,
+            now: rec.now,
             last_applied: rec.last_applied,
             last_membership: rec.last_membership,
             current,

@@ -11,6 +11,9 @@ use seqstore_core::{Fs, Store};
 impl<F: Fs> StreamCore<F> {
     /// Applies `req`; a refused request changes nothing and is `Ok(Response::Err(..))`.
     pub(super) fn apply_request(&mut self, req: Request) -> Result<Response> {
+        // the state machine's time: the leader's, never going back
+        self.now = self.now.max(req.ts);
+        self.clock.set(self.now);
         match req.op {
             Op::CreateStream { name, config } => self.create_stream(name, config),
             Op::DeleteStream { name } => self.delete_stream(&name),
@@ -19,9 +22,7 @@ impl<F: Fs> StreamCore<F> {
                 let Some(s) = self.streams.get_mut(&name) else {
                     return Ok(Response::Err(ApplyError::UnknownStream(name)));
                 };
-                // every timestamp and age the store computes for this entry is the leader's
-                s.clock.set(req.ts);
-                answer(on_store(s, op, req.ts))
+                answer(on_store(s, op, self.now))
             }
         }
     }
@@ -42,7 +43,8 @@ fn stream_of(op: &Op) -> &str {
     }
 }
 
-fn on_store<F: Fs>(s: &mut Stream<F>, op: Op, ts: i64) -> seqstore_core::Result<Response> {
+/// Applies `op` to one stream at time `now` (the store's clock shows it too).
+fn on_store<F: Fs>(s: &mut Stream<F>, op: Op, now: i64) -> seqstore_core::Result<Response> {
     let store: &mut Store<SubFs<F>> = &mut s.store;
     let st = store.state();
     match op {
@@ -50,12 +52,19 @@ fn on_store<F: Fs>(s: &mut Stream<F>, op: Op, ts: i64) -> seqstore_core::Result<
             subject,
             headers,
             payload,
+            ttl_ms,
             ..
         } => {
-            // the next sequence survives purges (`last_seq` never goes back but by truncate),
-            // and a leader's clock that went back cannot refuse the message
+            // the next sequence survives purges (`last_seq` never goes back but by truncate);
+            // `append_with_ttl` takes the same sequence and `max(clock, last_ts)` itself
+            if ttl_ms > 0 {
+                let ttl = std::time::Duration::from_millis(ttl_ms);
+                return store
+                    .append_with_ttl(&subject, &headers, &payload, ttl)
+                    .map(Response::Seq);
+            }
             let seq = st.last_seq + 1;
-            let ts = ts.max(st.last_ts);
+            let ts = now.max(st.last_ts);
             store
                 .append_raw(seq, ts, &subject, &headers, &payload)
                 .map(Response::Seq)

@@ -33,8 +33,12 @@
 //! old one: a power cut before the rename recovers the old state, after it the new one, never
 //! a mix (recovery reads only the file).
 //!
-//! **Determinism.** Each stream's store runs on a [`ManualClock`] set to the request's `ts`
-//! (the leader's clock) before the request is applied; see [`crate::types`].
+//! **Determinism.** Every store runs on one [`ManualClock`], the state machine's time: before
+//! a request is applied it moves to the request's `ts` (the leader's clock) if that is later,
+//! so it never goes back, and it is part of the snapshot. Every timestamp a store writes, every
+//! age it computes and every per-message ttl it hides on reads follows the log, never a
+//! follower's clock; see [`crate::types`]. Stores are opened with the clock at 0, so that
+//! opening one expires nothing (the limits are re-enforced on open), then it is set back.
 
 #[cfg(feature = "ablation")]
 mod ablation;
@@ -89,6 +93,8 @@ pub struct SnapshotFile {
 pub struct Image {
     /// The last entry applied.
     pub last_applied: Option<LogId>,
+    /// The state machine's time (the latest request `ts` applied).
+    pub now: i64,
     /// The last membership applied.
     pub last_membership: StoredMembership<u64, BasicNode>,
     /// Every stream.
@@ -135,7 +141,6 @@ pub struct DumpMsg {
 pub(crate) struct Stream<F: Fs> {
     config: StreamConfig,
     store: Store<SubFs<F>>,
-    clock: ManualClock,
 }
 
 /// The synchronous state machine under [`StreamStateMachine`]'s lock.
@@ -143,6 +148,9 @@ pub struct StreamCore<F: Fs> {
     fs: SharedFs<F>,
     gen: u64,
     streams: BTreeMap<String, Stream<F>>,
+    /// Every store's clock: the state machine's time.
+    clock: ManualClock,
+    now: i64,
     last_applied: Option<LogId>,
     last_membership: StoredMembership<u64, BasicNode>,
     current: Option<SnapshotFile>,
@@ -183,11 +191,15 @@ impl<F: Fs> StreamCore<F> {
         ignore_missing(fs.remove_dir_all(WORK), "remove_dir_all", WORK)?;
         fs.create_dir(WORK)
             .map_err(|e| Error::io("create_dir", WORK, e))?;
-        let streams = materialize(&fs, 0, &image)?;
+        let clock = ManualClock::new(0);
+        let streams = materialize(&fs, 0, &image, &clock)?;
+        clock.set(image.now);
         Ok(StreamCore {
             fs,
             gen: 0,
             streams,
+            clock,
+            now: image.now,
             last_applied: image.last_applied,
             last_membership: image.last_membership,
             current,
@@ -245,18 +257,13 @@ impl<F: Fs> StreamCore<F> {
         self.fs
             .create_dir(&dir)
             .map_err(|e| Error::io("create_dir", &dir, e))?;
-        let clock = ManualClock::new(0);
         let opened = Store::builder(SubFs::new(self.fs.clone(), dir))
             .config(config.store_config())
-            .clock(clock.clone())
+            .clock(self.clock.clone())
             .open();
         match opened {
             Ok(store) => {
-                let s = Stream {
-                    config,
-                    store,
-                    clock,
-                };
+                let s = Stream { config, store };
                 self.streams.insert(name, s);
                 Ok(Response::Done)
             }
@@ -288,6 +295,7 @@ impl<F: Fs> StreamCore<F> {
         }
         Ok(Image {
             last_applied: self.last_applied,
+            now: self.now,
             last_membership: self.last_membership.clone(),
             streams,
         })
@@ -331,7 +339,10 @@ impl<F: Fs> StreamCore<F> {
             ));
         }
         let gen = self.gen + 1;
-        let streams = match materialize(&self.fs, gen, &image) {
+        self.clock.set(0);
+        let made = materialize(&self.fs, gen, &image, &self.clock);
+        self.clock.set(self.now);
+        let streams = match made {
             Ok(s) => s,
             Err(e) => {
                 let _ = self.fs.remove_dir_all(&gen_dir(gen));
@@ -344,6 +355,8 @@ impl<F: Fs> StreamCore<F> {
         // the old generation is garbage now; open removes `work/` whole anyway
         let _ = self.fs.remove_dir_all(&gen_dir(self.gen));
         self.gen = gen;
+        self.now = image.now;
+        self.clock.set(image.now);
         self.last_applied = image.last_applied;
         self.last_membership = image.last_membership;
         self.current = Some(file);
@@ -398,11 +411,14 @@ fn dump_stream<F: Fs>(s: &mut Stream<F>) -> Result<StreamDump> {
     })
 }
 
-/// Restores every stream of `image` into `work/<gen>/`, each reopened on its own clock.
+/// Restores every stream of `image` into `work/<gen>/`, each reopened on `clock` (which the
+/// caller keeps at 0 meanwhile: opening a store re-enforces its limits, and must expire
+/// nothing the log did not).
 fn materialize<F: Fs>(
     fs: &SharedFs<F>,
     gen: u64,
     image: &Image,
+    clock: &ManualClock,
 ) -> Result<BTreeMap<String, Stream<F>>> {
     let root = gen_dir(gen);
     fs.create_dir(&root)
@@ -417,10 +433,9 @@ fn materialize<F: Fs>(
             .map_err(|e| Error::io("create_dir", &dir, e))?;
         let sub = SubFs::new(fs.clone(), dir);
         let cfg = si.config.store_config();
-        // restore opens the store on a clock of its own; reopen it on the stream's
+        // restore opens the store on a clock of its own; reopen it on the state machine's
         let (restored, _) = seqstore_core::restore(sub.clone(), cfg.clone(), &si.data[..])?;
         restored.close()?;
-        let clock = ManualClock::new(0);
         let store = Store::builder(sub)
             .config(cfg)
             .clock(clock.clone())
@@ -428,7 +443,6 @@ fn materialize<F: Fs>(
         let s = Stream {
             config: si.config,
             store,
-            clock,
         };
         out.insert(si.name.clone(), s);
     }
