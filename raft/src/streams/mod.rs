@@ -222,7 +222,7 @@ impl<F: Fs> StreamCore<F> {
 
     /// What follows a batch of applied entries: nothing (the raft log is the durable record),
     /// but for an ablation.
-    pub fn after_batch(&mut self) -> Result<()> {
+    pub(crate) fn after_batch(&mut self) -> Result<()> {
         #[cfg(feature = "ablation")]
         if self.applied_file {
             return self.record_applied();
