@@ -1,8 +1,10 @@
-//! seqstore as openraft's log storage.
+//! seqstore replicated with openraft: the log storage and the state machine.
 //!
 //! [`LogStore`] implements openraft 0.9's `RaftLogStorage` and `RaftLogReader` on a store-core
 //! [`seqstore_core::Store`], generic over [`seqstore_core::Fs`] (host-fs in production, fault-fs in
-//! the crash tests). [`StateMachine`] is a small key-value service with durable snapshots;
+//! the crash tests). [`StreamStateMachine`] is the state machine: seqstore streams, one store
+//! per stream, applied with the sequences and timestamps the log fixes, and snapshots made of
+//! `Store::snapshot_to` images;
 //! [`net`] is the TCP transport; the `seqstore-raft-node` binary runs a node. See the crate README for the design and what is
 //! fsynced when.
 #![forbid(unsafe_code)]
@@ -14,11 +16,11 @@ pub mod log;
 pub mod meta;
 pub mod net;
 pub mod sharedfs;
-pub mod sm;
+pub mod streams;
 pub mod types;
 
 pub use adapter::{LogReader, LogStore};
 pub use error::{Error, Result};
 pub use log::{LogConfig, LogCore};
-pub use sm::StateMachine;
-pub use types::{Entry, LogId, Request, Response, TypeConfig, Vote};
+pub use streams::{StreamCore, StreamStateMachine};
+pub use types::{ApplyError, Entry, LogId, Op, Request, Response, StreamConfig, TypeConfig, Vote};

@@ -8,7 +8,8 @@
 //! openraft's messages derive serde (feature `serde`) and the frames are debuggable with `nc`;
 //! the log on disk uses postcard.
 
-use crate::types::{LogId, Request, TypeConfig};
+use crate::streams::StreamDump;
+use crate::types::{LogId, Op, Response, TypeConfig};
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
@@ -28,7 +29,7 @@ use tokio::net::TcpStream;
 /// Frames larger than this are refused (a snapshot chunk is far smaller).
 pub const MAX_FRAME: u32 = 64 << 20;
 
-/// A request: raft's three RPCs, and the key-value and admin API.
+/// A request: raft's three RPCs, and the stream and admin API.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Rpc {
     /// Raft: append entries (and heartbeats).
@@ -37,10 +38,16 @@ pub enum Rpc {
     Vote(VoteRequest<u64>),
     /// Raft: a snapshot chunk.
     Snapshot(InstallSnapshotRequest<TypeConfig>),
-    /// KV: write (on the leader; others answer `NotLeader`).
-    Write(Request),
-    /// KV: linearizable read of a key (on the leader).
-    Read(String),
+    /// Streams: a write (on the leader, which stamps it with its clock; others answer
+    /// `NotLeader`).
+    Write(Op),
+    /// Streams: linearizable read of one message (on the leader).
+    Get {
+        /// The stream.
+        stream: String,
+        /// The sequence.
+        seq: u64,
+    },
     /// The node's whole applied state (for checks; no leader needed).
     Dump,
     /// The node's raft status.
@@ -77,13 +84,13 @@ pub enum Reply {
     Snapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
     /// A write was committed and applied at `index`.
     Written {
-        /// The value the key had.
-        previous: Option<String>,
+        /// What applying it returned.
+        response: Response,
         /// The log index of the write.
         index: u64,
     },
-    /// A read.
-    Value(Option<String>),
+    /// To `Get`: the message, if the stream holds one at that sequence.
+    Msg(Option<Msg>),
     /// Ask the leader instead.
     NotLeader {
         /// The leader, if known.
@@ -95,13 +102,28 @@ pub enum Reply {
     Dump {
         /// The last applied log id.
         last_applied: Option<LogId>,
-        /// The data.
-        kv: BTreeMap<String, String>,
+        /// Every stream.
+        streams: BTreeMap<String, StreamDump>,
     },
     /// To `Status`.
     Status(Status),
     /// Anything else that failed.
     Err(String),
+}
+
+/// A stored message, as `Get` returns it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Msg {
+    /// Its sequence.
+    pub seq: u64,
+    /// Its subject.
+    pub subject: String,
+    /// Its timestamp (the leader's clock when it was proposed).
+    pub ts: i64,
+    /// Its headers.
+    pub headers: Vec<u8>,
+    /// Its payload.
+    pub payload: Vec<u8>,
 }
 
 /// Writes one frame.

@@ -1,10 +1,11 @@
 //! A real cluster: three `seqstore-raft-node` processes on 127.0.0.1, writes from concurrent
 //! clients, `kill -9` of the leader while writes are in flight, restart from its directory,
-//! then: every acknowledged write is readable from the new leader, and all three nodes hold
-//! the same applied state. Bounded in time; a drop guard kills every child even on failure.
+//! then: every acknowledged append is readable from the new leader at the sequence its
+//! acknowledgement gave, and all three nodes hold the same streams, message by message. Bounded in time; a drop guard kills every child even on failure.
 
 use seqstore_raft::net::{Conn, Reply, Rpc, Status};
-use seqstore_raft::Request;
+use seqstore_raft::streams::StreamDump;
+use seqstore_raft::{Op, Response, StreamConfig};
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -103,19 +104,16 @@ async fn wait_leader(addrs: &BTreeMap<u64, String>, not: Option<u64>, limit: Dur
     panic!("no leader within {limit:?}");
 }
 
-/// Writes `key=value` through whichever node leads, following redirects and retrying on
-/// failure until `limit`. `true`: acknowledged (committed and applied on the leader).
-async fn write(addrs: &BTreeMap<u64, String>, key: &str, value: &str, limit: Duration) -> bool {
-    let req = Rpc::Write(Request::Set {
-        key: key.into(),
-        value: value.into(),
-    });
+/// Proposes `op` through whichever node leads, following redirects and retrying on failure
+/// until `limit`. The response once acknowledged (committed and applied on the leader).
+async fn write(addrs: &BTreeMap<u64, String>, op: Op, limit: Duration) -> Option<Response> {
+    let req = Rpc::Write(op);
     let t = Instant::now();
     let mut ids: Vec<&String> = addrs.values().collect();
     let mut target = ids[0].clone();
     while t.elapsed() < limit {
         match call(&target, &req).await {
-            Some(Reply::Written { .. }) => return true,
+            Some(Reply::Written { response, .. }) => return Some(response),
             Some(Reply::NotLeader { addr: Some(a), .. }) => target = a,
             _ => {
                 ids.rotate_left(1);
@@ -124,18 +122,34 @@ async fn write(addrs: &BTreeMap<u64, String>, key: &str, value: &str, limit: Dur
             }
         }
     }
-    false
+    None
 }
 
-async fn dump(addr: &str) -> Option<(Option<u64>, BTreeMap<String, String>)> {
+fn append(subject: &str, payload: &str) -> Op {
+    Op::Append {
+        stream: "s".into(),
+        subject: subject.into(),
+        headers: Vec::new(),
+        payload: payload.as_bytes().to_vec(),
+        ttl_ms: 0,
+    }
+}
+
+type Dump = (Option<u64>, BTreeMap<String, StreamDump>);
+
+async fn dump(addr: &str) -> Option<Dump> {
     match call(addr, &Rpc::Dump).await {
-        Some(Reply::Dump { last_applied, kv }) => Some((last_applied.map(|l| l.index), kv)),
+        Some(Reply::Dump {
+            last_applied,
+            streams,
+        }) => Some((last_applied.map(|l| l.index), streams)),
         _ => None,
     }
 }
 
-/// Writes `n` keys from `clients` concurrent clients; kills the leader once `kill_at` writes
-/// are acknowledged. Returns the acknowledged writes.
+/// Appends `n` messages (subject `k.<i>`) from `clients` concurrent clients; kills the leader
+/// once `kill_at` are acknowledged. Returns the acknowledged ones: sequence -> (subject,
+/// payload).
 async fn write_with_kill(
     cluster: Arc<Mutex<Cluster>>,
     addrs: BTreeMap<u64, String>,
@@ -143,17 +157,21 @@ async fn write_with_kill(
     n: usize,
     clients: usize,
     kill_at: usize,
-) -> BTreeMap<String, String> {
+) -> BTreeMap<u64, (String, String)> {
     let acked = Arc::new(Mutex::new(BTreeMap::new()));
     let mut tasks = Vec::new();
     for c in 0..clients {
         let (acked, addrs, cluster) = (acked.clone(), addrs.clone(), cluster.clone());
         tasks.push(tokio::spawn(async move {
             for i in (c..n).step_by(clients) {
-                let (k, v) = (format!("k{i:05}"), format!("v{i}-{}", i * 7919));
-                if write(&addrs, &k, &v, Duration::from_secs(20)).await {
+                let (k, v) = (format!("k.{i:05}"), format!("v{i}-{}", i * 7919));
+                let r = write(&addrs, append(&k, &v), Duration::from_secs(20)).await;
+                if let Some(Response::Seq(seq)) = r {
                     let mut a = acked.lock().unwrap();
-                    a.insert(k, v);
+                    assert!(
+                        a.insert(seq, (k, v)).is_none(),
+                        "sequence {seq} acked twice"
+                    );
                     if a.len() == kill_at {
                         drop(a);
                         cluster.lock().unwrap().kill9(leader); // writes are in flight
@@ -183,6 +201,12 @@ async fn run_test() {
     let addrs = c.addrs.clone();
     let cluster = Arc::new(Mutex::new(c));
     let leader = wait_leader(&addrs, None, Duration::from_secs(20)).await;
+    let create = Op::CreateStream {
+        name: "s".into(),
+        config: StreamConfig::default(),
+    };
+    let created = write(&addrs, create, Duration::from_secs(20)).await;
+    assert_eq!(created, Some(Response::Done), "create the stream");
     let n = 300;
     let acked = write_with_kill(cluster.clone(), addrs.clone(), leader, n, 4, n / 3).await;
     assert!(
@@ -193,24 +217,30 @@ async fn run_test() {
     let new_leader = wait_leader(&addrs, Some(leader), Duration::from_secs(20)).await;
     assert_ne!(new_leader, leader);
     cluster.lock().unwrap().spawn(leader, false); // restart from its directory
-    for (k, v) in &acked {
-        let got = match call(&addrs[&new_leader], &Rpc::Read(k.clone())).await {
-            Some(Reply::Value(v)) => v,
-            other => panic!("read {k} from leader {new_leader}: {other:?}"),
+    for (seq, (k, v)) in &acked {
+        let get = Rpc::Get {
+            stream: "s".into(),
+            seq: *seq,
         };
-        assert_eq!(
-            got.as_deref(),
-            Some(v.as_str()),
-            "acknowledged write {k} lost"
-        );
+        let got = match call(&addrs[&new_leader], &get).await {
+            Some(Reply::Msg(m)) => m,
+            other => panic!("get {seq} from leader {new_leader}: {other:?}"),
+        };
+        let got = got.map(|m| (m.subject, m.payload));
+        let want = (k.clone(), v.as_bytes().to_vec());
+        assert_eq!(got, Some(want), "acknowledged append {seq} lost");
     }
     let states = converge(&addrs, Duration::from_secs(30)).await;
-    for (id, (_, kv)) in &states {
-        for (k, v) in &acked {
-            assert_eq!(kv.get(k), Some(v), "node {id} lacks acknowledged {k}");
+    for (id, (_, streams)) in &states {
+        let msgs = &streams["s"].msgs;
+        for (seq, (k, _)) in &acked {
+            assert!(
+                msgs.iter().any(|m| m.seq == *seq && &m.subject == k),
+                "node {id} lacks acknowledged {seq}"
+            );
         }
         assert_eq!(
-            kv, &states[&new_leader].1,
+            streams, &states[&new_leader].1,
             "node {id} disagrees with the leader"
         );
     }
@@ -221,17 +251,14 @@ async fn run_test() {
         assert!(s.purged.is_some(), "node {id} never purged: {s:?}");
     }
     eprintln!(
-        "acknowledged {} of {n}; leader {leader} killed, new leader {new_leader}; all 3 agree on {} keys",
+        "acknowledged {} of {n}; leader {leader} killed, new leader {new_leader}; all 3 agree on {} messages",
         acked.len(),
-        states[&new_leader].1.len()
+        states[&new_leader].1["s"].msgs.len()
     );
 }
 
 /// Waits until every node has applied the same last index; returns each node's state.
-async fn converge(
-    addrs: &BTreeMap<u64, String>,
-    limit: Duration,
-) -> BTreeMap<u64, (Option<u64>, BTreeMap<String, String>)> {
+async fn converge(addrs: &BTreeMap<u64, String>, limit: Duration) -> BTreeMap<u64, Dump> {
     let t = Instant::now();
     loop {
         let mut states = BTreeMap::new();

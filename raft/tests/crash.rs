@@ -20,7 +20,7 @@ use seqstore_fault_fs::{
     explore, explore_from, CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report,
 };
 use seqstore_raft::log::Ablation;
-use seqstore_raft::{Entry, LogConfig, LogCore, LogId, LogStore, Request};
+use seqstore_raft::{Entry, LogConfig, LogCore, LogId, LogStore, Op, Request};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -53,9 +53,15 @@ fn entry(id: LogId) -> Entry {
     Entry {
         log_id: id,
         // ~128 bytes per record: several records per 512-byte sector, tears inside them
-        payload: EntryPayload::Normal(Request::Set {
-            key: format!("k{}", id.index),
-            value: "v".repeat(80),
+        payload: EntryPayload::Normal(Request {
+            ts: id.index as i64,
+            op: Op::Append {
+                stream: "s".into(),
+                subject: format!("k{}", id.index),
+                headers: Vec::new(),
+                payload: vec![b'v'; 76],
+                ttl_ms: 0,
+            },
         }),
     }
 }

@@ -5,7 +5,7 @@ use openraft::testing::{StoreBuilder, Suite};
 use openraft::StorageError;
 use seqstore_fault_fs::{FaultFs, Model};
 use seqstore_fs::HostFs;
-use seqstore_raft::{LogConfig, LogStore, StateMachine, TypeConfig};
+use seqstore_raft::{LogConfig, LogStore, StreamStateMachine, TypeConfig};
 
 fn err(e: impl std::fmt::Display) -> StorageError<u64> {
     seqstore_raft::Error::Join(e.to_string())
@@ -14,34 +14,40 @@ fn err(e: impl std::fmt::Display) -> StorageError<u64> {
 
 struct HostBuilder;
 
-impl StoreBuilder<TypeConfig, LogStore<HostFs>, StateMachine<HostFs>, tempfile::TempDir>
+impl StoreBuilder<TypeConfig, LogStore<HostFs>, StreamStateMachine<HostFs>, tempfile::TempDir>
     for HostBuilder
 {
     async fn build(
         &self,
-    ) -> Result<(tempfile::TempDir, LogStore<HostFs>, StateMachine<HostFs>), StorageError<u64>>
-    {
+    ) -> Result<
+        (
+            tempfile::TempDir,
+            LogStore<HostFs>,
+            StreamStateMachine<HostFs>,
+        ),
+        StorageError<u64>,
+    > {
         let dir = tempfile::tempdir().map_err(err)?;
         let log_fs = HostFs::create(dir.path().join("log")).map_err(err)?;
         let sm_fs = HostFs::create(dir.path().join("sm")).map_err(err)?;
         let log = LogStore::open(log_fs, LogConfig::default()).map_err(err)?;
-        let sm = StateMachine::open(sm_fs).map_err(err)?;
+        let sm = StreamStateMachine::open(sm_fs).map_err(err)?;
         Ok((dir, log, sm))
     }
 }
 
 struct FaultBuilder;
 
-impl StoreBuilder<TypeConfig, LogStore<FaultFs>, StateMachine<FaultFs>, ()> for FaultBuilder {
+impl StoreBuilder<TypeConfig, LogStore<FaultFs>, StreamStateMachine<FaultFs>, ()> for FaultBuilder {
     async fn build(
         &self,
-    ) -> Result<((), LogStore<FaultFs>, StateMachine<FaultFs>), StorageError<u64>> {
+    ) -> Result<((), LogStore<FaultFs>, StreamStateMachine<FaultFs>), StorageError<u64>> {
         let cfg = LogConfig {
             block_size: 4096, // small blocks: purge and truncate cross block boundaries
             ..LogConfig::default()
         };
         let log = LogStore::open(FaultFs::new(Model::Posix), cfg).map_err(err)?;
-        let sm = StateMachine::open(FaultFs::new(Model::Posix)).map_err(err)?;
+        let sm = StreamStateMachine::open(FaultFs::new(Model::Posix)).map_err(err)?;
         Ok(((), log, sm))
     }
 }

@@ -1,7 +1,7 @@
 //! The 3-node cluster's committed writes/s on loopback.
 
 use seqstore_raft::net::{Conn, Reply, Rpc};
-use seqstore_raft::Request;
+use seqstore_raft::{Op, StreamConfig};
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,16 +73,17 @@ async fn load(leader: &str, clients: usize, dur: Duration) -> anyhow::Result<f64
         let (done, addr) = (done.clone(), leader.to_string());
         tasks.push(tokio::spawn(async move {
             let mut conn = Conn::new(addr);
-            let mut i = 0u64;
+            let rpc = Rpc::Write(Op::Append {
+                stream: "bench".into(),
+                subject: format!("c.{c}"),
+                headers: Vec::new(),
+                payload: vec![b'x'; 128],
+                ttl_ms: 0,
+            });
             while t.elapsed() < dur {
-                let rpc = Rpc::Write(Request::Set {
-                    key: format!("c{c}-{i}"),
-                    value: "x".repeat(128),
-                });
                 if let Ok(Reply::Written { .. }) = conn.call(&rpc, Duration::from_secs(5)).await {
                     done.fetch_add(1, Ordering::Relaxed);
                 }
-                i += 1;
             }
         }));
     }
@@ -108,7 +109,18 @@ pub fn run(dur: Duration) -> anyhow::Result<()> {
         .build()?;
     rt.block_on(async {
         let l = leader(&addrs).await?;
-        println!("| clients | committed writes/s (3 nodes, loopback, 128-byte values) |");
+        let create = Rpc::Write(Op::CreateStream {
+            name: "bench".into(),
+            config: StreamConfig::default(),
+        });
+        match Conn::new(l.clone())
+            .call(&create, Duration::from_secs(5))
+            .await
+        {
+            Ok(Reply::Written { .. }) => {}
+            other => anyhow::bail!("create the stream: {other:?}"),
+        }
+        println!("| clients | committed appends/s (3 nodes, loopback, 128-byte payloads) |");
         println!("|---|---|");
         for clients in [1, 64] {
             let w = load(&l, clients, dur).await?;

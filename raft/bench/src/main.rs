@@ -9,7 +9,7 @@ use openraft::testing::log_id;
 use openraft::EntryPayload;
 use raft_log::api::raft_log_writer::RaftLogWriter;
 use seqstore_fs::HostFs;
-use seqstore_raft::{Entry, LogConfig, LogCore, LogStore, Request};
+use seqstore_raft::{Entry, LogConfig, LogCore, LogStore, Op, Request};
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -39,13 +39,19 @@ impl raft_log::Types for RlTypes {
     }
 }
 
-/// openraft entry `i` carrying a 128-byte value.
+/// openraft entry `i`: an append of a 128-byte payload.
 fn entry(i: u64) -> Entry {
     Entry {
         log_id: log_id(1, 1, i),
-        payload: EntryPayload::Normal(Request::Set {
-            key: String::new(),
-            value: "x".repeat(PAYLOAD),
+        payload: EntryPayload::Normal(Request {
+            ts: i as i64,
+            op: Op::Append {
+                stream: "s".into(),
+                subject: "x".into(),
+                headers: Vec::new(),
+                payload: vec![b'x'; PAYLOAD],
+                ttl_ms: 0,
+            },
         }),
     }
 }

@@ -1,11 +1,11 @@
-//! A node: the log on host-fs, the key-value state machine, openraft, and the TCP server.
+//! A node: the log on host-fs, the stream state machine, openraft, and the TCP server.
 
 use anyhow::Context;
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
 use seqstore_fs::HostFs;
-use seqstore_raft::net::{read_frame, write_frame, NetFactory, Reply, Rpc, Status};
-use seqstore_raft::{LogConfig, LogStore, StateMachine, TypeConfig};
+use seqstore_raft::net::{read_frame, write_frame, Msg, NetFactory, Reply, Rpc, Status};
+use seqstore_raft::{LogConfig, LogStore, Request, StreamStateMachine, TypeConfig};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -45,7 +45,7 @@ pub fn parse_peers(s: &str) -> anyhow::Result<BTreeMap<u64, String>> {
 }
 
 /// Starts openraft on the node's directory.
-pub async fn start(o: &NodeOpts) -> anyhow::Result<(NodeRaft, StateMachine<HostFs>)> {
+pub async fn start(o: &NodeOpts) -> anyhow::Result<(NodeRaft, StreamStateMachine<HostFs>)> {
     let config = Config {
         cluster_name: "seqstore".into(),
         heartbeat_interval: 100,
@@ -59,7 +59,7 @@ pub async fn start(o: &NodeOpts) -> anyhow::Result<(NodeRaft, StateMachine<HostF
     let log_fs = HostFs::create(o.dir.join("log"))?;
     let sm_fs = HostFs::create(o.dir.join("sm"))?;
     let log = LogStore::open(log_fs, LogConfig::default()).context("open log")?;
-    let sm = StateMachine::open(sm_fs).context("open state machine")?;
+    let sm = StreamStateMachine::open(sm_fs).context("open state machine")?;
     let raft = Raft::new(o.id, Arc::new(config), NetFactory, log, sm.clone()).await?;
     if o.bootstrap && !raft.is_initialized().await? {
         let members: BTreeMap<u64, BasicNode> = o
@@ -93,7 +93,7 @@ pub async fn run(o: NodeOpts) -> anyhow::Result<()> {
 async fn serve_conn(
     mut sock: TcpStream,
     raft: NodeRaft,
-    sm: StateMachine<HostFs>,
+    sm: StreamStateMachine<HostFs>,
     id: u64,
 ) -> std::io::Result<()> {
     while let Some(rpc) = read_frame::<Rpc>(&mut sock).await? {
@@ -110,14 +110,23 @@ fn not_leader(leader: Option<u64>, node: Option<BasicNode>) -> Reply {
     }
 }
 
-async fn handle(rpc: Rpc, raft: &NodeRaft, sm: &StateMachine<HostFs>, id: u64) -> Reply {
+/// The request this node proposes for `op`: stamped with its clock, as the leader (a
+/// follower answers `NotLeader` before anything is proposed).
+fn stamp(op: seqstore_raft::Op) -> Request {
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    Request { ts, op }
+}
+
+async fn handle(rpc: Rpc, raft: &NodeRaft, sm: &StreamStateMachine<HostFs>, id: u64) -> Reply {
     match rpc {
         Rpc::Append(r) => Reply::Append(raft.append_entries(r).await),
         Rpc::Vote(r) => Reply::Vote(raft.vote(r).await),
         Rpc::Snapshot(r) => Reply::Snapshot(raft.install_snapshot(r).await),
-        Rpc::Write(req) => match raft.client_write(req).await {
+        Rpc::Write(op) => match raft.client_write(stamp(op)).await {
             Ok(r) => Reply::Written {
-                previous: r.data.previous,
+                response: r.data,
                 index: r.log_id.index,
             },
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
@@ -125,20 +134,29 @@ async fn handle(rpc: Rpc, raft: &NodeRaft, sm: &StateMachine<HostFs>, id: u64) -
             }
             Err(e) => Reply::Err(e.to_string()),
         },
-        Rpc::Read(key) => match raft.ensure_linearizable().await {
-            Ok(_) => Reply::Value(sm.get(&key)),
+        Rpc::Get { stream, seq } => match raft.ensure_linearizable().await {
+            Ok(_) => match sm.get(&stream, seq) {
+                Ok(m) => Reply::Msg(m.map(|m| Msg {
+                    seq: m.seq,
+                    subject: m.subject,
+                    ts: m.ts,
+                    headers: m.headers,
+                    payload: m.payload,
+                })),
+                Err(e) => Reply::Err(e.to_string()),
+            },
             Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
                 not_leader(f.leader_id, f.leader_node)
             }
             Err(e) => Reply::Err(e.to_string()),
         },
-        Rpc::Dump => {
-            let st = sm.state();
-            Reply::Dump {
-                last_applied: st.last_applied,
-                kv: st.kv,
-            }
-        }
+        Rpc::Dump => match sm.with_core(|c| c.dump().map(|d| (c.applied().0, d))) {
+            Ok((last_applied, streams)) => Reply::Dump {
+                last_applied,
+                streams,
+            },
+            Err(e) => Reply::Err(e.to_string()),
+        },
         Rpc::Status => {
             let m = raft.metrics().borrow().clone();
             Reply::Status(Status {
