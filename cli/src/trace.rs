@@ -285,6 +285,16 @@ fn replay(work: &Path, a: &TraceArgs, model: Model) -> Result<ExitCode> {
     cfg.seed = a.seed;
     let start = session::start_from_dir(model, &traced.snapshot)?;
     let img = session::replay_capture_image(&start, &traced.capture, &cfg, k, n)?;
+    write_image(&img, (k, n), out)
+}
+
+/// Writes a replayed image into `out` (created; must not exist) and its marks into
+/// `OUT.marks` (both capture routes' replay).
+pub(crate) fn write_image(
+    img: &session::ReplayedImage,
+    (k, n): (usize, usize),
+    out: &Path,
+) -> Result<ExitCode> {
     std::fs::create_dir(out).with_context(|| format!("creating {}", out.display()))?;
     materialize(&img.image, out)?;
     let marks = PathBuf::from(format!("{}.marks", out.display()));

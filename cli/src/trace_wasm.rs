@@ -3,14 +3,14 @@
 //! is deterministic for its seed, so a crash image is replayed by running the program again
 //! (`--crash-point K --image N --out DIR`), not from a saved trace.
 
-use crate::trace::{check_json, print_check, progress_bar, progress_fn, TraceArgs};
-use anyhow::{bail, Context, Result};
+use crate::trace::{check_json, print_check, progress_bar, progress_fn, write_image, TraceArgs};
+use anyhow::{bail, Result};
 use seqstore_fault_fs::{FaultFs, Model};
-use seqstore_trace::check::{materialize, Checker, CommandChecker};
+use seqstore_trace::check::{Checker, CommandChecker};
 use seqstore_trace::session::{self, CheckConfig};
 use seqstore_wasi_trace::{Program, Recorder, RunConfig, RunOutput, WasmChecker};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -118,16 +118,5 @@ fn replay(
     out: &Path,
 ) -> Result<ExitCode> {
     let img = session::replay_capture_image(rec.start(), cap, cfg, k, n)?;
-    std::fs::create_dir(out).with_context(|| format!("creating {}", out.display()))?;
-    materialize(&img.image, out)?;
-    let marks = PathBuf::from(format!("{}.marks", out.display()));
-    let text: String = img.marks.iter().map(|m| format!("{m}\n")).collect();
-    std::fs::write(&marks, text).with_context(|| format!("writing {}", marks.display()))?;
-    println!(
-        "image {n} at crash point {k} ({}) written to {}; its marks in {}",
-        img.image_desc,
-        out.display(),
-        marks.display()
-    );
-    Ok(ExitCode::SUCCESS)
+    write_image(&img, (k, n), out)
 }

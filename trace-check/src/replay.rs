@@ -178,7 +178,7 @@ impl Replayer {
 }
 
 /// Whether `path` is a directory (a read-only look: no crash point).
-fn is_dir(fs: &FaultFs, path: &str) -> bool {
+pub fn is_dir(fs: &FaultFs, path: &str) -> bool {
     fs.read_dir(path).is_ok()
 }
 
@@ -190,16 +190,24 @@ fn open(fs: &FaultFs, path: &str, flags: &OpenFlags) -> io::Result<Handle> {
         fs.read_dir(path)?; // it must exist and be a directory
         return Ok(Handle::Dir(path.to_string()));
     }
-    // fault-fs wants write access for create/truncate; a read-only O_CREAT creates the file
-    // all the same and the program can only read it afterwards
+    Ok(Handle::File(
+        fs.open(path, file_options(flags))?,
+        flags.sync,
+    ))
+}
+
+/// The fault-fs options that open a regular file as `flags` asked (what every capture's live
+/// filesystem and the replay must agree on). fault-fs wants write access for create and
+/// truncate; a read-only `O_CREAT` creates the file all the same and the program can only read
+/// it afterwards.
+pub fn file_options(flags: &OpenFlags) -> OpenOptions {
     let write = flags.write || flags.create || flags.trunc;
-    let opts = OpenOptions::new()
+    OpenOptions::new()
         .read(flags.read || !write)
         .write(write)
         .create(flags.create && !flags.excl)
         .create_new(flags.create && flags.excl)
-        .truncate(flags.trunc);
-    Ok(Handle::File(fs.open(path, opts)?, flags.sync))
+        .truncate(flags.trunc)
 }
 
 fn fallocate(f: &FaultFile, mode: Falloc, offset: u64, len: u64) -> io::Result<()> {

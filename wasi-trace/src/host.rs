@@ -131,12 +131,20 @@ fn stat(type_: t::DescriptorType, size: u64) -> t::DescriptorStat {
 
 /// A stable identity for `metadata-hash`: the path's FNV-1a, by kind.
 fn hash_of(kind: &Kind) -> t::MetadataHashValue {
-    let key = match kind {
-        Kind::Dir(p) => format!("d:{}", dir_path(p)),
-        Kind::File(_, p) => format!("f:{p}"),
-        Kind::MarksDir => "m:".into(),
-        Kind::Marks => "m:marks".into(),
-    };
+    match kind {
+        Kind::Dir(p) => path_hash(true, &dir_path(p)),
+        Kind::File(_, p) => path_hash(false, p),
+        Kind::MarksDir => key_hash("m:"),
+        Kind::Marks => key_hash("m:marks"),
+    }
+}
+
+/// The identity of the directory or file at `path` (the same as its descriptor's).
+fn path_hash(dir: bool, path: &str) -> t::MetadataHashValue {
+    key_hash(&format!("{}:{path}", if dir { "d" } else { "f" }))
+}
+
+fn key_hash(key: &str) -> t::MetadataHashValue {
     let h = fnv(key.as_bytes());
     t::MetadataHashValue {
         lower: h,
@@ -607,16 +615,7 @@ impl t::HostDescriptor for View<'_> {
     ) -> FsResult<t::MetadataHashValue> {
         let p = self.at(&fd, &path)?;
         let dir = matches!(self.stat_path(&p)?.type_, t::DescriptorType::Directory);
-        let key = if dir {
-            format!("d:{p}")
-        } else {
-            format!("f:{p}")
-        };
-        let h = fnv(key.as_bytes());
-        Ok(t::MetadataHashValue {
-            lower: h,
-            upper: fnv(&h.to_le_bytes()),
-        })
+        Ok(path_hash(dir, &p))
     }
 }
 

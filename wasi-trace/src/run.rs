@@ -248,18 +248,12 @@ impl wasmtime_wasi::HostMonotonicClock for StepClock {
     }
 }
 
-/// 4 KiB of bytes drawn from `seed` (splitmix64).
+/// 4 KiB of bytes drawn from `seed` (the workspace's one seeded generator).
 fn seeded_bytes(seed: u64) -> Vec<u8> {
-    let mut x = seed;
-    let mut out = Vec::with_capacity(4096);
-    while out.len() < 4096 {
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out
+    let mut rng = seqstore_fault_fs::Rng::new(seed);
+    (0..512)
+        .flat_map(|_| rng.next_u64().to_le_bytes())
+        .collect()
 }
 
 fn wasi_ctx(

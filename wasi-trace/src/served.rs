@@ -6,9 +6,10 @@
 //! `FaultFile` the open returned, so a file renamed or unlinked while open behaves as on
 //! Linux, and the replay (which also writes through handles) builds the same tree.
 
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::{Fs, FsFile};
 use seqstore_fault_fs::{FaultFile, FaultFs};
 use seqstore_trace::ops::{Ofd, Op, OpenFlags, TracedOp, WriteAt};
+pub(crate) use seqstore_trace::replay::{file_options, is_dir};
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -190,15 +191,8 @@ impl Served {
         if f.directory {
             return Err(io::Error::from(io::ErrorKind::NotADirectory));
         }
-        // fault-fs wants write access to create or truncate (the replay does the same)
-        let write = f.write || f.create || f.trunc;
-        let opts = OpenOptions::new()
-            .read(f.read || !write)
-            .write(write)
-            .create(f.create && !f.excl)
-            .create_new(f.create && f.excl)
-            .truncate(f.trunc);
-        Ok(Kind::File(Arc::new(fs.open(path, opts)?), path.to_string()))
+        let file = fs.open(path, file_options(f))?;
+        Ok(Kind::File(Arc::new(file), path.to_string()))
     }
 }
 
@@ -227,11 +221,6 @@ pub(crate) fn resolve(base: &str, rel: &str) -> io::Result<String> {
         }
     }
     Ok(parts.join("/"))
-}
-
-/// Whether `path` is a directory of `fs`.
-pub(crate) fn is_dir(fs: &FaultFs, path: &str) -> bool {
-    fs.read_dir(path).is_ok()
 }
 
 /// Whether `path` exists in `fs` (file or directory).

@@ -25,16 +25,7 @@ fn check(args: &[&str], checker: &str, model: Model) -> TraceReport {
     let chk = WasmChecker::new(program().clone(), RunConfig::with_args(&[checker]));
     let cfg = CheckConfig::new(model);
     let r = check_capture(rec.start(), &rec.capture(), &chk, &cfg).unwrap();
-    eprintln!(
-        "{args:?} {model}: {} ops, {} crash points, {} images, {} checks, {} violations, {:.0} checks/s; first: {:?}",
-        r.ops,
-        r.crash_points,
-        r.images,
-        r.checker_runs,
-        r.violations,
-        r.checks_per_s(),
-        r.first.as_ref().map(|f| (&f.message, &f.blame))
-    );
+    common::print_report(&format!("{args:?}"), &r);
     r
 }
 

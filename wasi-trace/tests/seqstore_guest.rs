@@ -54,16 +54,7 @@ fn check(rec: &Recorder, cap: &Capture, model: Model, what: &str) -> TraceReport
     let mut cfg = CheckConfig::new(model);
     cfg.stop_at_first = what != "clean";
     let r = check_capture(rec.start(), cap, &chk, &cfg).unwrap();
-    eprintln!(
-        "seqstore-guest {what} {model}: {} ops, {} crash points, {} images, {} checks, {} violations, {:.0} checks/s; first: {:?}",
-        r.ops,
-        r.crash_points,
-        r.images,
-        r.checker_runs,
-        r.violations,
-        r.checks_per_s(),
-        r.first.as_ref().map(|f| (&f.message, &f.blame))
-    );
+    common::print_report(&format!("seqstore-guest {what}"), &r);
     r
 }
 

@@ -95,6 +95,21 @@ pub fn program() -> &'static Program {
     P.get_or_init(|| Program::load(subjects_wasm()).expect("the subjects compile"))
 }
 
+/// Prints what a check found, one line, under `label`.
+pub fn print_report(label: &str, r: &seqstore_trace::session::TraceReport) {
+    eprintln!(
+        "{label} {}: {} ops, {} crash points, {} images, {} checks, {} violations, {:.0} checks/s; first: {:?}",
+        r.model,
+        r.ops,
+        r.crash_points,
+        r.images,
+        r.checker_runs,
+        r.violations,
+        r.checks_per_s(),
+        r.first.as_ref().map(|f| (&f.message, &f.blame))
+    );
+}
+
 /// A tree's files and directories with their contents (directories as `None`).
 pub fn tree(fs: &FaultFs) -> BTreeMap<String, Option<Vec<u8>>> {
     let mut out = BTreeMap::new();
