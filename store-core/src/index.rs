@@ -6,12 +6,13 @@
 //!
 //! ```text
 //!   0  4  magic "SQIX"
-//!   4  4  version (2; version 1, without the ttl section, is still read)
+//!   4  4  version (3; versions 1 and 2 are still read, see below)
 //!   8  8  first_seq      16 8 first_ts      24 8 last_seq     32 8 last_ts
 //!  40  8  floor          48 8 msgs          56 8 bytes
 //!  64  4  block count B, then B times:
 //!         index u64, len u64, msg_first u64, msg_last u64, max_seq u64, live u64,
-//!         live_bytes u64, last_crc u32, deleted count D u32, D deleted seqs u64
+//!         live_bytes u64, (version 3) ts_hi i64, last_crc u32, deleted count D u32,
+//!         D deleted seqs u64
 //!      4  subject count S, then S times: name_len u16, name, msgs u64, first u64, last u64
 //!      4  (version 2) ttl count T, then T times: seq u64, deadline i64 (ns), seqs ascending
 //! end-4 4 crc32 of every preceding byte
@@ -20,16 +21,25 @@
 //! The ttl section holds the deadline of every message with a time to live (`ts + ttl`, by
 //! the store's clock), so that a store with ttls pending opens from the index instead of
 //! rebuilding from its blocks to find them.
+//!
+//! `ts_hi` (version 3) is the timestamp of the last message record written to the block
+//! (`i64::MIN` if none, `i64::MAX` if not known): `seq_from_time` searches the blocks by it
+//! without reading any. Version 2 is version 3 without it, version 1 version 2 without the
+//! ttl section; both are still read, every `ts_hi` "not known" (found on first use).
 
 use crate::error::{Error, Result};
 
 /// Magic of `index.db`.
 pub const INDEX_MAGIC: [u8; 4] = *b"SQIX";
 /// Version written by this code.
-pub const INDEX_VERSION: u32 = 2;
+pub const INDEX_VERSION: u32 = 3;
 /// The version before the ttl section: still read (as a snapshot without ttls, which is
 /// what a build of that version wrote: it wrote no index.db while ttls were pending).
 pub const INDEX_VERSION_NO_TTL: u32 = 1;
+/// The version before the blocks' `ts_hi`: still read, every block's `ts_hi` not known.
+pub const INDEX_VERSION_NO_TS_HI: u32 = 2;
+/// A `ts_hi` of "not known" as written (`BlockSummary::ts_hi` is `None`).
+const TS_HI_UNKNOWN: i64 = i64::MAX;
 
 /// One block as the snapshot saw it.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -41,6 +51,9 @@ pub struct BlockSummary {
     pub max_seq: u64,
     pub live: u64,
     pub live_bytes: u64,
+    /// The timestamp of the last message record written to the block (`i64::MIN`: none),
+    /// or `None` if not known (an index before version 3).
+    pub ts_hi: Option<i64>,
     pub last_crc: u32,
     pub deleted: Vec<u64>,
 }
@@ -76,8 +89,9 @@ impl Snapshot {
         self.encode_version(INDEX_VERSION)
     }
 
-    /// Encodes in layout `version` (1 or 2): version 1 has no ttl section, so `ttls` are not
-    /// written (tests and the fuzz target use it to check that version 1 is still read).
+    /// Encodes in layout `version` (1, 2 or 3): version 1 has no ttl section, so `ttls` are
+    /// not written, and versions 1 and 2 no `ts_hi` (tests and the fuzz target use it to
+    /// check that the older versions are still read).
     pub fn encode_version(&self, version: u32) -> Vec<u8> {
         let mut o = Vec::with_capacity(
             128 + self.blocks.len() * 72 + self.subjects.len() * 40 + self.ttls.len() * 16,
@@ -107,6 +121,10 @@ impl Snapshot {
                 b.live_bytes,
             ] {
                 o.extend_from_slice(&v.to_le_bytes());
+            }
+            if version > INDEX_VERSION_NO_TS_HI {
+                let ts_hi = b.ts_hi.unwrap_or(TS_HI_UNKNOWN);
+                o.extend_from_slice(&ts_hi.to_le_bytes());
             }
             o.extend_from_slice(&b.last_crc.to_le_bytes());
             o.extend_from_slice(&(b.deleted.len() as u32).to_le_bytes());
@@ -146,12 +164,12 @@ impl Snapshot {
             return Err(Error::corrupt(file, 0, "not a seqstore index (bad magic)"));
         }
         let version = u32::from_le_bytes(b[4..8].try_into().expect("4"));
-        if version != INDEX_VERSION && version != INDEX_VERSION_NO_TTL {
+        if !(INDEX_VERSION_NO_TTL..=INDEX_VERSION).contains(&version) {
             return Err(Error::corrupt(
                 file,
                 4,
                 format!(
-                    "index version {version}, this build reads {INDEX_VERSION_NO_TTL} and \
+                    "index version {version}, this build reads {INDEX_VERSION_NO_TTL} to \
                      {INDEX_VERSION}"
                 ),
             ));
@@ -180,7 +198,11 @@ impl Snapshot {
             bytes: r.u64()?,
             ..Default::default()
         };
-        let nblocks = r.count(64)?;
+        let nblocks = r.count(if version > INDEX_VERSION_NO_TS_HI {
+            72
+        } else {
+            64
+        })?;
         for _ in 0..nblocks {
             let mut bs = BlockSummary {
                 number: r.u64()?,
@@ -190,6 +212,10 @@ impl Snapshot {
                 max_seq: r.u64()?,
                 live: r.u64()?,
                 live_bytes: r.u64()?,
+                ts_hi: match version > INDEX_VERSION_NO_TS_HI {
+                    true => Some(r.u64()? as i64).filter(|&t| t != TS_HI_UNKNOWN),
+                    false => None,
+                },
                 last_crc: r.u32()?,
                 deleted: Vec::new(),
             };
@@ -305,6 +331,7 @@ mod tests {
                 max_seq: 9,
                 live: 5,
                 live_bytes: 500,
+                ts_hi: Some(-5),
                 last_crc: 0xdead,
                 deleted: vec![4, 6],
             }],
@@ -325,20 +352,30 @@ mod tests {
         let back = Snapshot::decode("i", &v1).unwrap();
         assert!(back.ttls.is_empty());
         assert_eq!(back.encode_version(1), v1);
-        assert_eq!(
-            Snapshot {
-                ttls: s.ttls.clone(),
-                ..back
-            },
-            s
-        );
-        // version 3 is refused
-        let mut v3 = s.encode();
-        v3[4..8].copy_from_slice(&3u32.to_le_bytes());
-        let n = v3.len();
-        let crc = crate::record::crc32(&v3[..n - 4]);
-        v3[n - 4..].copy_from_slice(&crc.to_le_bytes());
-        assert!(Snapshot::decode("i", &v3).is_err());
+        let mut expect = s.clone();
+        expect.ttls.clear();
+        expect.blocks[0].ts_hi = None;
+        assert_eq!(back, expect);
+        // version 4 is refused
+        let mut v4 = s.encode();
+        v4[4..8].copy_from_slice(&4u32.to_le_bytes());
+        let n = v4.len();
+        let crc = crate::record::crc32(&v4[..n - 4]);
+        v4[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        assert!(Snapshot::decode("i", &v4).is_err());
+    }
+
+    #[test]
+    fn version_2_is_still_read_without_ts_hi() {
+        let s = sample();
+        let v2 = s.encode_version(INDEX_VERSION_NO_TS_HI);
+        let back = Snapshot::decode("i", &v2).unwrap();
+        assert_eq!(back.encode_version(2), v2);
+        let mut expect = s.clone();
+        expect.blocks[0].ts_hi = None;
+        assert_eq!(back, expect);
+        // an unknown ts_hi round-trips through version 3
+        assert_eq!(Snapshot::decode("i", &back.encode()).unwrap(), back);
     }
 
     #[test]

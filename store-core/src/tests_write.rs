@@ -321,14 +321,17 @@ fn golden_ttl_raw_skip_format() {
     }
 }
 
-/// An `index.db` of layout version 1 (before the ttl section; the golden one of that format,
-/// kept under `tests/index_v1/`) is still used at open, and gives the state the version-2 one
-/// of the same blocks gives.
+/// An `index.db` of layout version 1 (before the ttl section) or 2 (before the blocks'
+/// `ts_hi`), the golden ones of those formats kept under `tests/index_v1/` and
+/// `tests/index_v2/`, is still used at open, and gives the state the current one of the same
+/// blocks gives.
 #[test]
-fn index_db_version_1_is_still_used() {
+fn index_db_versions_1_and_2_are_still_used() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
     let v1 = std::fs::read(dir.join("index_v1/1.index.db")).unwrap();
     assert_eq!(v1[4..8], 1u32.to_le_bytes(), "the fixture is version 1");
+    let v2 = std::fs::read(dir.join("index_v2/1.index.db")).unwrap();
+    assert_eq!(v2[4..8], 2u32.to_le_bytes(), "the fixture is version 2");
     let load = |index: &[u8]| {
         let fs = MemFs::new();
         fs.create_dir(crate::store::MSGS_DIR).unwrap();
@@ -357,9 +360,10 @@ fn index_db_version_1_is_still_used() {
         assert!(s.recovery_report().used_index, "{:?}", s.recovery_report());
         s.state()
     };
-    let v2 = std::fs::read(dir.join("golden/1.index.db")).unwrap();
-    assert_eq!(v2[4..8], 2u32.to_le_bytes());
-    assert_eq!(load(&v1), load(&v2));
+    let v3 = std::fs::read(dir.join("golden/1.index.db")).unwrap();
+    assert_eq!(v3[4..8], 3u32.to_le_bytes());
+    assert_eq!(load(&v1), load(&v3));
+    assert_eq!(load(&v2), load(&v3));
 }
 
 /// `SharedStore`'s ttl, replica and skip writes under `Always`: ttl appends from several threads share

@@ -33,6 +33,12 @@ pub(super) struct Block<H> {
     pub(super) seq_ceiling: u64,
     /// Highest sequence of any record in the block.
     pub(super) max_seq: u64,
+    /// The timestamp of the last message record written to this block or, if it has none, to
+    /// the blocks before it (`i64::MIN`: none at all); `None` when not known (an index.db
+    /// before version 3): found on first use. Timestamps do not decrease along a stream
+    /// written by appends, so neither does this along the blocks, and `seq_from_time` finds
+    /// its block by it without reading one. Not lowered when a truncate cuts the block.
+    pub(super) ts_hi: Option<i64>,
     pub(super) live: u64,
     pub(super) live_bytes: u64,
     pub(super) last_crc: u32,
@@ -162,6 +168,7 @@ impl<H> Block<H> {
             msg_last: 0,
             seq_ceiling,
             max_seq: 0,
+            ts_hi: Some(i64::MIN),
             live: 0,
             live_bytes: 0,
             last_crc: 0,

@@ -265,6 +265,36 @@ impl Packed {
         }
     }
 
+    /// Entry `i`'s timestamp alone (its run's smallest when the fields hold none).
+    fn ts(&self, i: usize) -> i64 {
+        let run_ts = self.run_ts[i / RUN];
+        if !self.ts_exact {
+            return run_ts;
+        }
+        let w = self.w;
+        let shift = w.off + w.len + w.subj + 1;
+        let v = if shift >= 64 {
+            0
+        } else {
+            self.field(i) >> shift
+        };
+        run_ts.wrapping_add((v & mask(w.ts)) as i64)
+    }
+
+    /// The first index whose timestamp is at or above `ts`: a binary search over the runs'
+    /// samples (one array), then the fields of one run.
+    fn ts_point(&self, ts: i64) -> usize {
+        let r = self.run_ts.partition_point(|&t| t < ts);
+        if r == 0 {
+            return 0;
+        }
+        let (lo, hi) = ((r - 1) * RUN, (r * RUN).min(self.n));
+        if !self.ts_exact {
+            return hi;
+        }
+        (lo..hi).find(|&i| self.ts(i) >= ts).unwrap_or(hi)
+    }
+
     fn set_deleted(&mut self, i: usize) {
         let at = i * self.w.total as usize + (self.w.off + self.w.len + self.w.subj) as usize;
         self.words[at / 64] |= 1u64 << (at % 64);
@@ -336,7 +366,8 @@ impl Entries {
     }
 
     /// The first index whose entry `pred` is false for (`pred` true for a prefix), as
-    /// `slice::partition_point`.
+    /// `slice::partition_point` (the tests' reference for `ts_point`).
+    #[cfg(test)]
     pub(super) fn partition_point(&self, mut pred: impl FnMut(&Entry) -> bool) -> usize {
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
@@ -348,6 +379,15 @@ impl Entries {
             }
         }
         lo
+    }
+
+    /// The first index whose timestamp is at or above `ts` (`partition_point(|e| e.ts < ts)`
+    /// when timestamps do not decrease, without decoding whole entries).
+    pub(super) fn ts_point(&self, ts: i64) -> usize {
+        match self {
+            Entries::Full(v) => v.partition_point(|e| e.ts < ts),
+            Entries::Packed(p) => p.ts_point(ts),
+        }
     }
 
     /// The first index whose sequence is at or above `seq`.

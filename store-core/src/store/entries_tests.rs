@@ -92,6 +92,12 @@ proptest! {
             let mid = v[v.len() / 2].seq;
             prop_assert_eq!(packed.seq_point(mid), v.len() / 2);
         }
+        // the time search over the runs' samples agrees with a search over whole entries
+        let probes = v.iter().flat_map(|e| [e.ts.saturating_sub(1), e.ts, e.ts.saturating_add(1)]);
+        for t in probes.chain([i64::MIN, i64::MAX]) {
+            prop_assert_eq!(full.ts_point(t), v.partition_point(|e| e.ts < t), "full, ts {}", t);
+            prop_assert_eq!(packed.ts_point(t), packed.partition_point(|e| e.ts < t), "packed, ts {}", t);
+        }
         if exact {
             let back: Vec<Entry> = packed.clone_full();
             prop_assert!(back.iter().zip(full.iter()).all(|(a, b)| same(a, &b, None)));
@@ -102,6 +108,9 @@ proptest! {
         prop_assert_eq!(packed.len(), keep);
         for i in 0..keep {
             prop_assert!(same(&full.at(i), &packed.at(i), run_ts(i)));
+        }
+        for t in v[..keep].iter().flat_map(|e| [e.ts, e.ts.saturating_add(1)]).chain([i64::MAX]) {
+            prop_assert_eq!(packed.ts_point(t), packed.partition_point(|e| e.ts < t), "cut, ts {}", t);
         }
     }
 }

@@ -109,6 +109,7 @@ impl<F: Fs> Store<F> {
         self.wbuf.extend_from_slice(&record::block_header(index));
         let hi = self.blocks.last().map_or(0, |b| b.seq_ceiling);
         let mut block = Block::new(index, file, 0, hi);
+        block.ts_hi = self.blocks.last().map_or(Some(i64::MIN), |b| b.ts_hi);
         if self.cfg.layered() && self.cfg.sync != SyncPolicy::Never {
             let cap = self.cfg.block_size.min(16 << 20) as usize;
             block.shadow = Some(Vec::with_capacity(cap));
@@ -171,6 +172,7 @@ impl<F: Fs> Store<F> {
         }
         b.msg_last = seq;
         b.seq_ceiling = seq;
+        b.ts_hi = Some(ts);
         b.live += 1;
         b.live_bytes += len;
         self.msgs += 1;

@@ -195,13 +195,13 @@ impl<F: Fs> Store<F> {
     /// `last_seq + 1` when there is none (NATS's `GetSeqFromTime`).
     ///
     /// Appends stamp `max(clock, last timestamp)`, so timestamps do not decrease with the
-    /// sequence and this is a binary search: over the blocks with live messages by the
-    /// timestamp of each one's last live message (loading O(log blocks) of them), then over
-    /// the chosen block's entries. If stored timestamps do go backwards (a clock stepped back
-    /// before a `truncate` to a deleted sequence stamps its marker, and so the next appends,
-    /// with the clock's time; or files written by another program), the answer is still a
-    /// stored sequence with a timestamp ≥ `ts` (or `last_seq + 1`), but not necessarily the
-    /// first.
+    /// sequence and this is a binary search: over the blocks by their `ts_hi` (in memory: no
+    /// block is read), then over the chosen block's entries, whose packed form keeps a time
+    /// sample every `RUN` messages (the run's smallest timestamp), so that only one run's
+    /// records are read. If stored timestamps do go backwards (a clock stepped back before a
+    /// `truncate` to a deleted sequence stamps its marker, and so the next appends, with the
+    /// clock's time; or files written by another program), the answer is still a stored
+    /// sequence with a timestamp ≥ `ts` (or `last_seq + 1`), but not necessarily the first.
     pub fn seq_from_time(&mut self, ts: i64) -> Result<u64> {
         self.begin_read()?;
         let none = self.last_seq + 1;
@@ -211,35 +211,59 @@ impl<F: Fs> Store<F> {
         if ts <= self.first_ts {
             return self.unexpired_from(self.first_seq);
         }
-        let live: Vec<usize> = (0..self.blocks.len())
-            .filter(|&p| self.blocks[p].live > 0)
-            .collect();
-        let (mut lo, mut hi) = (0, live.len());
+        let (mut lo, mut hi) = (0, self.blocks.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            self.trim_entries();
-            match self.last_live_ts(live[mid])? {
-                Some(last) if last < ts => lo = mid + 1,
-                _ => hi = mid,
+            if self.block_ts_hi(mid)? < ts {
+                lo = mid + 1;
+            } else {
+                hi = mid;
             }
         }
-        let Some(&pos) = live.get(lo) else {
-            return Ok(none);
+        // the first block may hold no live message at or after `ts` (deleted, or `ts_hi` is
+        // a bound a truncate left high): the next live one's first live message then is it
+        for pos in lo..self.blocks.len() {
+            if self.blocks[pos].live == 0 {
+                continue;
+            }
+            if let Some(seq) = self.first_in_block_from_time(pos, ts)? {
+                return self.unexpired_from(seq);
+            }
+        }
+        Ok(none)
+    }
+
+    /// Block `pos`'s `ts_hi`, found (and kept) if not known: the timestamp of its last message
+    /// record, or of the blocks before it if it has none (loading them).
+    fn block_ts_hi(&mut self, pos: usize) -> Result<i64> {
+        if let Some(t) = self.blocks[pos].ts_hi {
+            return Ok(t);
+        }
+        self.trim_entries();
+        self.ensure_loaded(pos)?;
+        let n = self.blocks[pos].entries.as_ref().map_or(0, |e| e.len());
+        let t = match (n, pos) {
+            (0, 0) => i64::MIN,
+            (0, _) => self.block_ts_hi(pos - 1)?,
+            _ => self.entry_ts(pos, n - 1)?,
         };
+        self.blocks[pos].ts_hi = Some(t);
+        Ok(t)
+    }
+
+    /// The first live sequence ≥ `first_seq` of block `pos` whose timestamp is ≥ `ts`.
+    fn first_in_block_from_time(&mut self, pos: usize, ts: i64) -> Result<Option<u64>> {
         self.ensure_loaded(pos)?;
         let first = self.first_seq;
         let entries = self.blocks[pos].entries.as_ref().unwrap_or(&EMPTY);
-        let start = entries.partition_point(|e| e.ts < ts);
-        let found = if entries.ts_exact() {
-            entries
+        let start = entries.ts_point(ts);
+        if entries.ts_exact() {
+            return Ok(entries
                 .range(start, entries.len())
                 .find(|e| !e.deleted && e.seq >= first && e.ts >= ts)
-                .map_or(none, |e| e.seq)
-        } else {
-            self.first_at_or_after(pos, start, first, ts)?
-                .unwrap_or(none)
-        };
-        self.unexpired_from(found)
+                .map(|e| e.seq));
+        }
+        self.first_at_or_after(pos, start, first, ts)
     }
 
     /// In block `pos`, whose packed entries hold only their runs' smallest timestamps: the
@@ -279,22 +303,6 @@ impl<F: Fs> Store<F> {
         Ok(self
             .first_hit(&mut all, seq + 1, u64::MAX, false)?
             .unwrap_or(self.last_seq + 1))
-    }
-
-    /// The timestamp of the last live message of block `pos` (loading it), if it has one.
-    fn last_live_ts(&mut self, pos: usize) -> Result<Option<i64>> {
-        self.ensure_loaded(pos)?;
-        let first = self.first_seq;
-        let entries = self.blocks[pos].entries.as_ref().unwrap_or(&EMPTY);
-        let n = entries.len();
-        match entries
-            .iter()
-            .rev()
-            .position(|e| !e.deleted && e.seq >= first)
-        {
-            Some(k) => Ok(Some(self.entry_ts(pos, n - 1 - k)?)),
-            None => Ok(None),
-        }
     }
 
     /// How many stored messages at or after `from_seq` match `filter`, and the first and last

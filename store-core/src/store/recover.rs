@@ -253,7 +253,12 @@ impl<F: Fs> Store<F> {
         self.blocks.untrimmed += entries.len() as u64;
         debug_assert_eq!(sb.path, block_path(MSGS_DIR, index));
         let last = entries.last().map_or(0, |e| e.seq);
+        let ts_hi = match entries.last() {
+            Some(e) => Some(e.ts),
+            None => self.blocks.last().map_or(Some(i64::MIN), |b| b.ts_hi),
+        };
         self.blocks.push(Block {
+            ts_hi,
             msg_first: entries.first().map_or(0, |e| e.seq),
             msg_last: last,
             max_seq: sb.max_seq,
