@@ -202,14 +202,17 @@ pub fn encode(
     );
     let start = out.len();
     out.reserve(len);
-    out.extend_from_slice(&(len as u32).to_le_bytes());
-    out.push(kind as u8);
-    out.push(flags);
-    out.extend_from_slice(&(subject.len() as u16).to_le_bytes());
-    out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(&ts.to_le_bytes());
-    out.extend_from_slice(&(headers.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    // the fixed fields built on the stack and copied once: each `Vec` push checks capacity
+    let mut h = [0u8; REC_OVERHEAD - 4];
+    h[0..4].copy_from_slice(&(len as u32).to_le_bytes());
+    h[4] = kind as u8;
+    h[5] = flags;
+    h[6..8].copy_from_slice(&(subject.len() as u16).to_le_bytes());
+    h[8..16].copy_from_slice(&seq.to_le_bytes());
+    h[16..24].copy_from_slice(&ts.to_le_bytes());
+    h[24..28].copy_from_slice(&(headers.len() as u32).to_le_bytes());
+    h[28..32].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&h);
     out.extend_from_slice(subject);
     out.extend_from_slice(headers);
     out.extend_from_slice(payload);
