@@ -4,9 +4,13 @@
 //! opens the store on each crash image: its last sequence must never be below one that was
 //! acknowledged (the NATS purge bug's invariant).
 //!
-//! The control that the capture is right: the same capture with its directory fsyncs taken
-//! out must fail under `posix` (new files' names are lost) and stay clean under `ordered`;
-//! with every fsync taken out it must fail under both.
+//! The controls that the capture is right:
+//! - the crash lab's own ablations, in the command's test-hooks build (`SEQSTORE_ABLATION`),
+//!   give `seqstore demo`'s verdicts: `no-tombstone-sync` loses the sequence under both models,
+//!   `no-dir-sync` under `posix` only;
+//! - the same capture with its directory fsyncs taken out fails under `posix` (new files'
+//!   names are lost) and stays clean under `ordered`; with every fsync taken out it fails
+//!   under both.
 
 mod common;
 
@@ -20,12 +24,19 @@ fn guest() -> Program {
     Program::new(seqstore_wasm::guest_command_wasm()).expect("seqstore-guest compiles")
 }
 
-/// The session's capture (and its start tree) for `model`.
+/// The session's capture (and its start tree) for `model`, run by the shipped command.
 fn session(model: Model) -> (Recorder, Capture) {
-    let guest = guest();
+    session_of(&guest(), model, None)
+}
+
+/// The session's capture run by `guest`, with `SEQSTORE_ABLATION=ablation` if given.
+fn session_of(guest: &Program, model: Model, ablation: Option<&str>) -> (Recorder, Capture) {
     let rec = Recorder::new(FaultFs::new(model));
     let run = |args: &[&str]| {
-        let out = rec.run(&guest, &RunConfig::with_args(args)).unwrap();
+        let mut cfg = RunConfig::with_args(args);
+        cfg.env
+            .extend(ablation.map(|a| ("SEQSTORE_ABLATION".to_string(), a.to_string())));
+        let out = rec.run(guest, &cfg).unwrap();
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         assert_eq!(
             out.code,
@@ -93,4 +104,47 @@ fn seqstore_guest_keeps_every_acknowledged_sequence_and_the_ablated_captures_do_
         let r = check(&rec, &none, model, "without any fsync");
         assert!(r.violations > 0, "no fsyncs at all under {model}: clean");
     }
+}
+
+/// The crash lab's ablations inside the command (its test-hooks build): the verdicts of
+/// `seqstore demo`'s table, found from the recorded WASI calls alone. `full` in that build is
+/// clean, so the build itself is not what fails.
+#[test]
+fn the_lab_ablations_in_the_command_give_the_demo_verdicts() {
+    let hooks = Program::new(seqstore_wasm::guest_command_test_hooks_wasm())
+        .expect("seqstore-guest (test hooks) compiles");
+    for model in Model::ALL {
+        for (ablation, fails) in [
+            ("full", false),
+            ("no-tombstone-sync", true),
+            ("no-dir-sync", model == Model::Posix),
+        ] {
+            let (rec, cap) = session_of(&hooks, model, Some(ablation));
+            let what = if fails { ablation } else { "clean" };
+            let r = check(&rec, &cap, model, what);
+            assert_eq!(
+                r.violations > 0,
+                fails,
+                "{ablation} under {model}: {} violations",
+                r.violations
+            );
+        }
+    }
+}
+
+/// An ablation the build does not know is a usage error, not a silent `full`.
+#[test]
+fn an_unknown_ablation_is_refused() {
+    let hooks = Program::new(seqstore_wasm::guest_command_test_hooks_wasm()).unwrap();
+    let rec = Recorder::new(FaultFs::new(Model::Posix));
+    let mut cfg = RunConfig::with_args(&["state"]);
+    cfg.env
+        .push(("SEQSTORE_ABLATION".to_string(), "no-such-thing".to_string()));
+    let out = rec.run(&hooks, &cfg).unwrap();
+    assert_ne!(out.code, 0);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("SEQSTORE_ABLATION"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

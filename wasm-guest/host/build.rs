@@ -7,7 +7,8 @@
 //! one would deadlock. Two builds, each in its own subdirectory so that they never rebuild each
 //! other's artifacts:
 //! - `store/`: the `store` component (lib) and the `seqstore-guest` command (bin);
-//! - `test-hooks/`: the component again with the `test-hooks` feature, for the sandbox tests.
+//! - `test-hooks/`: the component and the command again with the `test-hooks` feature, for the
+//!   sandbox tests and the crash lab (the command takes an ablation from its environment).
 //!
 //! The guest is always built with the release profile: it is small, and an optimized guest
 //! is what the host's numbers should describe. The artifacts are copied into `OUT_DIR` and
@@ -208,7 +209,7 @@ fn main() {
     cargo_build(
         &workspace,
         &hooks_dir,
-        &["--lib", "--features", "test-hooks"],
+        &["--lib", "--bin", GUEST_PACKAGE, "--features", "test-hooks"],
     );
 
     let rel = |dir: &Path, file: &str| dir.join(TARGET).join("release").join(file);
@@ -229,5 +230,11 @@ fn main() {
         &out_dir,
         "seqstore_store_test_hooks.wasm",
         "SEQSTORE_TEST_HOOKS_WASM",
+    );
+    copy_out(
+        &rel(&hooks_dir, "seqstore-guest.wasm"),
+        &out_dir,
+        "seqstore-guest-test-hooks.wasm",
+        "SEQSTORE_GUEST_CLI_TEST_HOOKS_WASM",
     );
 }

@@ -32,10 +32,26 @@ struct Cli {
     cmd: StoreCmd<NoExtra>,
 }
 
+/// The store's configuration: the default, or in the test-hooks build (the crash lab's, never
+/// an application's) with the fsync ablation `SEQSTORE_ABLATION` names.
+fn config() -> Config {
+    #[cfg(feature = "test-hooks")]
+    if let Ok(name) = std::env::var("SEQSTORE_ABLATION") {
+        match name.parse() {
+            Ok(ablation) => return Config::default().with_ablation(ablation),
+            Err(e) => {
+                eprintln!("seqstore-guest: SEQSTORE_ABLATION: {e}");
+                std::process::exit(i32::from(seqstore_commands::EXIT_USAGE));
+            }
+        }
+    }
+    Config::default()
+}
+
 fn main() -> ExitCode {
     // clap prints usage errors and exits with 2 (seqstore_commands::EXIT_USAGE)
     let cli = Cli::parse();
-    match execute(&cli.cmd, Config::default(), "seqstore-guest") {
+    match execute(&cli.cmd, config(), "seqstore-guest") {
         // JSON whether or not --json was given
         Ok(out) => ExitCode::from(out.print(true, "seqstore-guest")),
         Err(e) => {

@@ -32,6 +32,16 @@ pub fn guest_command_wasm() -> &'static [u8] {
     engine::CLI_WASM
 }
 
+/// The `seqstore-guest` command built with the test-only hooks (feature `ablation`, the crash
+/// lab's): it runs its store with the fsync ablation its environment's `SEQSTORE_ABLATION`
+/// names (`no-tombstone-sync`, `no-dir-sync`, `skip:<site>`; `full` when unset), so that a
+/// tool that records a WASI program's filesystem calls can be shown to find what each
+/// removed fsync loses. Never what [`guest_command_wasm`] returns.
+#[cfg(feature = "ablation")]
+pub fn guest_command_test_hooks_wasm() -> &'static [u8] {
+    engine::CLI_TEST_HOOKS_WASM
+}
+
 /// Runs the `seqstore-guest` command (the CLI's operations, e.g. `["append", "--subject",
 /// "a", "--data", "x"]`) on the host directory `dir`, preopened as [`GUEST_DIR`], under the
 /// sandbox limits `opts`. The command takes its time from WASI's wall clock.

@@ -26,6 +26,10 @@ pub(crate) static CLI_WASM: &[u8] = include_bytes!(env!("SEQSTORE_GUEST_CLI_WASM
 /// The `store` component with the test-only hooks.
 #[cfg(any(test, feature = "ablation"))]
 pub(crate) static TEST_HOOKS_WASM: &[u8] = include_bytes!(env!("SEQSTORE_TEST_HOOKS_WASM"));
+/// The `seqstore-guest` command with the test-only hooks (`SEQSTORE_ABLATION`).
+#[cfg(feature = "ablation")]
+pub(crate) static CLI_TEST_HOOKS_WASM: &[u8] =
+    include_bytes!(env!("SEQSTORE_GUEST_CLI_TEST_HOOKS_WASM"));
 
 /// The process's engine. Epoch interruption is on (the call deadline); a background thread
 /// advances the epoch every [`EPOCH_TICK`] for as long as the process runs.

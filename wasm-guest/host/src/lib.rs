@@ -73,6 +73,8 @@ mod bindings {
     });
 }
 
+#[cfg(feature = "ablation")]
+pub use cli::guest_command_test_hooks_wasm;
 pub use cli::{guest_command_wasm, run_guest_command, CommandOutput};
 pub use error::{Error, Result};
 pub use guest_store::{GuestOptions, GuestStore, GUEST_DIR};
