@@ -30,8 +30,9 @@ const DISK_BYTES_PER_MSG: u64 = 36 + 16 + 128;
 /// What `--scale` runs.
 #[derive(Clone, Debug)]
 pub struct ScaleOpts {
-    /// Stream sizes, each in a child of its own, in this order (default 10M, 100M). The goals
-    /// compare the largest with the smallest.
+    /// Stream sizes, each in a child of its own, in this order (default 1M, 10M, 100M). The
+    /// goals compare the largest with the next size down (100M with 10M); 1M is there for
+    /// reference: below the default entry cache (~1.5M messages) everything stays loaded.
     pub sizes: Vec<u64>,
     /// Where the stores go (`--scale-dir`); `None`: the temp dir, or the cargo target dir this
     /// binary is in, whichever has room.
@@ -47,7 +48,7 @@ pub struct ScaleOpts {
 impl Default for ScaleOpts {
     fn default() -> Self {
         ScaleOpts {
-            sizes: vec![10_000_000, 100_000_000],
+            sizes: vec![1_000_000, 10_000_000, 100_000_000],
             dir: None,
             gets: 1_000_000,
             calls: 20_000,
@@ -61,7 +62,8 @@ impl ScaleOpts {
     /// its block files, 10 % more, and 1 GiB to spare.
     pub fn needed_bytes(&self) -> u64 {
         let n = self.sizes.iter().copied().max().unwrap_or(0);
-        n * DISK_BYTES_PER_MSG * 11 / 10 + (1 << 30)
+        let blocks = n.saturating_mul(DISK_BYTES_PER_MSG);
+        blocks.saturating_add(blocks / 10).saturating_add(1 << 30)
     }
 }
 
