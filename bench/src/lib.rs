@@ -77,11 +77,11 @@
 //!   big stream, native (`seqstore`) and in the wasm guest (`guest`, feature `guest`: one
 //!   call into the component per batch); goal `guest_batch_vs_native` ≥ 0.6.
 //! - `--scale` ([`run_scale`], a run of its own, not part of `--quick` or CI): the store at
-//!   10M and 100M messages (~20 GB of disk, checked first, deleted after), each size in a
+//!   1M, 10M and 100M messages (~20 GB of disk, checked first, deleted after), each size in a
 //!   child process of its own (this binary again, [`SCALE_CHILD_ENV`]): write rate, peak RSS
 //!   (VmHWM), open from index.db, rebuild against the read limit, random gets (default block
 //!   cache), `num_pending` and `filtered_state` from random sequences, purge. Its goals
-//!   compare the largest size with the smallest ([`ScaleReport`]); its page is
+//!   compare the largest size with the next size down ([`ScaleReport`]); its page is
 //!   docs/BENCHMARKS-SCALE.md.
 //! - `goals`: the goals' names by outcome (`passed`, `failed`, `not_measured`) and `line`, the
 //!   one-line summary the text output ends with ([`goals_line`]).

@@ -9,13 +9,13 @@
 //! and tokio. The memory rows re-execute this binary, one child per stream size.
 //!
 //! `seqstore-bench --scale [--scale-dir DIR] [--json] [--json-out FILE] [--markdown FILE]`: a
-//! separate run (not part of `--quick`, not run in CI) of the store at 10M and 100M messages,
+//! separate run (not part of `--quick`, not run in CI) of the store at 1M, 10M and 100M messages,
 //! each in a child process of its own (this binary again): peak RSS, open from index.db,
 //! rebuild against the read limit, random gets, `num_pending`, `filtered_state`, purge, the
 //! write rate. It needs ~20 GB of disk (checked first) under DIR (default: the temp dir or the
 //! cargo target dir, whichever has room), deleted after. `cargo run --release -p seqstore-bench
 //! -- --scale --markdown docs/BENCHMARKS-SCALE.md` generates that page. (`--scale-sizes
-//! N,N…`, for testing the mode, replaces the two sizes.)
+//! N,N…`, for testing the mode, replaces the sizes.)
 
 use std::process::ExitCode;
 
@@ -30,7 +30,7 @@ fn usage() -> ExitCode {
          memory_peak_rss_mib (prefixes work)\n\
          \n\
          or:    seqstore-bench --scale [--scale-dir DIR] [--json] [--json-out FILE] [--markdown FILE]\n\
-         the store at 10M and 100M messages, each size in a child process (~20 GB of disk under\n\
+         the store at 1M, 10M and 100M messages, each size in a child process (~20 GB of disk under\n\
          DIR, checked first, deleted after; not part of --quick): peak RSS, open from index.db,\n\
          rebuild vs the read limit, random gets, num_pending, filtered_state, purge, write rate.\n\
          The page: cargo run --release -p seqstore-bench -- --scale --markdown docs/BENCHMARKS-SCALE.md"
