@@ -77,6 +77,13 @@
 //! - `get_batch_msgs_per_s`: `get_batch` of 100 messages from random sequences of the warm
 //!   big stream, native (`seqstore`) and in the wasm guest (`guest`, feature `guest`: one
 //!   call into the component per batch); goal `guest_batch_vs_native` ≥ 0.7.
+//! - `--scale` ([`run_scale`], a run of its own, not part of `--quick` or CI): the store at
+//!   1M, 10M and 100M messages (~20 GB of disk, checked first, deleted after), each size in a
+//!   child process of its own (this binary again, [`SCALE_CHILD_ENV`]): write rate, peak RSS
+//!   (VmHWM), open from index.db, rebuild against the read limit, random gets (default block
+//!   cache), `num_pending` and `filtered_state` from random sequences, purge. Its goals
+//!   compare the largest size with the next size down ([`ScaleReport`]); its page is
+//!   docs/BENCHMARKS-SCALE.md.
 //! - `goals`: the goals' names by outcome (`passed`, `failed`, `not_measured`) and `line`, the
 //!   one-line summary the text output ends with ([`goals_line`]).
 //!
@@ -97,6 +104,7 @@ mod nats;
 mod peers;
 mod reads;
 mod report;
+mod scale;
 mod util;
 
 use std::path::PathBuf;
@@ -104,6 +112,7 @@ use std::path::PathBuf;
 pub use markdown::Machine;
 pub use mem::{child_main, ChildCmd, CHILD_ENV};
 pub use report::{fsync_probe_state, goals_line, BenchReport, Goal};
+pub use scale::{run_scale, ScaleOpts, ScaleReport, SCALE_CHILD_ENV};
 pub use util::median;
 
 /// What to run, and how big.

@@ -58,6 +58,22 @@ impl Machine {
     }
 }
 
+impl Machine {
+    /// The first rows of a page's header table (its head, date, commit, machine).
+    pub(crate) fn header_rows(&self, s: &mut String) {
+        let _ = writeln!(s, "| | |\n|---|---|");
+        let _ = writeln!(s, "| date | {} |", self.date_utc);
+        let _ = writeln!(s, "| commit | `{}` |", cell(&self.commit));
+        let _ = writeln!(
+            s,
+            "| machine | {} cores, {}, Linux {} |",
+            self.cores,
+            cell(&self.cpu_model),
+            cell(&self.kernel)
+        );
+    }
+}
+
 /// The first `model name` of a /proc/cpuinfo text.
 pub(crate) fn cpu_model(cpuinfo: &str) -> Option<String> {
     cpuinfo
@@ -109,16 +125,7 @@ impl BenchReport {
              ratios measured in the same run compare: absolute figures depend on the machine, \
              its disk and whatever else was running.\n"
         );
-        let _ = writeln!(s, "| | |\n|---|---|");
-        let _ = writeln!(s, "| date | {} |", machine.date_utc);
-        let _ = writeln!(s, "| commit | `{}` |", cell(&machine.commit));
-        let _ = writeln!(
-            s,
-            "| machine | {} cores, {}, Linux {} |",
-            machine.cores,
-            cell(&machine.cpu_model),
-            cell(&machine.kernel)
-        );
+        machine.header_rows(&mut s);
         let _ = writeln!(
             s,
             "| run | {}, {} rounds, {} B payloads, 16 B subjects, {:.0} s, {:.0} MiB written |",

@@ -47,10 +47,12 @@ pub(crate) fn parse_vmhwm_kib(status: &str) -> Option<u64> {
     (w.next() == Some("kB")).then_some(n)
 }
 
-/// If this process is a memory child (`CHILD_ENV` set), runs it and returns its exit code; the
-/// caller returns that from `main`. `None`: not a child, go on.
+/// If this process is a memory child (`CHILD_ENV` set) or a `--scale` child
+/// ([`crate::SCALE_CHILD_ENV`] set), runs it and returns its exit code; the caller returns that
+/// from `main`. `None`: not a child, go on.
 pub fn child_main() -> Option<ExitCode> {
-    Some(match child_run()? {
+    // `--scale`'s children come through here too (`crate::scale::SCALE_CHILD_ENV`)
+    Some(match crate::scale::child_run().or_else(child_run)? {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("seqstore-bench memory child: {e:#}");
@@ -83,7 +85,7 @@ pub(crate) struct Peaks {
 }
 
 /// This process's VmHWM in KiB.
-fn vmhwm_kib() -> Result<u64> {
+pub(crate) fn vmhwm_kib() -> Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status").context("/proc/self/status")?;
     parse_vmhwm_kib(&status).context("no VmHWM in /proc/self/status")
 }

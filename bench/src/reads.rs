@@ -88,8 +88,10 @@ fn open(path: &Path, n: u64) -> Result<Store<HostFs>> {
     let s = crate::groups::open_store(path, SyncPolicy::Never)?;
     ensure!(
         s.recovery_report().used_index && s.state().msgs == n,
-        "{}: not opened from index.db with {n} messages",
-        path.display()
+        "{}: not opened from index.db with {n} messages ({} messages; index.db rejected: {:?})",
+        path.display(),
+        s.state().msgs,
+        s.recovery_report().index_rejected
     );
     Ok(s)
 }

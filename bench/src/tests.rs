@@ -453,3 +453,67 @@ fn markdown_machine_parts() {
     let m = crate::Machine::detect();
     assert!(!m.commit.is_empty() && m.date_utc.ends_with(" UTC"));
 }
+
+/// The `--scale` child when this binary runs as one (`SCALE_CHILD_ENV` set by
+/// [`scale_tiny_run`]); a no-op in a normal test run.
+#[test]
+fn scale_child_entry() {
+    if let Some(r) = crate::scale::child_run() {
+        r.expect("scale child");
+    }
+}
+
+/// `--scale` at two tiny sizes, each in a child (this test binary on [`scale_child_entry`]):
+/// every size's row and every goal in the JSON and the page, the store directories deleted.
+/// No timing is asserted.
+#[test]
+fn scale_tiny_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = crate::ScaleOpts {
+        sizes: vec![2000, 8000],
+        dir: Some(dir.path().to_path_buf()),
+        gets: 2000,
+        calls: 100,
+        child: Some(ChildCmd {
+            args: ["tests::scale_child_entry", "--exact", "--nocapture"]
+                .map(String::from)
+                .to_vec(),
+            ..test_child().expect("child")
+        }),
+    };
+    let r = crate::run_scale(&opts, &|_| {}).expect("scale run");
+    let j = r.to_json();
+    for n in ["2000", "8000"] {
+        let row = &j["scale"][n];
+        for k in ["rss_peak_mib", "index_open_ms", "gets_per_s", "purge_ms"] {
+            assert!(row[k].as_f64().is_some_and(|v| v > 0.0), "{n}.{k}: {row}");
+        }
+        assert!(row["rebuild_vs_read_limit"].is_number(), "{row}");
+    }
+    for g in &r.goals {
+        assert!(g.value.is_some(), "goal {} not measured", g.name);
+        let v = &j["ratios"][g.name];
+        assert!(v["value"].is_number() && v["target"].is_number(), "{v}");
+    }
+    let md = r.markdown(&crate::Machine::detect(), "cmd");
+    assert!(md.contains("| | 2k | 8k | 8k / 2k |"), "{md}");
+    assert!(md.contains("| `scale_rss_big_vs_small` |"), "{md}");
+    assert!(r.table().ends_with(&format!("{}\n", r.goals_line())));
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "store directories left: {left:?}");
+}
+
+#[test]
+fn scale_refuses_without_room() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = crate::ScaleOpts {
+        // ~180 EB: more than any disk
+        sizes: vec![1 << 60],
+        dir: Some(dir.path().to_path_buf()),
+        ..crate::ScaleOpts::default()
+    };
+    let e = crate::run_scale(&opts, &|_| {})
+        .expect_err("no room")
+        .to_string();
+    assert!(e.contains("free") && e.contains("--scale-dir"), "{e}");
+}

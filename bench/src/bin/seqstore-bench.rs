@@ -7,10 +7,19 @@
 //! Run it with `cargo run --release -p seqstore-bench -- --quick`. It is its own binary, not a
 //! subcommand of `seqstore`, so that the command line does not build fjall, okaywal, async-nats
 //! and tokio. The memory rows re-execute this binary, one child per stream size.
+//!
+//! `seqstore-bench --scale [--scale-dir DIR] [--json] [--json-out FILE] [--markdown FILE]`: a
+//! separate run (not part of `--quick`, not run in CI) of the store at 1M, 10M and 100M messages,
+//! each in a child process of its own (this binary again): peak RSS, open from index.db,
+//! rebuild against the read limit, random gets, `num_pending`, `filtered_state`, purge, the
+//! write rate. It needs ~20 GB of disk (checked first) under DIR (default: the temp dir or the
+//! cargo target dir, whichever has room), deleted after. `cargo run --release -p seqstore-bench
+//! -- --scale --markdown docs/BENCHMARKS-SCALE.md` generates that page. (`--scale-sizes
+//! N,N…`, for testing the mode, replaces the sizes.)
 
 use std::process::ExitCode;
 
-use seqstore_bench::{run, BenchOpts, Machine};
+use seqstore_bench::{run, run_scale, BenchOpts, Machine, ScaleOpts};
 
 fn usage() -> ExitCode {
     eprintln!(
@@ -18,7 +27,13 @@ fn usage() -> ExitCode {
          tables: append_nosync_msgs_per_s append_every1000_msgs_per_s append_always_msgs_per_s\n\
          consumer_acks_always_per_s nats_publish_msgs_per_s recover_rebuild_s_per_gib\n\
          recover_index_ms purge_ms get_random_msgs_per_s reads15_us get_batch_msgs_per_s\n\
-         memory_peak_rss_mib (prefixes work)"
+         memory_peak_rss_mib (prefixes work)\n\
+         \n\
+         or:    seqstore-bench --scale [--scale-dir DIR] [--json] [--json-out FILE] [--markdown FILE]\n\
+         the store at 1M, 10M and 100M messages, each size in a child process (~20 GB of disk under\n\
+         DIR, checked first, deleted after; not part of --quick): peak RSS, open from index.db,\n\
+         rebuild vs the read limit, random gets, num_pending, filtered_state, purge, write rate.\n\
+         The page: cargo run --release -p seqstore-bench -- --scale --markdown docs/BENCHMARKS-SCALE.md"
     );
     ExitCode::from(2)
 }
@@ -29,6 +44,9 @@ fn main() -> ExitCode {
         return code;
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--scale") {
+        return scale_main(&args);
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let mut opts = if quick {
         BenchOpts::quick()
@@ -79,11 +97,7 @@ fn main() -> ExitCode {
                 }
             }
             if let Some(f) = markdown {
-                let command = std::iter::once("cargo run --release -p seqstore-bench --".into())
-                    .chain(args.iter().map(|a| a.to_string()))
-                    .collect::<Vec<String>>()
-                    .join(" ");
-                let page = r.markdown(&Machine::detect(), &command);
+                let page = r.markdown(&Machine::detect(), &command_line(&args));
                 if let Err(e) = std::fs::write(&f, page) {
                     eprintln!("seqstore-bench: writing {f}: {e}");
                     return ExitCode::FAILURE;
@@ -101,4 +115,62 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line that regenerates a page: `cargo run --release -p seqstore-bench --` and
+/// this run's arguments.
+fn command_line(args: &[String]) -> String {
+    std::iter::once("cargo run --release -p seqstore-bench --".to_string())
+        .chain(args.iter().cloned())
+        .collect::<Vec<String>>()
+        .join(" ")
+}
+
+/// `--scale`: its own options, its own report.
+fn scale_main(args: &[String]) -> ExitCode {
+    let mut opts = ScaleOpts::default();
+    let (mut json, mut json_out, mut markdown) = (false, None::<String>, None::<String>);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--scale" || a == "--json" {
+            json |= a == "--json";
+            continue;
+        }
+        let Some(v) = it.next() else {
+            return usage();
+        };
+        match a.as_str() {
+            "--json-out" => json_out = Some(v.clone()),
+            "--markdown" => markdown = Some(v.clone()),
+            "--scale-dir" => opts.dir = Some(v.into()),
+            "--scale-sizes" => match v.split(',').map(|n| n.parse().ok()).collect() {
+                Some(sizes) => opts.sizes = sizes,
+                None => return usage(),
+            },
+            _ => return usage(),
+        }
+    }
+    let r = match run_scale(&opts, &|s| eprintln!("{s}")) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("seqstore-bench --scale: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let writes = [
+        json_out.map(|f| (f, format!("{:#}\n", r.to_json()))),
+        markdown.map(|f| (f, r.markdown(&Machine::detect(), &command_line(args)))),
+    ];
+    for (f, text) in writes.into_iter().flatten() {
+        if let Err(e) = std::fs::write(&f, text) {
+            eprintln!("seqstore-bench: writing {f}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if json {
+        println!("{}", r.to_json());
+    } else {
+        print!("{}", r.table());
+    }
+    ExitCode::SUCCESS
 }

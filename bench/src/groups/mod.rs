@@ -123,7 +123,7 @@ pub(crate) fn open_encrypted_store(
 }
 
 /// The 1-minute load average (Linux), if readable.
-fn loadavg() -> Option<f64> {
+pub(crate) fn loadavg() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .ok()?
         .split_whitespace()
