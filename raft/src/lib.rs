@@ -15,6 +15,7 @@ pub mod error;
 pub mod log;
 pub mod meta;
 pub mod net;
+pub mod runtime;
 pub mod sharedfs;
 pub mod streams;
 pub mod types;
