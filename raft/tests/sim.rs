@@ -6,8 +6,12 @@
 //! end. Everything random is drawn from the run's seed, so a seed replays exactly (the trace's
 //! hash is compared in `same_seed_same_trace`).
 //!
-//! `SEQSTORE_SEED=<n>` replays one seed, `SEQSTORE_RUNS=<n>` runs that many seeds (default 3),
-//! `SEQSTORE_SIM_STEPS=<n>` sets the steps per run (default 80). Soak:
+//! `SEQSTORE_SEED=<n>` replays one seed, `SEQSTORE_RUNS=<n>` runs that many seeds (default 40),
+//! `SEQSTORE_SIM_STEPS=<n>` sets the steps per run (default 150), `SEQSTORE_SIM_SKIP=3,7`
+//! skips those steps' actions (a shrunk schedule), `SEQSTORE_SIM_EVENTS=1` prints every run's
+//! events, `SEQSTORE_SIM_ABLATION=AckBeforeSync|VoteUnsynced` runs `sim_seeds` on a broken log.
+//! A failure prints its seed, its step, its violations, and a schedule shrunk by skipping
+//! steps while it still fails (`SEQSTORE_SIM_SHRINK=0`: not shrunk). Soak:
 //! `SEQSTORE_RUNS=100000 cargo test --release -p seqstore-raft --test sim -- sim_seeds`.
 
 #[path = "sim/book.rs"]
@@ -20,6 +24,8 @@ mod trace;
 mod world;
 
 use seqstore_raft::log::Ablation;
+use seqstore_raft::streams::SmAblation;
+use std::collections::BTreeSet;
 use world::{Opts, Outcome, World};
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -30,32 +36,14 @@ fn env_u64(name: &str) -> Option<u64> {
 }
 
 fn steps() -> usize {
-    env_u64("SEQSTORE_SIM_STEPS").unwrap_or(80) as usize
+    env_u64("SEQSTORE_SIM_STEPS").unwrap_or(150) as usize
 }
 
-/// One run on a fresh single-threaded runtime with a paused clock.
-fn run(opts: Opts) -> Outcome {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("runtime");
-    rt.block_on(async { World::new(opts).run().await })
-}
-
-fn report(opts: &Opts, o: &Outcome) -> String {
-    let tail = o.events.len().saturating_sub(40);
-    format!(
-        "seed {} failed at step {} of {} ({:?}):\n  {}\nlast events:\n  {}\nreplay: SEQSTORE_SEED={} SEQSTORE_SIM_STEPS={} cargo test -p seqstore-raft --test sim -- sim_seeds",
-        opts.seed,
-        o.failed_at.unwrap_or(0),
-        opts.steps,
-        opts.ablation,
-        o.violations.join("\n  "),
-        o.events[tail..].join("\n  "),
-        opts.seed,
-        opts.steps,
-    )
+fn skipped() -> BTreeSet<usize> {
+    let v = std::env::var("SEQSTORE_SIM_SKIP").unwrap_or_default();
+    (v.split(',').filter(|s| !s.is_empty()))
+        .map(|s| s.parse().expect("SEQSTORE_SIM_SKIP: step numbers"))
+        .collect()
 }
 
 /// `SEQSTORE_SIM_ABLATION`: run `sim_seeds` with a log ablation (to see what the controls
@@ -69,18 +57,75 @@ fn ablation() -> Ablation {
     }
 }
 
+/// One run on a fresh single-threaded runtime with a paused clock.
+fn run(opts: Opts) -> Outcome {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("runtime");
+    rt.block_on(async { World::new(opts).run().await })
+}
+
+/// The failing prefix, then every step's action skipped whenever the run still fails.
+fn shrink(opts: &Opts, failed: &Outcome) -> (Opts, Outcome) {
+    let at = failed.failed_at.unwrap_or(opts.steps);
+    let mut best = Opts {
+        steps: (at + 1).min(opts.steps),
+        ..opts.clone()
+    };
+    let mut out = run(best.clone());
+    if out.failed_at.is_none() {
+        return (opts.clone(), run(opts.clone()));
+    }
+    for step in (0..best.steps).rev() {
+        let mut trial = best.clone();
+        trial.skip.insert(step);
+        let o = run(trial.clone());
+        if let Some(at) = o.failed_at {
+            trial.steps = (at + 1).min(trial.steps);
+            best = trial;
+            out = o;
+        }
+    }
+    (best, out)
+}
+
+fn report(opts: &Opts, o: &Outcome) -> String {
+    let shrunk = std::env::var("SEQSTORE_SIM_SHRINK").as_deref() != Ok("0");
+    let (s, so) = if shrunk {
+        shrink(opts, o)
+    } else {
+        (opts.clone(), run(opts.clone()))
+    };
+    let skip: Vec<String> = s.skip.iter().map(|x| x.to_string()).collect();
+    format!(
+        "seed {} failed at step {} of {} ({:?}, {:?}):\n  {}\nshrunk to {} steps, {} skipped; its events:\n  {}\nreplay: SEQSTORE_SEED={} SEQSTORE_SIM_STEPS={} SEQSTORE_SIM_SKIP={} cargo test -p seqstore-raft --test sim -- sim_seeds",
+        opts.seed,
+        o.failed_at.unwrap_or(0),
+        opts.steps,
+        opts.ablation,
+        opts.sm_ablation,
+        o.violations.join("\n  "),
+        s.steps,
+        s.skip.len(),
+        so.events.join("\n  "),
+        s.seed,
+        s.steps,
+        skip.join(","),
+    )
+}
+
 #[test]
 fn sim_seeds() {
     let (first, runs) = match env_u64("SEQSTORE_SEED") {
         Some(s) => (s, 1),
-        None => (0x5eed_0000, env_u64("SEQSTORE_RUNS").unwrap_or(3)),
+        None => (0x5eed_0000, env_u64("SEQSTORE_RUNS").unwrap_or(40)),
     };
+    let started = std::time::Instant::now();
     for seed in first..first + runs {
-        let opts = Opts {
-            seed,
-            steps: steps(),
-            ablation: ablation(),
-        };
+        let mut opts = Opts::new(seed, steps(), ablation());
+        opts.skip = skipped();
         let t = std::time::Instant::now();
         let o = run(opts.clone());
         println!(
@@ -96,23 +141,24 @@ fn sim_seeds() {
         }
         assert!(o.violations.is_empty(), "{}", report(&opts, &o));
     }
+    println!(
+        "{runs} seeds clean in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 #[test]
 fn same_seed_same_trace() {
     let seed = env_u64("SEQSTORE_SEED").unwrap_or(0x5eed_d00d);
-    let opts = Opts {
-        seed,
-        steps: 40,
-        ablation: Ablation::Full,
-    };
+    let opts = Opts::new(seed, 60, Ablation::Full);
     let a = run(opts.clone());
     let b = run(opts);
     println!(
         "sim seed {seed}: trace {:016x} then {:016x}",
         a.hash, b.hash
     );
-    if let Some(i) = (0..a.events.len().min(b.events.len())).find(|&i| a.events[i] != b.events[i]) {
+    let n = a.events.len().min(b.events.len());
+    if let Some(i) = (0..n).find(|&i| a.events[i] != b.events[i]) {
         panic!(
             "seed {seed}: runs diverge at event {i}:\n  {}\n  {}",
             a.events[i], b.events[i]
@@ -127,38 +173,42 @@ fn same_seed_same_trace() {
         a.hash, b.hash,
         "seed {seed}: same events, different message fates"
     );
-    assert!(a.events.len() > 40, "the run did something");
+    assert!(a.events.len() > 60, "the run did something");
+    assert!(a.violations.is_empty(), "{:?}", a.violations);
 }
 
-/// Runs seeds with `ablation` until the checker finds a violation; returns (seed, step).
-fn find(ablation: Ablation, max_seeds: u64) -> Option<(u64, usize, String)> {
+/// Runs seeds with the ablations until the checker finds a violation; returns what it found.
+fn find(log: Ablation, sm: Option<SmAblation>, max_seeds: u64) -> Option<String> {
     for seed in 0..max_seeds {
-        let opts = Opts {
-            seed,
-            steps: steps(),
-            ablation,
-        };
+        let mut opts = Opts::new(seed, steps(), log);
+        opts.sm_ablation = sm;
         let o = run(opts.clone());
-        if let Some(step) = o.failed_at {
-            println!("{ablation:?} found: {}", report(&opts, &o));
-            return Some((seed, step, o.violations[0].clone()));
+        if o.failed_at.is_some() {
+            let r = report(&opts, &o);
+            println!("found: {r}");
+            return Some(o.violations.join("\n"));
         }
-        println!("{ablation:?}: seed {seed} clean ({})", o.stats);
+        println!("{log:?} {sm:?}: seed {seed} clean ({})", o.stats);
     }
     None
 }
 
 #[test]
 fn control_ack_before_sync_is_found() {
-    let found = find(Ablation::AckBeforeSync, 8);
-    assert!(
-        found.is_some(),
-        "acknowledging appends before their fsync went unnoticed"
-    );
+    let found =
+        find(Ablation::AckBeforeSync, None, 8).expect("acknowledged-before-fsync unnoticed");
+    println!("{found}");
 }
 
 #[test]
 fn control_unsynced_vote_is_found() {
-    let found = find(Ablation::VoteUnsynced, 8);
-    assert!(found.is_some(), "votes not made durable went unnoticed");
+    let found = find(Ablation::VoteUnsynced, None, 8).expect("votes not made durable unnoticed");
+    println!("{found}");
+}
+
+#[test]
+fn control_unsynced_snapshot_is_found() {
+    let found = find(Ablation::Full, Some(SmAblation::SnapshotUnsynced), 8)
+        .expect("a state machine snapshot not made durable unnoticed");
+    println!("{found}");
 }

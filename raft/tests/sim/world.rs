@@ -11,8 +11,9 @@ use seqstore_fault_fs::{FaultFs, Model, Rng};
 use seqstore_raft::log::Ablation;
 use seqstore_raft::runtime::with_seed;
 use seqstore_raft::sharedfs::{SharedFs, SubFs};
+use seqstore_raft::streams::SmAblation;
 use seqstore_raft::{LogConfig, LogStore, Op, Request, Response, StreamConfig, StreamStateMachine};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +27,23 @@ pub struct Opts {
     pub steps: usize,
     /// A log durability ablation (the negative controls), or `Ablation::Full`.
     pub ablation: Ablation,
+    /// A state machine durability ablation (a negative control), or none.
+    pub sm_ablation: Option<SmAblation>,
+    /// Steps whose action is skipped (time still passes): what shrinking removes. Each step
+    /// draws from its own generator, so skipping one leaves the others' actions unchanged.
+    pub skip: BTreeSet<usize>,
+}
+
+impl Opts {
+    pub fn new(seed: u64, steps: usize, ablation: Ablation) -> Self {
+        Opts {
+            seed,
+            steps,
+            ablation,
+            sm_ablation: None,
+            skip: BTreeSet::new(),
+        }
+    }
 }
 
 /// What a run did.
@@ -142,7 +160,12 @@ impl World {
         lc.ablation = ablation;
         let log = LogStore::open(SubFs::new(shared.clone(), "log"), lc)
             .map_err(|e| anyhow!("node {id} does not reopen its log: {e}"))?;
-        let sm = StreamStateMachine::open(SubFs::new(shared, "sm"))
+        let sm_fs = SubFs::new(shared, "sm");
+        let sm = match self.opts.sm_ablation {
+            Some(a) => StreamStateMachine::open_ablated(sm_fs, a),
+            None => StreamStateMachine::open(sm_fs),
+        };
+        let sm = sm
             .map_err(|e| anyhow!("node {id} does not reopen its state machine: {e}"))?
             .with_inline_io(true);
         let factory = self.net.factory(id, inc);
@@ -265,11 +288,14 @@ impl World {
         self.quiesce().await?;
         for step in 0..self.opts.steps {
             self.step = step;
+            self.rng = Rng::new(mix(self.opts.seed, 1000 + step as u64));
             let ms = self.rng.within(1, 200);
             tokio::time::sleep(Duration::from_millis(ms)).await;
             self.watch_leaders();
             self.restart_due().await?;
-            self.act().await?;
+            if !self.opts.skip.contains(&step) {
+                self.act().await?;
+            }
             if self.violated() {
                 return Ok(());
             }
