@@ -177,6 +177,26 @@ fn same_seed_same_trace() {
     assert!(a.violations.is_empty(), "{:?}", a.violations);
 }
 
+/// The test of the test: with openraft's random numbers from the OS (as with
+/// `openraft::TokioRuntime`), the same seed gives another trace, so the hash does see the
+/// election timing that `runtime::with_seed` fixes.
+#[test]
+fn unseeded_elections_diverge() {
+    let seed = 0x5eed_d00d;
+    let mut opts = Opts::new(seed, 60, Ablation::Full);
+    opts.seeded_elections = false;
+    let a = run(opts.clone());
+    let b = run(opts);
+    println!(
+        "unseeded, seed {seed}: trace {:016x} then {:016x}",
+        a.hash, b.hash
+    );
+    assert_ne!(
+        a.hash, b.hash,
+        "two runs with OS-seeded election timeouts agreed"
+    );
+}
+
 /// Runs seeds with the ablations until the checker finds a violation; returns what it found.
 fn find(log: Ablation, sm: Option<SmAblation>, max_seeds: u64) -> Option<String> {
     for seed in 0..max_seeds {

@@ -32,6 +32,9 @@ pub struct Opts {
     /// Steps whose action is skipped (time still passes): what shrinking removes. Each step
     /// draws from its own generator, so skipping one leaves the others' actions unchanged.
     pub skip: BTreeSet<usize>,
+    /// Election timeouts from the run's seed (`runtime::with_seed`); `false`: from the OS,
+    /// as `openraft::TokioRuntime` does (what `unseeded_elections_diverge` shows matters).
+    pub seeded_elections: bool,
 }
 
 impl Opts {
@@ -42,6 +45,7 @@ impl Opts {
             ablation,
             sm_ablation: None,
             skip: BTreeSet::new(),
+            seeded_elections: true,
         }
     }
 }
@@ -170,12 +174,13 @@ impl World {
             .with_inline_io(true);
         let factory = self.net.factory(id, inc);
         let rseed = mix(mix(seed, id), inc);
-        let raft = with_seed(
-            rseed,
-            Raft::new(id, self.config.clone(), factory, log, sm.clone()),
-        )
-        .await
-        .map_err(|e| anyhow!("node {id} does not start: {e}"))?;
+        let new = Raft::new(id, self.config.clone(), factory, log, sm.clone());
+        let started = if self.opts.seeded_elections {
+            with_seed(rseed, new).await
+        } else {
+            new.await
+        };
+        let raft = started.map_err(|e| anyhow!("node {id} does not start: {e}"))?;
         n.raft = Some(raft.clone());
         n.sm = Some(sm);
         n.down_until = None;
