@@ -78,7 +78,8 @@ pub struct World {
     nodes: BTreeMap<u64, Node>,
     config: Arc<Config>,
     step: usize,
-    leaders: BTreeMap<u64, u64>,
+    /// The highest (term, node) each node was seen voting for.
+    votes: BTreeMap<u64, (u64, u64)>,
     counts: BTreeMap<&'static str, u64>,
     /// When the run began (simulated).
     start: tokio::time::Instant,
@@ -135,7 +136,7 @@ impl World {
             nodes,
             config: Arc::new(raft_config()),
             step: 0,
-            leaders: BTreeMap::new(),
+            votes: BTreeMap::new(),
             counts: BTreeMap::new(),
             start: tokio::time::Instant::now(),
         }
@@ -228,33 +229,26 @@ impl World {
         best.map(|(id, _, r)| (id, r))
     }
 
-    /// Election safety, sampled: one leader per term.
-    fn watch_leaders(&mut self) {
-        let mut seen = Vec::new();
+    /// Sampled: no node stopped, and no node's vote goes back, across its restarts too. (Two
+    /// leaders in one term are legal here: openraft's default leader id is (term, node), and a
+    /// node may vote for (t, 2) after (t, 1); what a vote must never do is go back, which is
+    /// what a vote lost in a power cut does.)
+    fn watch_votes(&mut self) {
+        let mut found = Vec::new();
         for (id, n) in &self.nodes {
             let Some(r) = &n.raft else { continue };
             let m = r.metrics().borrow().clone();
-            if m.state == ServerState::Leader {
-                seen.push((m.current_term, *id));
-            }
             if let Err(e) = &m.running_state {
-                seen.push((u64::MAX, *id));
-                let v = format!("node {id} stopped: {e}");
-                self.book.lock().unwrap().violations.push(v);
+                found.push(format!("node {id} stopped: {e}"));
             }
+            let v = (m.vote.leader_id.term, m.vote.leader_id.node_id);
+            let seen = self.votes.entry(*id).or_insert(v);
+            if v < *seen {
+                found.push(format!("node {id}'s vote went back from {seen:?} to {v:?}"));
+            }
+            *seen = v.max(*seen);
         }
-        for (term, id) in seen {
-            if term == u64::MAX {
-                continue;
-            }
-            match self.leaders.insert(term, id) {
-                Some(other) if other != id => {
-                    let v = format!("two leaders in term {term}: nodes {other} and {id}");
-                    self.book.lock().unwrap().violations.push(v);
-                }
-                _ => {}
-            }
-        }
+        self.book.lock().unwrap().violations.extend(found);
     }
 
     fn violated(&self) -> bool {
@@ -296,7 +290,7 @@ impl World {
             self.rng = Rng::new(mix(self.opts.seed, 1000 + step as u64));
             let ms = self.rng.within(1, 200);
             tokio::time::sleep(Duration::from_millis(ms)).await;
-            self.watch_leaders();
+            self.watch_votes();
             self.restart_due().await?;
             if !self.opts.skip.contains(&step) {
                 self.act().await?;
@@ -485,7 +479,7 @@ impl World {
         }
         for _ in 0..300 {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            self.watch_leaders();
+            self.watch_votes();
             if self.violated() {
                 bail!("violation while quiescing");
             }
