@@ -16,6 +16,8 @@
 
 #[path = "sim/book.rs"]
 mod book;
+#[path = "sim/eager.rs"]
+mod eager;
 #[path = "sim/net.rs"]
 mod net;
 #[path = "sim/trace.rs"]
@@ -211,10 +213,21 @@ fn unseeded_elections_diverge() {
 /// Runs seeds with the ablations until the checker reports a violation that contains
 /// `needle`; prints it with its seed, step and shrunk schedule; returns it.
 fn find(log: Ablation, sm: Option<SmAblation>, needle: &str, max_seeds: u64) -> Option<String> {
+    find_with(log, sm, false, needle, max_seeds)
+}
+
+fn find_with(
+    log: Ablation,
+    sm: Option<SmAblation>,
+    eager: bool,
+    needle: &str,
+    max_seeds: u64,
+) -> Option<String> {
     let fails = |o: &Outcome| o.violations.iter().any(|v| v.contains(needle));
     for seed in 0..max_seeds {
         let mut opts = Opts::new(seed, steps(), log);
         opts.sm_ablation = sm;
+        opts.eager_apply = eager;
         let o = run(opts.clone());
         if fails(&o) {
             println!("found: {}", report(&opts, &o, &fails));
@@ -253,5 +266,18 @@ fn control_unsynced_snapshot_is_found() {
     assert!(
         found.is_some(),
         "a state machine snapshot not made durable unnoticed"
+    );
+}
+
+/// A state machine that applies entries when they are appended, before they commit (and never
+/// rolls back a truncated one): once openraft reports every node applied the leader's last
+/// entry, the state machines themselves claim different applied indices (and openraft's own
+/// check `snapshot_last_log_id <= committed` panics in some seeds).
+#[test]
+fn control_apply_before_commit_is_found() {
+    let found = find_with(Ablation::Full, None, true, "applied indices differ", 20);
+    assert!(
+        found.is_some(),
+        "a state machine applying before commit unnoticed"
     );
 }

@@ -3,8 +3,10 @@
 //! seed.
 
 use super::book::{diff, Book, Purged, Removal};
-use super::net::{Net, NodeRaft, Weather};
+use super::eager::{EagerLog, EagerSm};
+use super::net::{Factory, Net, NodeRaft, Weather};
 use anyhow::{anyhow, bail, Result};
+use openraft::storage::{RaftLogStorage, RaftStateMachine};
 use openraft::{BasicNode, Config, Raft, ServerState, SnapshotPolicy};
 use seqstore_core::Fs;
 use seqstore_fault_fs::{FaultFs, Model, Rng};
@@ -12,7 +14,9 @@ use seqstore_raft::log::Ablation;
 use seqstore_raft::runtime::with_seed;
 use seqstore_raft::sharedfs::{SharedFs, SubFs};
 use seqstore_raft::streams::SmAblation;
-use seqstore_raft::{LogConfig, LogStore, Op, Request, Response, StreamConfig, StreamStateMachine};
+use seqstore_raft::{
+    LogConfig, LogStore, Op, Request, Response, StreamConfig, StreamStateMachine, TypeConfig,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,6 +39,8 @@ pub struct Opts {
     /// Election timeouts from the run's seed (`runtime::with_seed`); `false`: from the OS,
     /// as `openraft::TokioRuntime` does (what `unseeded_elections_diverge` shows matters).
     pub seeded_elections: bool,
+    /// The negative control "a state machine that applies before commit" (`eager.rs`).
+    pub eager_apply: bool,
 }
 
 impl Opts {
@@ -46,6 +52,7 @@ impl Opts {
             sm_ablation: None,
             skip: BTreeSet::new(),
             seeded_elections: true,
+            eager_apply: false,
         }
     }
 }
@@ -97,6 +104,26 @@ fn raft_config() -> Config {
     }
     .validate()
     .expect("valid config")
+}
+
+/// `Raft::new`, with openraft's random numbers from `seed` if given.
+async fn new_raft<LS, SM>(
+    id: u64,
+    cfg: Arc<Config>,
+    net: Factory,
+    log: LS,
+    sm: SM,
+    seed: Option<u64>,
+) -> Result<NodeRaft, openraft::error::Fatal<u64>>
+where
+    LS: RaftLogStorage<TypeConfig>,
+    SM: RaftStateMachine<TypeConfig>,
+{
+    let new = Raft::new(id, cfg, net, log, sm);
+    match seed {
+        Some(s) => with_seed(s, new).await,
+        None => new.await,
+    }
 }
 
 fn mix(a: u64, b: u64) -> u64 {
@@ -175,11 +202,22 @@ impl World {
             .with_inline_io(true);
         let factory = self.net.factory(id, inc);
         let rseed = mix(mix(seed, id), inc);
-        let new = Raft::new(id, self.config.clone(), factory, log, sm.clone());
-        let started = if self.opts.seeded_elections {
-            with_seed(rseed, new).await
+        let seeded = self.opts.seeded_elections.then_some(rseed);
+        let cfg = self.config.clone();
+        let started = if self.opts.eager_apply {
+            let early = Arc::default();
+            let log = EagerLog {
+                log,
+                sm: sm.clone(),
+                early: Arc::clone(&early),
+            };
+            let esm = EagerSm {
+                sm: sm.clone(),
+                early,
+            };
+            new_raft(id, cfg, factory, log, esm, seeded).await
         } else {
-            new.await
+            new_raft(id, cfg, factory, log, sm.clone(), seeded).await
         };
         let raft = started.map_err(|e| anyhow!("node {id} does not start: {e}"))?;
         n.raft = Some(raft.clone());
