@@ -6,7 +6,8 @@
 //! end. Everything random is drawn from the run's seed, so a seed replays exactly (the trace's
 //! hash is compared in `same_seed_same_trace`).
 //!
-//! `SEQSTORE_SEED=<n>` replays one seed, `SEQSTORE_RUNS=<n>` runs that many seeds (default 40),
+//! `SEQSTORE_SEED=<n>` replays one seed, `SEQSTORE_RUNS=<n>` runs that many seeds (default 40;
+//! from `SEQSTORE_SEED` if both are set),
 //! `SEQSTORE_SIM_STEPS=<n>` sets the steps per run (default 150), `SEQSTORE_SIM_SKIP=3,7`
 //! skips those steps' actions (a shrunk schedule), `SEQSTORE_SIM_EVENTS=1` prints every run's
 //! events, `SEQSTORE_SIM_ABLATION=AckBeforeSync|VoteUnsynced` runs `sim_seeds` on a broken log.
@@ -127,9 +128,9 @@ fn report(opts: &Opts, o: &Outcome, fails: Fails<'_>) -> String {
 
 #[test]
 fn sim_seeds() {
-    let (first, runs) = match env_u64("SEQSTORE_SEED") {
-        Some(s) => (s, 1),
-        None => (0x5eed_0000, env_u64("SEQSTORE_RUNS").unwrap_or(40)),
+    let (first, runs) = match (env_u64("SEQSTORE_SEED"), env_u64("SEQSTORE_RUNS")) {
+        (Some(s), runs) => (s, runs.unwrap_or(1)),
+        (None, runs) => (0x5eed_0000, runs.unwrap_or(40)),
     };
     let started = std::time::Instant::now();
     for seed in first..first + runs {
