@@ -196,18 +196,16 @@ fn same_seed_same_trace() {
 /// election timing that `runtime::with_seed` fixes.
 #[test]
 fn unseeded_elections_diverge() {
+    // a long run: its leaders are killed and cut off, so elections decide what happens (the
+    // first leader is chosen by `initialize`, not by a timeout, so a short run may not care)
     let seed = 0x5eed_d00d;
-    let mut opts = Opts::new(seed, 60, Ablation::Full);
+    let mut opts = Opts::new(seed, 150, Ablation::Full);
     opts.seeded_elections = false;
-    let a = run(opts.clone());
-    let b = run(opts);
-    println!(
-        "unseeded, seed {seed}: trace {:016x} then {:016x}",
-        a.hash, b.hash
-    );
-    assert_ne!(
-        a.hash, b.hash,
-        "two runs with OS-seeded election timeouts agreed"
+    let hashes: BTreeSet<u64> = (0..3).map(|_| run(opts.clone()).hash).collect();
+    println!("unseeded, seed {seed}: traces {hashes:016x?}");
+    assert!(
+        hashes.len() > 1,
+        "three runs with OS-seeded election timeouts agreed"
     );
 }
 

@@ -28,6 +28,8 @@ pub struct Weather {
     pub drop_pct: u64,
     /// Each message is delayed by 0..=max_delay_ms.
     pub max_delay_ms: u64,
+    /// Percent of requests delivered a second time, up to 150 ms later.
+    pub dup_pct: u64,
     /// Nodes cut off from the others (both ways); empty: no partition.
     pub isolated: BTreeSet<u64>,
 }
@@ -131,14 +133,16 @@ impl Peer {
     /// Delivers one request and its reply through the weather. Errors are never `Unreachable`:
     /// openraft answers that with a backoff whose `select!` is not biased (tokio's random
     /// branch order would make the run irreproducible).
-    async fn call<T, E, Fut>(
+    async fn call<R, T, E, Fut>(
         &self,
         what: &'static str,
-        f: impl FnOnce(NodeRaft) -> Fut,
+        req: R,
+        f: impl Fn(NodeRaft, R) -> Fut + Copy + Send + 'static,
     ) -> Result<T, RPCError<u64, BasicNode, E>>
     where
+        R: Clone + Send + 'static,
         E: std::error::Error,
-        Fut: Future<Output = Result<T, E>>,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
     {
         let fate = self.net.lock().fate(self.from, self.target, what);
         let Some(d) = fate else {
@@ -158,7 +162,8 @@ impl Peer {
             tokio::time::sleep(LOST_AFTER).await;
             return Err(lost("no one there"));
         };
-        let r = f(raft).await;
+        self.maybe_duplicate(what, tinc, raft.clone(), req.clone(), f);
+        let r = f(raft, req).await;
         let back = self.net.lock().fate(self.target, self.from, "reply");
         let Some(d) = back else {
             tokio::time::sleep(LOST_AFTER).await;
@@ -175,14 +180,55 @@ impl Peer {
     }
 }
 
+impl Peer {
+    /// Delivers the request a second time, later, to the same incarnation of the target (a
+    /// retransmission that arrives after the original): its answer goes nowhere.
+    fn maybe_duplicate<R, Fut>(
+        &self,
+        what: &'static str,
+        tinc: u64,
+        raft: NodeRaft,
+        req: R,
+        f: impl Fn(NodeRaft, R) -> Fut + Send + 'static,
+    ) where
+        R: Send + 'static,
+        Fut: Future + Send + 'static,
+    {
+        let delay = {
+            let mut st = self.net.lock();
+            let pct = st.weather.dup_pct;
+            let dup = st.rng.chance(pct);
+            let ms = st.rng.within(1, 150);
+            st.trace
+                .fine(&(self.from, self.target, what, "dup", dup, ms));
+            if dup {
+                *st.messages.entry("duplicate").or_default() += 1;
+            }
+            dup.then(|| Duration::from_millis(ms))
+        };
+        let Some(delay) = delay else { return };
+        let (net, target) = (self.net.clone(), self.target);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            if net.lock().alive(target, tinc) {
+                let _ = f(raft, req).await;
+            }
+        });
+    }
+}
+
 impl RaftNetwork<TypeConfig> for Peer {
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RpcErr> {
-        self.call("append", |r| async move { r.append_entries(rpc).await })
-            .await
+        self.call(
+            "append",
+            rpc,
+            |r, q| async move { r.append_entries(q).await },
+        )
+        .await
     }
 
     async fn install_snapshot(
@@ -190,8 +236,10 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: InstallSnapshotRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<InstallSnapshotResponse<u64>, RpcErr<RaftError<u64, InstallSnapshotError>>> {
-        self.call("snapshot", |r| async move { r.install_snapshot(rpc).await })
-            .await
+        self.call("snapshot", rpc, |r, q| async move {
+            r.install_snapshot(q).await
+        })
+        .await
     }
 
     async fn vote(
@@ -199,7 +247,7 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: VoteRequest<u64>,
         _option: RPCOption,
     ) -> Result<VoteResponse<u64>, RpcErr> {
-        self.call("vote", |r| async move { r.vote(rpc).await })
+        self.call("vote", rpc, |r, q| async move { r.vote(q).await })
             .await
     }
 }

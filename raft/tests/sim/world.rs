@@ -377,13 +377,15 @@ impl World {
     fn change_weather(&mut self) {
         let drop_pct = *self.rng.pick(&[0, 0, 5, 20, 50]);
         let max_delay_ms = *self.rng.pick(&[1, 5, 20, 100]);
+        let dup_pct = *self.rng.pick(&[0, 0, 5, 20]);
         let mut st = self.net.lock();
         st.weather.drop_pct = drop_pct;
         st.weather.max_delay_ms = max_delay_ms;
+        st.weather.dup_pct = dup_pct;
         drop(st);
         self.count("weather");
         self.event(format!(
-            "weather: drop {drop_pct}%, delay ≤ {max_delay_ms} ms"
+            "weather: drop {drop_pct}%, delay ≤ {max_delay_ms} ms, duplicate {dup_pct}%"
         ));
     }
 
