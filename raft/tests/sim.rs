@@ -10,7 +10,9 @@
 //! from `SEQSTORE_SEED` if both are set),
 //! `SEQSTORE_SIM_STEPS=<n>` sets the steps per run (default 150), `SEQSTORE_SIM_SKIP=3,7`
 //! skips those steps' actions (a shrunk schedule), `SEQSTORE_SIM_EVENTS=1` prints every run's
-//! events, `SEQSTORE_SIM_ABLATION=AckBeforeSync|VoteUnsynced` runs `sim_seeds` on a broken log.
+//! events, `SEQSTORE_SIM_ABLATION=AckBeforeSync|VoteUnsynced` runs `sim_seeds` on a broken log,
+//! `SEQSTORE_SIM_DISK_ERRORS=1` injects disk errors (off by default: they find an openraft bug,
+//! see `openraft_purges_before_snapshot_install`).
 //! A failure prints its seed, its step, its violations, and a schedule shrunk by skipping
 //! steps while it still fails (`SEQSTORE_SIM_SHRINK=0`: not shrunk). Soak:
 //! `SEQSTORE_RUNS=100000 cargo test --release -p seqstore-raft --test sim -- sim_seeds`.
@@ -279,4 +281,28 @@ fn control_apply_before_commit_is_found() {
         found.is_some(),
         "a state machine applying before commit unnoticed"
     );
+}
+
+/// **A bug in openraft 0.9.25, found by this simulation with disk errors on.** A follower that
+/// installs a snapshot pushes the state machine's install to its worker and then, with no
+/// condition (`Command::PurgeLog::condition()` is `None`), purges its log up to the snapshot
+/// at once (`following_handler::install_full_snapshot`). If the node stops before the install
+/// is durable (here the install's store open fails with EIO; a crash in that window does the
+/// same), it restarts with its state machine at its old snapshot (index 50) and its log purged
+/// to 60: openraft wants to re-apply 51..=60 and cannot ("Failed to get log entries, expected
+/// index: [51, 61), got [None, None)"); the node never starts again without help. Ignored until
+/// fixed (in openraft, or here by never purging the log past the state machine's durable
+/// snapshot); run with `--ignored` to see it.
+#[test]
+#[ignore = "openraft 0.9.25 purges before the snapshot install is durable; see the doc comment"]
+fn openraft_purges_before_snapshot_install() {
+    let mut opts = Opts::new(1592590348, 106, Ablation::Full);
+    opts.disk_errors = true;
+    opts.skip = [
+        5, 8, 10, 16, 23, 30, 31, 32, 33, 34, 35, 39, 44, 45, 46, 47, 51, 52, 54, 56, 60, 61, 71,
+        72, 76, 77, 85, 86, 92, 94, 103, 105,
+    ]
+    .into();
+    let o = run(opts);
+    assert!(o.violations.is_empty(), "{:?}", o.violations);
 }

@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Result};
 use openraft::storage::{RaftLogStorage, RaftStateMachine};
 use openraft::{BasicNode, Config, Raft, ServerState, SnapshotPolicy};
 use seqstore_core::Fs;
-use seqstore_fault_fs::{FaultFs, Model, Rng};
+use seqstore_fault_fs::{FaultFs, FaultKind, Model, Rng};
 use seqstore_raft::log::Ablation;
 use seqstore_raft::runtime::with_seed;
 use seqstore_raft::sharedfs::{SharedFs, SubFs};
@@ -41,6 +41,10 @@ pub struct Opts {
     pub seeded_elections: bool,
     /// The negative control "a state machine that applies before commit" (`eager.rs`).
     pub eager_apply: bool,
+    /// Inject disk errors (EIO on a node's next file operations). Off by default: they find
+    /// openraft 0.9.25 purging a follower's log before the snapshot that covers it is
+    /// installed (`tests/sim.rs`, `openraft_purges_before_snapshot_install`).
+    pub disk_errors: bool,
 }
 
 impl Opts {
@@ -53,6 +57,7 @@ impl Opts {
             skip: BTreeSet::new(),
             seeded_elections: true,
             eager_apply: false,
+            disk_errors: std::env::var_os("SEQSTORE_SIM_DISK_ERRORS").is_some(),
         }
     }
 }
@@ -75,6 +80,9 @@ struct Node {
     sm: Option<StreamStateMachine<NodeFs>>,
     /// Restarted at this step.
     down_until: Option<usize>,
+    /// A disk error was injected into this incarnation: it may stop (fail-stop), and is then
+    /// restarted like a killed process.
+    disk_error: bool,
 }
 
 pub struct World {
@@ -152,6 +160,7 @@ impl World {
                 raft: None,
                 sm: None,
                 down_until: None,
+                disk_error: false,
             };
             nodes.insert(id, node);
         }
@@ -223,6 +232,7 @@ impl World {
         n.raft = Some(raft.clone());
         n.sm = Some(sm);
         n.down_until = None;
+        n.disk_error = false;
         self.net.lock().up.insert(id, (inc, raft));
         Ok(())
     }
@@ -276,10 +286,16 @@ impl World {
         for (id, n) in &self.nodes {
             let Some(r) = &n.raft else { continue };
             let m = r.metrics().borrow().clone();
-            if let Err(e) = &m.running_state {
-                found.push(format!("node {id} stopped: {e}"));
+            match &m.running_state {
+                Err(e) if !n.disk_error => found.push(format!("node {id} stopped: {e}")),
+                _ => {}
             }
             let v = (m.vote.leader_id.term, m.vote.leader_id.node_id);
+            if v == (0, 0) && m.last_log_index.is_none() {
+                // the placeholder a new `Raft` shows until its core has published its state
+                // (a restarted node sampled at once): not a vote
+                continue;
+            }
             let seen = self.votes.entry(*id).or_insert(v);
             if v < *seen {
                 found.push(format!("node {id}'s vote went back from {seen:?} to {v:?}"));
@@ -328,6 +344,7 @@ impl World {
             self.rng = Rng::new(mix(self.opts.seed, 1000 + step as u64));
             let ms = self.rng.within(1, 200);
             tokio::time::sleep(Duration::from_millis(ms)).await;
+            self.reap_failed().await?;
             self.watch_votes();
             self.restart_due().await?;
             if !self.opts.skip.contains(&step) {
@@ -369,6 +386,7 @@ impl World {
             72..=77 if all_up => self.kill_one().await,
             78..=84 if all_up => self.power_cut_one().await,
             85..=87 => return self.power_cut_all().await,
+            88..=90 if all_up && self.opts.disk_errors => self.disk_error(),
             _ => {}
         }
         Ok(())
@@ -404,6 +422,46 @@ impl World {
         } else {
             format!("isolate node {id}")
         });
+    }
+
+    /// One of the node's next file-system operations fails with EIO (a failed fsync drops
+    /// what it did not write, as Linux does).
+    fn disk_error(&mut self) {
+        let id = *self.rng.pick(&IDS);
+        let k = self.rng.within(0, 40);
+        let n = self.nodes.get_mut(&id).expect("node");
+        n.fs.fail_op(n.fs.op_count() + k, FaultKind::Eio);
+        n.disk_error = true;
+        self.count("disk error");
+        self.event(format!(
+            "disk error: node {id}'s operation +{k} fails with EIO"
+        ));
+    }
+
+    /// Restarts every node that stopped after an injected disk error (its process died; the
+    /// page cache is kept, minus what the failed fsync dropped).
+    async fn reap_failed(&mut self) -> Result<()> {
+        let failed: Vec<u64> = (self.nodes.iter())
+            .filter(|(_, n)| n.disk_error)
+            .filter(|(_, n)| {
+                n.raft
+                    .as_ref()
+                    .is_some_and(|r| r.metrics().borrow().running_state.is_err())
+            })
+            .map(|(i, _)| *i)
+            .collect();
+        for id in failed {
+            let fs = &self.nodes[&id].fs;
+            let what = (fs.trace().iter().rev())
+                .find(|t| t.result.is_err())
+                .map(|t| format!("{:?} {:?} at {:?}", t.kind, t.path, t.call_site));
+            self.event(format!(
+                "node {id} stopped after its disk error ({what:?}): restart"
+            ));
+            self.stop(&[id], |fs, _| fs.fork()).await;
+            self.start(id).await?;
+        }
+        Ok(())
     }
 
     async fn kill_one(&mut self) {
@@ -461,6 +519,9 @@ impl World {
         let applied = self.applied_everywhere()?;
         let mut dumps = Vec::new();
         for (id, n) in &self.nodes {
+            // the checker's own reads are not the workload's: a disk error still armed is
+            // withdrawn rather than hit by the dump
+            n.fs.clear_faults();
             let sm = n.sm.as_ref().expect("up after quiesce");
             dumps.push((*id, sm.dump()?));
         }
@@ -519,6 +580,7 @@ impl World {
         }
         for _ in 0..300 {
             tokio::time::sleep(Duration::from_millis(100)).await;
+            self.reap_failed().await?;
             self.watch_votes();
             if self.violated() {
                 bail!("violation while quiescing");
