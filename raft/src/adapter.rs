@@ -20,6 +20,7 @@
 //! and durability arguments above hold unchanged (a queue that is empty after every job).
 
 use crate::error::{Error, Result};
+use crate::floor::SnapshotFloor;
 use crate::log::{LogConfig, LogCore};
 use crate::types::{Entry, LogId, TypeConfig, Vote};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -151,6 +152,7 @@ enum Exec<F: Fs> {
 pub struct LogStore<F: Fs + 'static> {
     core: Core<F>,
     exec: Arc<Exec<F>>,
+    floor: Option<SnapshotFloor>,
 }
 
 impl<F: Fs + 'static> Clone for LogStore<F> {
@@ -158,6 +160,7 @@ impl<F: Fs + 'static> Clone for LogStore<F> {
         LogStore {
             core: Arc::clone(&self.core),
             exec: Arc::clone(&self.exec),
+            floor: self.floor.clone(),
         }
     }
 }
@@ -192,7 +195,17 @@ impl<F: Fs + 'static> LogStore<F> {
         Ok(LogStore {
             core,
             exec: Arc::new(exec),
+            floor: None,
         })
+    }
+
+    /// Never purges past the state machine's durable snapshot: `purge(upto)` first waits until
+    /// `floor` covers `upto` (and fails if installing that snapshot failed). Without it,
+    /// openraft 0.9.25 can purge a follower's log before the snapshot it received is installed,
+    /// and a node that stops in between cannot start again; see [`crate::floor`].
+    pub fn with_snapshot_floor(mut self, floor: SnapshotFloor) -> Self {
+        self.floor = Some(floor);
+        self
     }
 
     fn send(&self, job: Job<F>) -> Result<()> {
@@ -227,16 +240,37 @@ impl<F: Fs + 'static> LogStore<F> {
 
     /// `append` with any completion: returns once the entries are written (readable);
     /// `durable` is called once they are durable (what openraft's callback is given). The
-    /// crash tests call this to note when each append became durable.
+    /// crash tests call this to note when each append became durable. With inline I/O the
+    /// fsync runs before this returns, and a failed fsync fails the append too: openraft 0.9
+    /// answers a leader's AppendEntries as soon as `append` returns, so an append that
+    /// returned `Ok` over a failed fsync would be acknowledged to the leader undurable.
     pub async fn append_with(&self, entries: Vec<Entry>, durable: OnDurable) -> Result<()> {
         let (tx, rx) = oneshot::channel();
+        let synced: Arc<Mutex<Option<String>>> = Arc::default();
+        let durable: OnDurable = match &*self.exec {
+            Exec::Inline { .. } => {
+                let s = Arc::clone(&synced);
+                Box::new(move |r: io::Result<()>| {
+                    if let Err(e) = &r {
+                        *lock(&s) = Some(e.to_string());
+                    }
+                    durable(r)
+                })
+            }
+            Exec::Thread(_) => durable,
+        };
         self.send(Job::Append {
             entries,
             written: tx,
             durable,
         })?;
         rx.await
-            .map_err(|_| Error::Join("append job dropped".into()))?
+            .map_err(|_| Error::Join("append job dropped".into()))??;
+        let failed = lock(&synced).take();
+        match failed {
+            Some(e) => Err(Error::io("sync", "log", io::Error::other(e))),
+            None => Ok(()),
+        }
     }
 
     /// Saves the vote, durable before return.
@@ -249,8 +283,12 @@ impl<F: Fs + 'static> LogStore<F> {
         self.write(move |c| c.truncate(log_id)).await
     }
 
-    /// Purges up to `log_id`, durable before return.
+    /// Purges up to `log_id`, durable before return (once the snapshot floor, if any, covers
+    /// it).
     pub async fn purge_now(&self, log_id: LogId) -> Result<()> {
+        if let Some(f) = &self.floor {
+            f.covers(log_id.index).await?;
+        }
         self.write(move |c| c.purge(log_id)).await
     }
 

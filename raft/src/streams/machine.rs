@@ -91,6 +91,12 @@ impl<F: Fs + 'static> StreamStateMachine<F> {
         lock(&self.core).get(stream, seq)
     }
 
+    /// How far the durable snapshot covers the log: give it to
+    /// [`crate::LogStore::with_snapshot_floor`] (see [`crate::floor`]).
+    pub fn snapshot_floor(&self) -> crate::floor::SnapshotFloor {
+        lock(&self.core).snapshot_floor()
+    }
+
     /// The last applied log id.
     pub fn last_applied(&self) -> Option<LogId> {
         lock(&self.core).applied().0
