@@ -11,8 +11,8 @@
 //! `SEQSTORE_SIM_STEPS=<n>` sets the steps per run (default 150), `SEQSTORE_SIM_SKIP=3,7`
 //! skips those steps' actions (a shrunk schedule), `SEQSTORE_SIM_EVENTS=1` prints every run's
 //! events, `SEQSTORE_SIM_ABLATION=AckBeforeSync|VoteUnsynced` runs `sim_seeds` on a broken log,
-//! `SEQSTORE_SIM_DISK_ERRORS=1` injects disk errors (off by default: they find an openraft bug,
-//! see `openraft_purges_before_snapshot_install`).
+//! `SEQSTORE_SIM_DISK_ERRORS=1` injects disk errors, `SEQSTORE_SIM_NO_FLOOR=1` purges the log
+//! without waiting for the state machine's snapshot (see `snapshot_install_then_purge`).
 //! A failure prints its seed, its step, its violations, and a schedule shrunk by skipping
 //! steps while it still fails (`SEQSTORE_SIM_SHRINK=0`: not shrunk). Soak:
 //! `SEQSTORE_RUNS=100000 cargo test --release -p seqstore-raft --test sim -- sim_seeds`.
@@ -283,26 +283,37 @@ fn control_apply_before_commit_is_found() {
     );
 }
 
-/// **A bug in openraft 0.9.25, found by this simulation with disk errors on.** A follower that
-/// installs a snapshot pushes the state machine's install to its worker and then, with no
-/// condition (`Command::PurgeLog::condition()` is `None`), purges its log up to the snapshot
-/// at once (`following_handler::install_full_snapshot`). If the node stops before the install
-/// is durable (here the install's store open fails with EIO; a crash in that window does the
-/// same), it restarts with its state machine at its old snapshot (index 50) and its log purged
-/// to 60: openraft wants to re-apply 51..=60 and cannot ("Failed to get log entries, expected
-/// index: [51, 61), got [None, None)"); the node never starts again without help. Ignored until
-/// fixed (in openraft, or here by never purging the log past the state machine's durable
-/// snapshot); run with `--ignored` to see it.
-#[test]
-#[ignore = "openraft 0.9.25 purges before the snapshot install is durable; see the doc comment"]
-fn openraft_purges_before_snapshot_install() {
+/// The shrunk schedule (seed 1592590348, disk errors) that found openraft 0.9.25 purging a
+/// follower's log before the snapshot it received is installed (`seqstore_raft::floor`): the
+/// install's store open fails with EIO, the node stops, and restarts with its state machine at
+/// its older snapshot (index 50) and, without the floor, its log purged to 60 — openraft wants
+/// to re-apply 51..=60 and cannot ("Failed to get log entries, expected index: [51, 61), got
+/// [None, None)"). With `LogStore::with_snapshot_floor` the purge waits for the install, which
+/// fails, so the purge fails too and nothing is lost.
+fn purge_before_install(no_floor: bool) -> Outcome {
     let mut opts = Opts::new(1592590348, 106, Ablation::Full);
     opts.disk_errors = true;
+    opts.no_floor = no_floor;
     opts.skip = [
         5, 8, 10, 16, 23, 30, 31, 32, 33, 34, 35, 39, 44, 45, 46, 47, 51, 52, 54, 56, 60, 61, 71,
         72, 76, 77, 85, 86, 92, 94, 103, 105,
     ]
     .into();
-    let o = run(opts);
-    assert!(o.violations.is_empty(), "{:?}", o.violations);
+    run(opts)
+}
+
+#[test]
+fn snapshot_install_then_purge() {
+    let without = purge_before_install(true);
+    println!("without the floor: {:?}", without.violations);
+    assert!(
+        without
+            .violations
+            .iter()
+            .any(|v| v.contains("Failed to get log entries")),
+        "the schedule no longer reaches openraft's purge-before-install: {:?}",
+        without.violations
+    );
+    let with = purge_before_install(false);
+    assert!(with.violations.is_empty(), "{:?}", with.violations);
 }
