@@ -273,6 +273,11 @@ impl<F: Fs + 'static> LogStore<F> {
         }
     }
 
+    /// Makes every entry written so far durable (one fsync), after every write sent before.
+    pub async fn sync_now(&self) -> Result<()> {
+        self.write(|c| c.sync()).await
+    }
+
     /// Saves the vote, durable before return.
     pub async fn save_vote_now(&self, vote: Vote) -> Result<()> {
         self.write(move |c| c.save_vote(&vote)).await

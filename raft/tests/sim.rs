@@ -19,6 +19,8 @@
 
 #[path = "sim/book.rs"]
 mod book;
+#[path = "sim/deferred.rs"]
+mod deferred;
 #[path = "sim/eager.rs"]
 mod eager;
 #[path = "sim/net.rs"]

@@ -3,6 +3,7 @@
 //! seed.
 
 use super::book::{diff, Book, Purged, Removal};
+use super::deferred::DeferredLog;
 use super::eager::{EagerLog, EagerSm};
 use super::net::{Factory, Net, NodeRaft, Weather};
 use anyhow::{anyhow, bail, Result};
@@ -49,6 +50,10 @@ pub struct Opts {
     /// Purge the log without waiting for the state machine's durable snapshot (how the
     /// crate ran before `LogStore::with_snapshot_floor`): shows openraft's purge-before-install.
     pub no_floor: bool,
+    /// The log as the threaded adapter behaves: `append` returns before its fsync, which
+    /// comes up to `deferred_flush_ms` later (each incarnation its own latency;
+    /// `deferred.rs`). 0: inline (fsync before return).
+    pub deferred_flush_ms: u64,
 }
 
 impl Opts {
@@ -63,6 +68,10 @@ impl Opts {
             eager_apply: false,
             disk_errors: std::env::var_os("SEQSTORE_SIM_DISK_ERRORS").is_some(),
             no_floor: std::env::var_os("SEQSTORE_SIM_NO_FLOOR").is_some(),
+            deferred_flush_ms: std::env::var("SEQSTORE_SIM_DEFERRED_FLUSH_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
         }
     }
 }
@@ -203,7 +212,11 @@ impl World {
         let mut lc = LogConfig::default()
             .with_inline_io(true)
             .with_block_size(4096);
-        lc.ablation = ablation;
+        lc.ablation = if self.opts.deferred_flush_ms > 0 {
+            Ablation::AckBeforeSync // no fsync in append: `DeferredLog` does it
+        } else {
+            ablation
+        };
         let log = LogStore::open(SubFs::new(shared.clone(), "log"), lc)
             .map_err(|e| anyhow!("node {id} does not reopen its log: {e}"))?;
         let sm_fs = SubFs::new(shared, "sm");
@@ -223,7 +236,13 @@ impl World {
         let rseed = mix(mix(seed, id), inc);
         let seeded = self.opts.seeded_elections.then_some(rseed);
         let cfg = self.config.clone();
-        let started = if self.opts.eager_apply {
+        let started = if self.opts.deferred_flush_ms > 0 {
+            // each incarnation its own disk: a slow follower beside a fast leader
+            let ms = Rng::new(mix(rseed, 7)).within(1, self.opts.deferred_flush_ms);
+            let latency = Duration::from_millis(ms);
+            let log = DeferredLog::new(log, latency);
+            new_raft(id, cfg, factory, log, sm.clone(), seeded).await
+        } else if self.opts.eager_apply {
             let early = Arc::default();
             let log = EagerLog {
                 log,
