@@ -14,8 +14,13 @@
 //! write job first makes pending appends durable and fires their callbacks, so a vote, a
 //! truncate or a purge is never durable ahead of an append sent before it. (`save_committed`
 //! changes memory only and does not wait.)
+//!
+//! **Inline I/O** ([`LogConfig::with_inline_io`]): no thread and no blocking pool; each job
+//! runs on the calling task, then the fsync of its appends and their callbacks, so the order
+//! and durability arguments above hold unchanged (a queue that is empty after every job).
 
 use crate::error::{Error, Result};
+use crate::floor::SnapshotFloor;
 use crate::log::{LogConfig, LogCore};
 use crate::types::{Entry, LogId, TypeConfig, Vote};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -75,7 +80,7 @@ const MAX_PENDING: usize = 64;
 
 /// The I/O thread: runs jobs in order, one fsync per burst of appends (at most
 /// [`MAX_PENDING`] of them).
-fn io_thread<F: Fs>(core: Core<F>, rx: mpsc::Receiver<Job<F>>) {
+fn io_thread<F: Fs>(core: Core<F>, rx: mpsc::Receiver<Job<F>>, ack_early: bool) {
     let mut pending: Vec<OnDurable> = Vec::new();
     loop {
         // a steady stream of appends must not hold back their callbacks for ever
@@ -93,27 +98,34 @@ fn io_thread<F: Fs>(core: Core<F>, rx: mpsc::Receiver<Job<F>>) {
             }
             Err(mpsc::TryRecvError::Disconnected) => break,
         };
-        match job {
-            Job::Append {
-                entries,
-                written,
-                durable,
-            } => {
-                let r = lock(&core).append_buffered(entries);
-                match &r {
-                    Ok(()) => pending.push(durable),
-                    Err(e) => durable(Err(e.to_io())),
-                }
-                let _ = written.send(r);
-            }
-            Job::Write(f) => {
-                flush(&core, &mut pending);
-                f(&mut lock(&core));
-            }
-            Job::Light(f) => f(&mut lock(&core)),
-        }
+        run_job(&core, &mut pending, job, ack_early);
     }
     flush(&core, &mut pending);
+}
+
+/// Runs one job; an append's callback joins `pending` (fired by the next [`flush`]).
+/// `ack_early` is the `AckBeforeSync` ablation: the callback fires at once, unsynced.
+fn run_job<F: Fs>(core: &Core<F>, pending: &mut Vec<OnDurable>, job: Job<F>, ack_early: bool) {
+    match job {
+        Job::Append {
+            entries,
+            written,
+            durable,
+        } => {
+            let r = lock(core).append_buffered(entries);
+            match &r {
+                Ok(()) if ack_early => durable(Ok(())),
+                Ok(()) => pending.push(durable),
+                Err(e) => durable(Err(e.to_io())),
+            }
+            let _ = written.send(r);
+        }
+        Job::Write(f) => {
+            flush(core, pending);
+            f(&mut lock(core));
+        }
+        Job::Light(f) => f(&mut lock(core)),
+    }
 }
 
 /// Makes every written entry durable and fires the waiting callbacks with the outcome.
@@ -127,17 +139,28 @@ fn flush<F: Fs>(core: &Core<F>, pending: &mut Vec<OnDurable>) {
     }
 }
 
+/// Where the write jobs run.
+enum Exec<F: Fs> {
+    /// On the log's I/O thread.
+    Thread(Worker<F>),
+    /// On the calling task, each job followed by the fsync of its appends
+    /// ([`LogConfig::with_inline_io`]).
+    Inline { ack_early: bool },
+}
+
 /// seqstore as openraft's log storage. Cheap to clone (clones share the log).
 pub struct LogStore<F: Fs + 'static> {
     core: Core<F>,
-    worker: Arc<Worker<F>>,
+    exec: Arc<Exec<F>>,
+    floor: Option<SnapshotFloor>,
 }
 
 impl<F: Fs + 'static> Clone for LogStore<F> {
     fn clone(&self) -> Self {
         LogStore {
             core: Arc::clone(&self.core),
-            worker: Arc::clone(&self.worker),
+            exec: Arc::clone(&self.exec),
+            floor: self.floor.clone(),
         }
     }
 }
@@ -145,31 +168,61 @@ impl<F: Fs + 'static> Clone for LogStore<F> {
 /// A reader of the log (openraft's `LogReader`): reads only, on the blocking pool.
 pub struct LogReader<F: Fs + 'static> {
     core: Core<F>,
+    inline: bool,
 }
 
 impl<F: Fs + 'static> LogStore<F> {
-    /// Opens (recovers) the log on `fs` and starts its I/O thread.
+    /// Opens (recovers) the log on `fs` and starts its I/O thread (none with
+    /// [`LogConfig::with_inline_io`]).
     pub fn open(fs: F, cfg: LogConfig) -> Result<Self> {
+        let ack_early = cfg.ablated("ack-before-sync");
+        let inline = cfg.inline_io;
         let core = Arc::new(Mutex::new(LogCore::open(fs, cfg)?));
-        let (tx, rx) = mpsc::channel();
-        let c = Arc::clone(&core);
-        let thread = std::thread::Builder::new()
-            .name("seqstore-raft-log".into())
-            .spawn(move || io_thread(c, rx))
-            .map_err(|e| Error::io("spawn", "seqstore-raft-log", e))?;
-        Ok(LogStore {
-            core,
-            worker: Arc::new(Worker {
+        let exec = if inline {
+            Exec::Inline { ack_early }
+        } else {
+            let (tx, rx) = mpsc::channel();
+            let c = Arc::clone(&core);
+            let thread = std::thread::Builder::new()
+                .name("seqstore-raft-log".into())
+                .spawn(move || io_thread(c, rx, ack_early))
+                .map_err(|e| Error::io("spawn", "seqstore-raft-log", e))?;
+            Exec::Thread(Worker {
                 tx: Some(tx),
                 thread: Some(thread),
-            }),
+            })
+        };
+        Ok(LogStore {
+            core,
+            exec: Arc::new(exec),
+            floor: None,
         })
     }
 
+    /// Never purges past the state machine's durable snapshot: `purge(upto)` first waits until
+    /// `floor` covers `upto` (and fails if installing that snapshot failed). Without it,
+    /// openraft 0.9.25 can purge a follower's log before the snapshot it received is installed,
+    /// and a node that stops in between cannot start again; see [`crate::floor`].
+    pub fn with_snapshot_floor(mut self, floor: SnapshotFloor) -> Self {
+        self.floor = Some(floor);
+        self
+    }
+
     fn send(&self, job: Job<F>) -> Result<()> {
-        let tx = self.worker.tx.as_ref().expect("set until drop");
-        tx.send(job)
-            .map_err(|_| Error::Join("the log's I/O thread is gone".into()))
+        match &*self.exec {
+            Exec::Thread(w) => {
+                let tx = w.tx.as_ref().expect("set until drop");
+                tx.send(job)
+                    .map_err(|_| Error::Join("the log's I/O thread is gone".into()))
+            }
+            Exec::Inline { ack_early } => {
+                // the I/O thread with a queue that is empty after every job
+                let mut pending = Vec::new();
+                run_job(&self.core, &mut pending, job, *ack_early);
+                flush(&self.core, &mut pending);
+                Ok(())
+            }
+        }
     }
 
     /// Runs `f` on the I/O thread after every write sent before it (and their fsync).
@@ -187,16 +240,42 @@ impl<F: Fs + 'static> LogStore<F> {
 
     /// `append` with any completion: returns once the entries are written (readable);
     /// `durable` is called once they are durable (what openraft's callback is given). The
-    /// crash tests call this to note when each append became durable.
+    /// crash tests call this to note when each append became durable. With inline I/O the
+    /// fsync runs before this returns, and a failed fsync fails the append too: openraft 0.9
+    /// answers a leader's AppendEntries as soon as `append` returns, so an append that
+    /// returned `Ok` over a failed fsync would be acknowledged to the leader undurable.
     pub async fn append_with(&self, entries: Vec<Entry>, durable: OnDurable) -> Result<()> {
         let (tx, rx) = oneshot::channel();
+        let synced: Arc<Mutex<Option<String>>> = Arc::default();
+        let durable: OnDurable = match &*self.exec {
+            Exec::Inline { .. } => {
+                let s = Arc::clone(&synced);
+                Box::new(move |r: io::Result<()>| {
+                    if let Err(e) = &r {
+                        *lock(&s) = Some(e.to_string());
+                    }
+                    durable(r)
+                })
+            }
+            Exec::Thread(_) => durable,
+        };
         self.send(Job::Append {
             entries,
             written: tx,
             durable,
         })?;
         rx.await
-            .map_err(|_| Error::Join("append job dropped".into()))?
+            .map_err(|_| Error::Join("append job dropped".into()))??;
+        let failed = lock(&synced).take();
+        match failed {
+            Some(e) => Err(Error::io("sync", "log", io::Error::other(e))),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes every entry written so far durable (one fsync), after every write sent before.
+    pub async fn sync_now(&self) -> Result<()> {
+        self.write(|c| c.sync()).await
     }
 
     /// Saves the vote, durable before return.
@@ -209,8 +288,12 @@ impl<F: Fs + 'static> LogStore<F> {
         self.write(move |c| c.truncate(log_id)).await
     }
 
-    /// Purges up to `log_id`, durable before return.
+    /// Purges up to `log_id`, durable before return (once the snapshot floor, if any, covers
+    /// it).
     pub async fn purge_now(&self, log_id: LogId) -> Result<()> {
+        if let Some(f) = &self.floor {
+            f.covers(log_id.index).await?;
+        }
         self.write(move |c| c.purge(log_id)).await
     }
 
@@ -223,6 +306,7 @@ impl<F: Fs + 'static> LogStore<F> {
     pub fn reader(&self) -> LogReader<F> {
         LogReader {
             core: Arc::clone(&self.core),
+            inline: matches!(*self.exec, Exec::Inline { .. }),
         }
     }
 }
@@ -242,7 +326,15 @@ fn bounds(r: &impl RangeBounds<u64>) -> (u64, u64) {
     (start, end)
 }
 
-async fn read_range<F: Fs + 'static>(core: &Core<F>, start: u64, end: u64) -> Result<Vec<Entry>> {
+async fn read_range<F: Fs + 'static>(
+    core: &Core<F>,
+    inline: bool,
+    start: u64,
+    end: u64,
+) -> Result<Vec<Entry>> {
+    if inline {
+        return lock(core).read(start, end);
+    }
     let core = Arc::clone(core);
     tokio::task::spawn_blocking(move || lock(&core).read(start, end))
         .await
@@ -259,7 +351,9 @@ impl<F: Fs + 'static> RaftLogReader<TypeConfig> for LogReader<F> {
         range: RB,
     ) -> Result<Vec<Entry>, StorageError<u64>> {
         let (s, e) = bounds(&range);
-        read_range(&self.core, s, e).await.map_err(read_err)
+        read_range(&self.core, self.inline, s, e)
+            .await
+            .map_err(read_err)
     }
 }
 
@@ -268,8 +362,9 @@ impl<F: Fs + 'static> RaftLogReader<TypeConfig> for LogStore<F> {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError<u64>> {
+        let inline = matches!(*self.exec, Exec::Inline { .. });
         let (s, e) = bounds(&range);
-        read_range(&self.core, s, e).await.map_err(read_err)
+        read_range(&self.core, inline, s, e).await.map_err(read_err)
     }
 }
 

@@ -12,15 +12,18 @@
 
 pub mod adapter;
 pub mod error;
+pub mod floor;
 pub mod log;
 pub mod meta;
 pub mod net;
+pub mod runtime;
 pub mod sharedfs;
 pub mod streams;
 pub mod types;
 
 pub use adapter::{LogReader, LogStore};
 pub use error::{Error, Result};
+pub use floor::SnapshotFloor;
 pub use log::{LogConfig, LogCore};
 pub use streams::{StreamCore, StreamStateMachine};
 pub use types::{ApplyError, Entry, LogId, Op, Request, Response, StreamConfig, TypeConfig, Vote};

@@ -51,6 +51,10 @@ pub enum Ablation {
     /// Recovery's front-hole repair writes the new `seq_offset` before it truncates the
     /// entries that offset re-maps (the right order is truncate first).
     RepairOffsetFirst,
+    /// An append's callback (openraft's "flushed") fires as soon as its entries are written,
+    /// without the fsync: the entries become durable only when a later truncate or purge
+    /// happens to sync the store. The whole-cluster simulation's negative control.
+    AckBeforeSync,
 }
 
 /// How to open a log.
@@ -58,6 +62,9 @@ pub enum Ablation {
 pub struct LogConfig {
     /// The store's block size (default 8 MiB).
     pub block_size: u64,
+    /// Run the log's file I/O on the calling task instead of a dedicated thread (default
+    /// `false`); see [`LogConfig::with_inline_io`].
+    pub inline_io: bool,
     /// Test-only durability switches.
     #[cfg(feature = "ablation")]
     pub ablation: Ablation,
@@ -67,6 +74,7 @@ impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
             block_size: 8 << 20,
+            inline_io: false,
             #[cfg(feature = "ablation")]
             ablation: Ablation::Full,
         }
@@ -78,6 +86,18 @@ impl LogConfig {
     /// `ablation` field whenever a workspace build unifies that feature in.)
     pub fn with_block_size(mut self, block_size: u64) -> Self {
         self.block_size = block_size;
+        self
+    }
+
+    /// Runs every write, its fsync and every read on the task that calls the log (blocking
+    /// it), in call order, instead of on the log's I/O thread and tokio's blocking pool. For a
+    /// filesystem in memory (fault-fs) or an embedder on a single-threaded runtime that wants
+    /// no OS threads: the whole-cluster simulation uses it so that a run is one thread and
+    /// replays from its seed. With a real disk it stalls the executor for every fsync. The
+    /// durability contract is the same (an append's callback fires after its fsync; every
+    /// other write is durable before it returns), minus group commit across appends.
+    pub fn with_inline_io(mut self, inline: bool) -> Self {
+        self.inline_io = inline;
         self
     }
 
@@ -97,7 +117,7 @@ impl LogConfig {
         c
     }
 
-    fn ablated(&self, _which: &str) -> bool {
+    pub(crate) fn ablated(&self, _which: &str) -> bool {
         #[cfg(feature = "ablation")]
         {
             let a = match _which {
@@ -105,6 +125,7 @@ impl LogConfig {
                 "purge-order" => Ablation::PurgeBeforeMeta,
                 "vote" => Ablation::VoteUnsynced,
                 "repair-order" => Ablation::RepairOffsetFirst,
+                "ack-before-sync" => Ablation::AckBeforeSync,
                 _ => return false,
             };
             self.ablation == a

@@ -189,7 +189,8 @@ pub enum ApplyError {
 
 openraft::declare_raft_types!(
     /// seqstore-raft's type configuration: u64 node ids, `BasicNode` (an address), the
-    /// stream requests, and in-memory snapshot data (the snapshot file is read whole).
+    /// stream requests, in-memory snapshot data (the snapshot file is read whole), and tokio
+    /// with a seedable generator ([`crate::runtime`]).
     pub TypeConfig:
         D = Request,
         R = Response,
@@ -197,7 +198,7 @@ openraft::declare_raft_types!(
         Node = openraft::BasicNode,
         Entry = openraft::Entry<TypeConfig>,
         SnapshotData = Cursor<Vec<u8>>,
-        AsyncRuntime = openraft::TokioRuntime,
+        AsyncRuntime = crate::runtime::Runtime,
 );
 
 /// A log entry of this configuration.

@@ -368,6 +368,7 @@ fn small(ablation: Ablation) -> LogConfig {
     LogConfig {
         block_size: 1024, // blocks roll every few entries: purge and truncate cross them
         ablation,
+        ..LogConfig::default()
     }
 }
 

@@ -91,6 +91,7 @@ impl<F: Fs> StreamCore<F> {
             now: rec.now,
             last_applied: rec.last_applied,
             last_membership: rec.last_membership,
+            floor: super::floor_of(&current),
             current,
             built: 0,
             durable: true,

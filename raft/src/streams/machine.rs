@@ -17,12 +17,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// The stream state machine. Clones share it (the node's API reads through a clone).
 pub struct StreamStateMachine<F: Fs + 'static> {
     core: Arc<Mutex<StreamCore<F>>>,
+    inline: bool,
 }
 
 impl<F: Fs + 'static> Clone for StreamStateMachine<F> {
     fn clone(&self) -> Self {
         StreamStateMachine {
             core: Arc::clone(&self.core),
+            inline: self.inline,
         }
     }
 }
@@ -57,14 +59,27 @@ impl<F: Fs + 'static> StreamStateMachine<F> {
     fn from_core(core: StreamCore<F>) -> Self {
         StreamStateMachine {
             core: Arc::new(Mutex::new(core)),
+            inline: false,
         }
     }
 
-    /// Runs `f` on the core on the blocking pool.
+    /// Runs the file I/O on the calling task instead of tokio's blocking pool (default
+    /// `false`): for a filesystem in memory or a single-threaded embedder that wants no OS
+    /// threads (the whole-cluster simulation, so that a run replays from its seed). With a
+    /// real disk it stalls the executor while a snapshot is written.
+    pub fn with_inline_io(mut self, inline: bool) -> Self {
+        self.inline = inline;
+        self
+    }
+
+    /// Runs `f` on the core on the blocking pool (inline with [`Self::with_inline_io`]).
     async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut StreamCore<F>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
+        if self.inline {
+            return f(&mut lock(&self.core));
+        }
         let core = Arc::clone(&self.core);
         tokio::task::spawn_blocking(move || f(&mut lock(&core)))
             .await
@@ -74,6 +89,12 @@ impl<F: Fs + 'static> StreamStateMachine<F> {
     /// Message `seq` of `stream` as applied here (`None` if either does not exist).
     pub fn get(&self, stream: &str, seq: u64) -> Result<Option<StoredMsg>> {
         lock(&self.core).get(stream, seq)
+    }
+
+    /// How far the durable snapshot covers the log: give it to
+    /// [`crate::LogStore::with_snapshot_floor`] (see [`crate::floor`]).
+    pub fn snapshot_floor(&self) -> crate::floor::SnapshotFloor {
+        lock(&self.core).snapshot_floor()
     }
 
     /// The last applied log id.

@@ -154,11 +154,19 @@ pub struct StreamCore<F: Fs> {
     last_applied: Option<LogId>,
     last_membership: StoredMembership<u64, BasicNode>,
     current: Option<SnapshotFile>,
+    /// How far `current` (durable) covers the log.
+    floor: crate::floor::SnapshotFloor,
     built: u64,
     durable: bool,
     /// The `AppliedAfterData` ablation: record `last_applied` after every batch.
     #[cfg(feature = "ablation")]
     applied_file: bool,
+}
+
+fn floor_of(current: &Option<SnapshotFile>) -> crate::floor::SnapshotFloor {
+    let f = crate::floor::SnapshotFloor::default();
+    f.raise(current.as_ref().and_then(|c| c.meta.last_log_id));
+    f
 }
 
 fn decode_image(bytes: &[u8]) -> Result<Image> {
@@ -202,6 +210,7 @@ impl<F: Fs> StreamCore<F> {
             now: image.now,
             last_applied: image.last_applied,
             last_membership: image.last_membership,
+            floor: floor_of(&current),
             current,
             built: 0,
             durable: true,
@@ -317,6 +326,7 @@ impl<F: Fs> StreamCore<F> {
         let data = postcard::to_stdvec(&image).map_err(|e| Error::corrupt("snapshot", e))?;
         let file = SnapshotFile { meta, data };
         self.write_snapshot(&file)?;
+        self.floor.raise(file.meta.last_log_id);
         self.current = Some(file.clone());
         Ok(file)
     }
@@ -331,6 +341,19 @@ impl<F: Fs> StreamCore<F> {
     /// new streams are restored beside the old ones, the file replaced (the commit point),
     /// then the old streams are dropped.
     pub fn install_snapshot(&mut self, file: SnapshotFile) -> Result<()> {
+        let r = self.install(file);
+        if r.is_err() {
+            self.floor.fail();
+        }
+        r
+    }
+
+    /// The floor raised whenever a snapshot file became durable (see [`crate::floor`]).
+    pub fn snapshot_floor(&self) -> crate::floor::SnapshotFloor {
+        self.floor.clone()
+    }
+
+    fn install(&mut self, file: SnapshotFile) -> Result<()> {
         let image = decode_image(&file.data)?;
         if image.last_applied != file.meta.last_log_id {
             return Err(Error::corrupt(
@@ -359,6 +382,7 @@ impl<F: Fs> StreamCore<F> {
         self.clock.set(image.now);
         self.last_applied = image.last_applied;
         self.last_membership = image.last_membership;
+        self.floor.raise(file.meta.last_log_id);
         self.current = Some(file);
         self.after_batch()
     }

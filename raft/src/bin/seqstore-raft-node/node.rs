@@ -58,8 +58,10 @@ pub async fn start(o: &NodeOpts) -> anyhow::Result<(NodeRaft, StreamStateMachine
     .validate()?;
     let log_fs = HostFs::create(o.dir.join("log"))?;
     let sm_fs = HostFs::create(o.dir.join("sm"))?;
-    let log = LogStore::open(log_fs, LogConfig::default()).context("open log")?;
     let sm = StreamStateMachine::open(sm_fs).context("open state machine")?;
+    let log = LogStore::open(log_fs, LogConfig::default())
+        .context("open log")?
+        .with_snapshot_floor(sm.snapshot_floor());
     let raft = Raft::new(o.id, Arc::new(config), NetFactory, log, sm.clone()).await?;
     if o.bootstrap && !raft.is_initialized().await? {
         let members: BTreeMap<u64, BasicNode> = o
