@@ -35,6 +35,16 @@ pub enum Error {
     /// The blocking task running the I/O panicked or was cancelled.
     #[error("blocking task failed: {0}")]
     Join(String),
+    /// A purge of the log waited for the state machine's durable snapshot to cover it, and
+    /// installing that snapshot failed (or the state machine is gone): the log is not purged
+    /// (see `SnapshotFloor`).
+    #[error("purge up to {upto}: {reason}")]
+    SnapshotNotInstalled {
+        /// The purge's last index.
+        upto: u64,
+        /// Why the snapshot does not cover it.
+        reason: &'static str,
+    },
 }
 
 impl Error {

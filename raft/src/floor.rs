@@ -52,16 +52,20 @@ impl SnapshotFloor {
     /// Waits until the durable snapshot covers index `upto`.
     pub async fn covers(&self, upto: u64) -> Result<()> {
         let mut rx = self.tx.subscribe();
-        let s = rx
-            .wait_for(|s| s.0 > upto || s.1)
-            .await
-            .map_err(|_| Error::Join("snapshot floor dropped".into()))?;
+        let s =
+            rx.wait_for(|s| s.0 > upto || s.1)
+                .await
+                .map_err(|_| Error::SnapshotNotInstalled {
+                    upto,
+                    reason: "the state machine is gone",
+                })?;
         if s.0 > upto {
             Ok(())
         } else {
-            Err(Error::Join(format!(
-                "purge up to {upto}: installing the snapshot that covers it failed"
-            )))
+            Err(Error::SnapshotNotInstalled {
+                upto,
+                reason: "installing the snapshot that covers it failed",
+            })
         }
     }
 }
