@@ -17,6 +17,9 @@
 //! steps while it still fails (`SEQSTORE_SIM_SHRINK=0`: not shrunk). Soak:
 //! `SEQSTORE_RUNS=100000 cargo test --release -p seqstore-raft --test sim -- sim_seeds`.
 
+#[macro_use]
+#[path = "sim/wrap.rs"]
+mod wrap;
 #[path = "sim/book.rs"]
 mod book;
 #[path = "sim/deferred.rs"]

@@ -4,12 +4,10 @@
 //! returns.) The log underneath is opened with `AckBeforeSync`, so it never fsyncs an append
 //! itself: this wrapper's flusher does, through `LogStore::sync_now`.
 
-use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{OptionalSend, RaftLogReader, StorageError};
+use openraft::storage::LogFlushed;
+use openraft::StorageError;
 use seqstore_core::Fs;
-use seqstore_raft::{Entry, LogId, LogReader, LogStore, TypeConfig, Vote};
-use std::fmt::Debug;
-use std::ops::RangeBounds;
+use seqstore_raft::{Entry, LogStore, TypeConfig};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -42,46 +40,15 @@ impl<F: Fs + 'static> DeferredLog<F> {
     }
 }
 
-impl<F: Fs + 'static> RaftLogReader<TypeConfig> for DeferredLog<F> {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
-        &mut self,
-        range: RB,
-    ) -> Result<Vec<Entry>, StorageError<u64>> {
-        self.log.try_get_log_entries(range).await
-    }
-}
+delegate_to_log!(DeferredLog);
 
-impl<F: Fs + 'static> RaftLogStorage<TypeConfig> for DeferredLog<F> {
-    type LogReader = LogReader<F>;
-
-    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<u64>> {
-        self.log.get_log_state().await
-    }
-    async fn get_log_reader(&mut self) -> LogReader<F> {
-        self.log.get_log_reader().await
-    }
-    async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError<u64>> {
-        self.log.save_vote(vote).await
-    }
-    async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError<u64>> {
-        self.log.read_vote().await
-    }
-    async fn save_committed(&mut self, c: Option<LogId>) -> Result<(), StorageError<u64>> {
-        self.log.save_committed(c).await
-    }
-    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError<u64>> {
-        self.log.read_committed().await
-    }
-    async fn append<I>(
+impl<F: Fs + 'static> DeferredLog<F> {
+    /// Writes the entries and leaves their fsync and callback to the flusher.
+    async fn append_vec(
         &mut self,
-        entries: I,
+        entries: Vec<Entry>,
         cb: LogFlushed<TypeConfig>,
-    ) -> Result<(), StorageError<u64>>
-    where
-        I: IntoIterator<Item = Entry> + OptionalSend,
-        I::IntoIter: OptionalSend,
-    {
-        let entries: Vec<Entry> = entries.into_iter().collect();
+    ) -> Result<(), StorageError<u64>> {
         // written, not synced (AckBeforeSync underneath): the flusher syncs, then calls back
         self.log
             .append_with(entries, Box::new(|_| {}))
@@ -89,11 +56,5 @@ impl<F: Fs + 'static> RaftLogStorage<TypeConfig> for DeferredLog<F> {
             .map_err(|e| e.to_storage(openraft::ErrorSubject::Logs, openraft::ErrorVerb::Write))?;
         let _ = self.tx.send(cb);
         Ok(())
-    }
-    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError<u64>> {
-        self.log.truncate(log_id).await
-    }
-    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError<u64>> {
-        self.log.purge(log_id).await
     }
 }

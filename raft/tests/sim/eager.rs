@@ -4,19 +4,13 @@
 //! entries from what that early apply returned. An entry of a deposed leader that is truncated
 //! afterwards stays applied, and a snapshot can hold entries that never committed.
 
-use openraft::storage::{LogFlushed, LogState, RaftLogStorage, RaftStateMachine, Snapshot};
-use openraft::{
-    BasicNode, OptionalSend, RaftLogReader, SnapshotMeta, StorageError, StoredMembership,
-};
+use openraft::storage::{LogFlushed, RaftLogStorage, RaftStateMachine, Snapshot};
+use openraft::{BasicNode, OptionalSend, SnapshotMeta, StorageError, StoredMembership};
 use seqstore_core::Fs;
 use seqstore_raft::streams::StreamSnapshotBuilder;
-use seqstore_raft::{
-    Entry, LogId, LogReader, LogStore, Response, StreamStateMachine, TypeConfig, Vote,
-};
+use seqstore_raft::{Entry, LogId, LogStore, Response, StreamStateMachine, TypeConfig};
 use std::collections::BTreeMap;
-use std::fmt::Debug;
 use std::io::Cursor;
-use std::ops::RangeBounds;
 use std::sync::{Arc, Mutex};
 
 type Early = Arc<Mutex<BTreeMap<u64, Response>>>;
@@ -34,46 +28,15 @@ pub struct EagerSm<F: Fs + 'static> {
     pub early: Early,
 }
 
-impl<F: Fs + 'static> RaftLogReader<TypeConfig> for EagerLog<F> {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
-        &mut self,
-        range: RB,
-    ) -> Result<Vec<Entry>, StorageError<u64>> {
-        self.log.try_get_log_entries(range).await
-    }
-}
+delegate_to_log!(EagerLog);
 
-impl<F: Fs + 'static> RaftLogStorage<TypeConfig> for EagerLog<F> {
-    type LogReader = LogReader<F>;
-
-    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<u64>> {
-        self.log.get_log_state().await
-    }
-    async fn get_log_reader(&mut self) -> LogReader<F> {
-        self.log.get_log_reader().await
-    }
-    async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError<u64>> {
-        self.log.save_vote(vote).await
-    }
-    async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError<u64>> {
-        self.log.read_vote().await
-    }
-    async fn save_committed(&mut self, c: Option<LogId>) -> Result<(), StorageError<u64>> {
-        self.log.save_committed(c).await
-    }
-    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError<u64>> {
-        self.log.read_committed().await
-    }
-    async fn append<I>(
+impl<F: Fs + 'static> EagerLog<F> {
+    /// Appends, then applies the entries at once (before anything commits them).
+    async fn append_vec(
         &mut self,
-        entries: I,
+        entries: Vec<Entry>,
         cb: LogFlushed<TypeConfig>,
-    ) -> Result<(), StorageError<u64>>
-    where
-        I: IntoIterator<Item = Entry> + OptionalSend,
-        I::IntoIter: OptionalSend,
-    {
-        let entries: Vec<Entry> = entries.into_iter().collect();
+    ) -> Result<(), StorageError<u64>> {
         self.log.append(entries.clone(), cb).await?;
         let mut early = self.early.lock().unwrap();
         self.sm.with_core(|c| {
@@ -85,12 +48,6 @@ impl<F: Fs + 'static> RaftLogStorage<TypeConfig> for EagerLog<F> {
             }
         });
         Ok(())
-    }
-    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError<u64>> {
-        self.log.truncate(log_id).await
-    }
-    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError<u64>> {
-        self.log.purge(log_id).await
     }
 }
 
