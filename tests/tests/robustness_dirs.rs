@@ -467,10 +467,10 @@ fn index_db() -> Vec<Row> {
             },
         },
         Row {
-            name: "index.db of a newer version (3, valid crc)",
+            name: "index.db of a newer version (4, valid crc)",
             setup: |fs| {
                 let mut b = file(fs, "index.db");
-                set_u32(&mut b, 4, 3);
+                set_u32(&mut b, 4, 4);
                 robust::fix_index_crc(&mut b);
                 put(fs, "index.db", &b);
             },
@@ -479,7 +479,7 @@ fn index_db() -> Vec<Row> {
                 state_is(st, 25, 1, 25)?;
                 rep.index_rejected
                     .as_deref()
-                    .is_some_and(|w| w.contains("index version 3"))
+                    .is_some_and(|w| w.contains("index version 4"))
                     .then_some(())
                     .ok_or(format!("index {:?}", rep.index_rejected))?;
                 opened(&g.strict)?;
