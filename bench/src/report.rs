@@ -135,6 +135,20 @@ pub(crate) fn fmt_num(v: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// The goals' names by outcome (`passed`, `failed`, `not_measured`) and their [`goals_line`]:
+/// the `goals` object of a run's JSON.
+pub(crate) fn goals_json(goals: &[Goal]) -> Value {
+    let names = |p: Option<bool>| -> Vec<&str> {
+        goals
+            .iter()
+            .filter(|g| g.pass() == p)
+            .map(|g| g.name)
+            .collect()
+    };
+    json!({"passed": names(Some(true)), "failed": names(Some(false)),
+           "not_measured": names(None), "line": goals_line(goals)})
+}
+
 /// The one-line summary a script reads, printed last: `goals: P passed, F failed, N not
 /// measured`, then each failed goal as `name value<target` (a `>=` goal) or `name
 /// value>target` (a `<=` goal), in parentheses, comma-separated.
@@ -300,18 +314,7 @@ impl BenchReport {
             );
         }
         o.insert("ratios".into(), Value::Object(ratios));
-        let names = |p: Option<bool>| -> Vec<&str> {
-            self.goals
-                .iter()
-                .filter(|g| g.pass() == p)
-                .map(|g| g.name)
-                .collect()
-        };
-        o.insert(
-            "goals".into(),
-            json!({"passed": names(Some(true)), "failed": names(Some(false)),
-                   "not_measured": names(None), "line": self.goals_line()}),
-        );
+        o.insert("goals".into(), goals_json(&self.goals));
         o.insert("samples".into(), Value::Object(samples));
         let op = &self.opts;
         o.insert(

@@ -89,27 +89,12 @@ fn main() -> ExitCode {
         }
     }
     match run(&opts, &|s| eprintln!("{s}")) {
-        Ok(r) => {
-            if let Some(f) = json_out {
-                if let Err(e) = std::fs::write(&f, format!("{:#}\n", r.to_json())) {
-                    eprintln!("seqstore-bench: writing {f}: {e}");
-                    return ExitCode::FAILURE;
-                }
-            }
-            if let Some(f) = markdown {
-                let page = r.markdown(&Machine::detect(), &command_line(&args));
-                if let Err(e) = std::fs::write(&f, page) {
-                    eprintln!("seqstore-bench: writing {f}: {e}");
-                    return ExitCode::FAILURE;
-                }
-            }
-            if json {
-                println!("{}", r.to_json());
-            } else {
-                print!("{}", r.table());
-            }
-            ExitCode::SUCCESS
-        }
+        Ok(r) => emit(
+            [json_out, markdown],
+            || r.markdown(&Machine::detect(), &command_line(&args)),
+            r.to_json(),
+            if json { None } else { Some(r.table()) },
+        ),
         Err(e) => {
             eprintln!("seqstore-bench: {e:#}");
             ExitCode::FAILURE
@@ -157,9 +142,25 @@ fn scale_main(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    emit(
+        [json_out, markdown],
+        || r.markdown(&Machine::detect(), &command_line(args)),
+        r.to_json(),
+        if json { None } else { Some(r.table()) },
+    )
+}
+
+/// A run's outputs: its JSON to `--json-out`, its page (made only if asked for) to
+/// `--markdown`, then on stdout the text `table`, or the JSON when there is none (`--json`).
+fn emit(
+    [json_out, markdown]: [Option<String>; 2],
+    page: impl FnOnce() -> String,
+    value: serde_json::Value,
+    table: Option<String>,
+) -> ExitCode {
     let writes = [
-        json_out.map(|f| (f, format!("{:#}\n", r.to_json()))),
-        markdown.map(|f| (f, r.markdown(&Machine::detect(), &command_line(args)))),
+        json_out.map(|f| (f, format!("{value:#}\n"))),
+        markdown.map(|f| (f, page())),
     ];
     for (f, text) in writes.into_iter().flatten() {
         if let Err(e) = std::fs::write(&f, text) {
@@ -167,10 +168,9 @@ fn scale_main(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    if json {
-        println!("{}", r.to_json());
-    } else {
-        print!("{}", r.table());
+    match table {
+        Some(t) => print!("{t}"),
+        None => println!("{value}"),
     }
     ExitCode::SUCCESS
 }

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::{ScaleOpts, SizeResult};
 use crate::markdown::Machine;
-use crate::report::{fmt_goal, goals_line, Goal};
+use crate::report::{fmt_goal, goals_json, goals_line, Goal};
 
 /// Everything one `--scale` run measured.
 #[derive(Clone, Debug)]
@@ -269,18 +269,10 @@ impl ScaleReport {
                        "pass": g.pass()}),
             );
         }
-        let names = |p: Option<bool>| -> Vec<&str> {
-            self.goals
-                .iter()
-                .filter(|g| g.pass() == p)
-                .map(|g| g.name)
-                .collect()
-        };
         json!({
             "scale": per,
             "ratios": ratios,
-            "goals": {"passed": names(Some(true)), "failed": names(Some(false)),
-                      "not_measured": names(None), "line": self.goals_line()},
+            "goals": goals_json(&self.goals),
             "meta": {"sizes": self.opts.sizes, "payload_bytes": 128, "subjects": 64,
                      "subject_bytes": 16, "gets": self.opts.gets, "calls": self.opts.calls,
                      "elapsed_s": self.elapsed_s,
