@@ -241,9 +241,10 @@ impl<F: Fs + 'static> LogStore<F> {
     /// `append` with any completion: returns once the entries are written (readable);
     /// `durable` is called once they are durable (what openraft's callback is given). The
     /// crash tests call this to note when each append became durable. With inline I/O the
-    /// fsync runs before this returns, and a failed fsync fails the append too: openraft 0.9
-    /// answers a leader's AppendEntries as soon as `append` returns, so an append that
-    /// returned `Ok` over a failed fsync would be acknowledged to the leader undurable.
+    /// fsync runs before this returns, and a failed fsync fails the append too (as well as
+    /// the callback), so a caller that does not wait for the callback cannot take an append
+    /// over a failed fsync for a good one. (openraft itself waits for the callback before
+    /// answering a leader: `tests/follower_ack.rs`.)
     pub async fn append_with(&self, entries: Vec<Entry>, durable: OnDurable) -> Result<()> {
         let (tx, rx) = oneshot::channel();
         let synced: Arc<Mutex<Option<String>>> = Arc::default();
