@@ -103,6 +103,7 @@ mod mem;
 mod nats;
 mod peers;
 mod reads;
+mod replicated;
 mod report;
 mod scale;
 mod util;
@@ -111,6 +112,7 @@ use std::path::PathBuf;
 
 pub use markdown::Machine;
 pub use mem::{child_main, ChildCmd, CHILD_ENV};
+pub use replicated::{run_replicated, ReplOpts, ReplReport};
 pub use report::{fsync_probe_state, goals_line, BenchReport, Goal};
 pub use scale::{run_scale, ScaleOpts, ScaleReport, SCALE_CHILD_ENV};
 pub use util::median;

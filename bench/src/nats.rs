@@ -6,6 +6,7 @@
 //! This compares a server through a client over loopback TCP with seqstore embedded in the
 //! process: the rows say so wherever they are printed.
 
+use std::fmt::Write as _;
 use std::io::Read as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -87,6 +88,28 @@ pub(crate) fn config_text(port: u16, always: bool) -> String {
         s.push_str("  sync_interval: always\n");
     }
     s.push_str("}\n");
+    s
+}
+
+/// One node of a 3-node cluster: as [`config_text`], plus its name and a `cluster` block
+/// whose routes list every node's cluster port (its own included, as NATS's docs do).
+pub(crate) fn cluster_config_text(
+    name: &str,
+    port: u16,
+    cluster_port: u16,
+    routes: &[u16],
+    always: bool,
+) -> String {
+    let mut s = format!("server_name: {name}\n") + &config_text(port, always);
+    let routes: Vec<String> = (routes.iter())
+        .map(|p| format!("    nats-route://127.0.0.1:{p}\n"))
+        .collect();
+    write!(
+        s,
+        "cluster {{\n  name: r3\n  listen: \"127.0.0.1:{cluster_port}\"\n  routes: [\n{}  ]\n}}\n",
+        routes.concat()
+    )
+    .expect("a String takes every write");
     s
 }
 
@@ -176,6 +199,41 @@ impl Server {
         }
     }
 
+    /// Three nodes of one cluster (`r3`), each in its own tempdir of `dirs`, every port
+    /// chosen before the first starts (the routes name them all); waits until each accepts
+    /// clients. A port taken in between fails the start (no retry: the ports are fresh).
+    pub(crate) fn start_cluster(
+        bin: &Path,
+        dirs: [tempfile::TempDir; 3],
+        always: bool,
+    ) -> Result<Vec<Server>> {
+        let ports: Vec<(u16, u16)> = (0..3)
+            .map(|_| Ok((free_port()?, free_port()?)))
+            .collect::<Result<_>>()?;
+        let routes: Vec<u16> = ports.iter().map(|p| p.1).collect();
+        let mut nodes = Vec::new();
+        for (i, dir) in dirs.into_iter().enumerate() {
+            let (port, cport) = ports[i];
+            let conf = cluster_config_text(&format!("n{}", i + 1), port, cport, &routes, always);
+            let (child, log) = spawn_with(bin, dir.path(), &conf)?;
+            nodes.push(Server {
+                child,
+                port,
+                log,
+                _dir: dir,
+            });
+        }
+        for n in &mut nodes {
+            if !wait_ready(&mut n.child, n.port, &n.log)? {
+                bail!(
+                    "nats-server exited before it listened:\n{}",
+                    log_tail(&n.log)
+                );
+            }
+        }
+        Ok(nodes)
+    }
+
     /// The server's process id.
     #[cfg(test)]
     pub(crate) fn pid(&self) -> u32 {
@@ -189,9 +247,13 @@ impl Server {
 
 /// Starts `bin` on `port` with its config, store and log in `dir` (the log truncated).
 fn spawn(bin: &Path, dir: &Path, port: u16, always: bool) -> Result<(Child, PathBuf)> {
+    spawn_with(bin, dir, &config_text(port, always))
+}
+
+/// Starts `bin` with the config `conf`, its store and log in `dir` (the log truncated).
+fn spawn_with(bin: &Path, dir: &Path, conf_text: &str) -> Result<(Child, PathBuf)> {
     let conf = dir.join("nats.conf");
-    std::fs::write(&conf, config_text(port, always))
-        .with_context(|| format!("write {}", conf.display()))?;
+    std::fs::write(&conf, conf_text).with_context(|| format!("write {}", conf.display()))?;
     let log = dir.join("nats-server.log");
     let logf = std::fs::File::create(&log)?;
     let mut cmd = Command::new(bin);
@@ -248,6 +310,8 @@ fn log_tail(log: &Path) -> String {
 /// publisher stops after its share, or when `max` has passed).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Cell {
+    /// The stream's replicas: 1 on one server, 3 on a cluster.
+    pub(crate) replicas: usize,
     pub(crate) publishers: u64,
     pub(crate) msgs: u64,
     pub(crate) max: Duration,
@@ -298,11 +362,10 @@ async fn publish_cell(
         name: name.to_string(),
         subjects: vec![format!("{name}.>")],
         storage: stream::StorageType::File,
+        num_replicas: cell.replicas,
         ..Default::default()
     };
-    js.create_stream(cfg)
-        .await
-        .map_err(|e| anyhow::anyhow!("create stream {name}: {e}"))?;
+    create_stream(js, cfg).await?;
     let payload = bytes::Bytes::copy_from_slice(payload);
     // one untimed publish: the stream's first block file is created
     publish_one(js, format!("{name}.warm"), payload.clone()).await?;
@@ -343,6 +406,28 @@ async fn publish_cell(
         .await
         .map_err(|e| anyhow::anyhow!("delete stream {name}: {e}"))?;
     Ok(v)
+}
+
+/// How long a cluster may take to elect its meta leader (and so take a stream) after start;
+/// nats-server's election timeout is 4–9 s.
+const META_LEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Creates the stream; on a cluster, retried every 100 ms until its meta leader answers.
+async fn create_stream(
+    js: &async_nats::jetstream::Context,
+    cfg: async_nats::jetstream::stream::Config,
+) -> Result<()> {
+    let t = Instant::now();
+    loop {
+        match js.create_stream(cfg.clone()).await {
+            Ok(_) => return Ok(()),
+            Err(e) if cfg.num_replicas > 1 && t.elapsed() < META_LEADER_TIMEOUT => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => bail!("create stream {}: {e}", cfg.name),
+        }
+    }
 }
 
 /// Publish, then wait for the PubAck (the server has stored the message; with
@@ -396,6 +481,7 @@ pub(crate) fn run_table(
                 "always_1" => (
                     &ca,
                     Cell {
+                        replicas: 1,
                         publishers: 1,
                         msgs: opts.nats_msgs_1,
                         max,
@@ -404,6 +490,7 @@ pub(crate) fn run_table(
                 "always_64" => (
                     &ca,
                     Cell {
+                        replicas: 1,
                         publishers: 64,
                         msgs: opts.nats_msgs_64,
                         max,
@@ -412,6 +499,7 @@ pub(crate) fn run_table(
                 _ => (
                     &cd,
                     Cell {
+                        replicas: 1,
                         publishers: 64,
                         msgs: opts.nats_default_msgs,
                         max,

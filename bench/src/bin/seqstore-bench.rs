@@ -19,7 +19,7 @@
 
 use std::process::ExitCode;
 
-use seqstore_bench::{run, run_scale, BenchOpts, Machine, ScaleOpts};
+use seqstore_bench::{run, run_replicated, run_scale, BenchOpts, Machine, ReplOpts, ScaleOpts};
 
 fn usage() -> ExitCode {
     eprintln!(
@@ -33,7 +33,12 @@ fn usage() -> ExitCode {
          the store at 1M, 10M and 100M messages, each size in a child process (~20 GB of disk under\n\
          DIR, checked first, deleted after; not part of --quick): peak RSS, open from index.db,\n\
          rebuild vs the read limit, random gets, num_pending, filtered_state, purge, write rate.\n\
-         The page: cargo run --release -p seqstore-bench -- --scale --markdown docs/BENCHMARKS-SCALE.md"
+         The page: cargo run --release -p seqstore-bench -- --scale --markdown docs/BENCHMARKS-SCALE.md\n\
+         \n\
+         or:    seqstore-bench --replicated [--dir PATH] [--reps N] [--nats-server PATH] [--json] [--json-out FILE] [--markdown FILE]\n\
+         acknowledged appends/s of 3-node clusters on loopback with 1 and 64 clients: a real NATS\n\
+         JetStream cluster (R3 file stream, sync_interval: always and default; not part of --quick).\n\
+         The page: cargo run --release -p seqstore-bench -- --replicated --markdown docs/BENCHMARKS-REPLICATED.md"
     );
     ExitCode::from(2)
 }
@@ -46,6 +51,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--scale") {
         return scale_main(&args);
+    }
+    if args.iter().any(|a| a == "--replicated") {
+        return replicated_main(&args);
     }
     let quick = args.iter().any(|a| a == "--quick");
     let mut opts = if quick {
@@ -139,6 +147,46 @@ fn scale_main(args: &[String]) -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("seqstore-bench --scale: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    emit(
+        [json_out, markdown],
+        || r.markdown(&Machine::detect(), &command_line(args)),
+        r.to_json(),
+        if json { None } else { Some(r.table()) },
+    )
+}
+
+/// `--replicated`: its own options, its own report.
+fn replicated_main(args: &[String]) -> ExitCode {
+    let mut opts = ReplOpts::default();
+    let (mut json, mut json_out, mut markdown) = (false, None::<String>, None::<String>);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--replicated" || a == "--json" {
+            json |= a == "--json";
+            continue;
+        }
+        let Some(v) = it.next() else {
+            return usage();
+        };
+        match a.as_str() {
+            "--json-out" => json_out = Some(v.clone()),
+            "--markdown" => markdown = Some(v.clone()),
+            "--dir" => opts.dir = Some(v.into()),
+            "--nats-server" => opts.nats_server = Some(v.into()),
+            "--reps" => match v.parse() {
+                Ok(n) if n > 0 => opts.reps = n,
+                _ => return usage(),
+            },
+            _ => return usage(),
+        }
+    }
+    let r = match run_replicated(&opts, &|s| eprintln!("{s}")) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("seqstore-bench --replicated: {e:#}");
             return ExitCode::FAILURE;
         }
     };

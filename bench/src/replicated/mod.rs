@@ -1,0 +1,131 @@
+//! `--replicated`: committed appends/s of a 3-node cluster on loopback, a real 3-node NATS
+//! JetStream cluster (three nats-server processes with routes, an R3 file stream) under
+//! `sync_interval: always` and under the default config, driven by one client harness: `k`
+//! concurrent clients, each awaiting its acknowledgement before its next append. Not part of
+//! `--quick` or CI: it starts six server processes.
+//!
+//! Every process of a cell shares this machine's cores with the client, as the reference
+//! measurements in `../shared/reference/replicated.md` did; only ratios from one run compare.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::groups::loadavg;
+use crate::nats::{find_server, server_version, Cell, Client, Server};
+use crate::report::Goal;
+use crate::util::Ctx;
+
+mod report;
+
+pub use report::ReplReport;
+
+/// What `--replicated` runs.
+#[derive(Clone, Debug)]
+pub struct ReplOpts {
+    /// Rounds; each round measures every cell once, in the same order.
+    pub reps: usize,
+    /// Appends per cell with 1 client.
+    pub msgs_1: u64,
+    /// Appends per cell with 64 clients.
+    pub msgs_64: u64,
+    /// Longest a cell runs, s (it stops early with what it acknowledged by then).
+    pub max_secs: f64,
+    /// The nats-server binary (else `$NATS_SERVER_BIN`, else the PATH).
+    pub nats_server: Option<PathBuf>,
+    /// Where the servers' directories go (default: the temp dir; must be a real disk).
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for ReplOpts {
+    fn default() -> Self {
+        ReplOpts {
+            reps: 3,
+            msgs_1: 1000,
+            msgs_64: 6400,
+            max_secs: 5.0,
+            nats_server: None,
+            dir: None,
+        }
+    }
+}
+
+/// The cells, in the order each round measures them: (key, clients).
+pub(crate) const CELLS: &[(&str, u64)] = &[
+    ("nats_r3_always_1", 1),
+    ("nats_r3_always_64", 64),
+    ("nats_r3_default_1", 1),
+    ("nats_r3_default_64", 64),
+];
+
+/// Runs every round and returns the report.
+pub fn run_replicated(opts: &ReplOpts, progress: &dyn Fn(&str)) -> Result<ReplReport> {
+    let load_start = loadavg();
+    let base = opts.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let mut ctx = Ctx::new(base, progress, opts.reps * CELLS.len() + 1, 128);
+    let bin = find_server(opts.nats_server.as_deref()).map_err(anyhow::Error::msg)?;
+    let version = server_version(&bin)?;
+    ctx.tick(&format!("start two 3-node nats-server {version} clusters"));
+    let dirs = |tag: &str| -> Result<[tempfile::TempDir; 3]> {
+        Ok([
+            ctx.tempdir(&format!("r3-{tag}-n1"))?,
+            ctx.tempdir(&format!("r3-{tag}-n2"))?,
+            ctx.tempdir(&format!("r3-{tag}-n3"))?,
+        ])
+    };
+    let always = Server::start_cluster(&bin, dirs("always")?, true)?;
+    let default = Server::start_cluster(&bin, dirs("default")?, false)?;
+    let (ca, cd) = (Client::connect(&always[0])?, Client::connect(&default[0])?);
+    let mut samples: Vec<(&'static str, Vec<f64>)> =
+        CELLS.iter().map(|(k, _)| (*k, Vec::new())).collect();
+    let max = Duration::from_secs_f64(opts.max_secs);
+    let started = Instant::now();
+    for r in 0..opts.reps {
+        for (i, &(key, clients)) in CELLS.iter().enumerate() {
+            ctx.tick(&format!("round {}/{}: {key}", r + 1, opts.reps));
+            let client = if key.contains("always") { &ca } else { &cd };
+            let cell = Cell {
+                replicas: 3,
+                publishers: clients,
+                msgs: if clients == 1 {
+                    opts.msgs_1
+                } else {
+                    opts.msgs_64
+                },
+                max,
+            };
+            let v = client
+                .publish_cell(&format!("r3_{key}_{r}"), cell, &ctx.payload)
+                .with_context(|| format!("{key}, round {}", r + 1))?;
+            samples[i].1.push(v);
+        }
+    }
+    drop((ca, cd));
+    drop((always, default));
+    let mut report = ReplReport {
+        opts: opts.clone(),
+        nats_version: version,
+        nats_bin: bin,
+        samples,
+        goals: Vec::new(),
+        elapsed_s: started.elapsed().as_secs_f64(),
+        loadavg: (load_start, loadavg()),
+    };
+    report.goals = goals(&report);
+    Ok(report)
+}
+
+/// The goals: none can be measured from the NATS rows alone; the seqstore cluster's rows
+/// against them are what `r3_vs_nats_always64` divides.
+fn goals(r: &ReplReport) -> Vec<Goal> {
+    let always64 = r.median("nats_r3_always_64");
+    vec![Goal {
+        name: "r3_vs_nats_always64",
+        what: "seqstore 3-node cluster / NATS R3 (sync_interval: always), 64 clients",
+        value: r.median("seqstore_r3_64").zip(always64).map(|(a, b)| a / b),
+        op: ">=",
+        target: 2.0,
+        paired: None,
+    }]
+}
