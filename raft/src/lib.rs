@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
+pub mod batch;
 pub mod error;
 pub mod floor;
 pub mod log;
@@ -26,4 +27,7 @@ pub use error::{Error, Result};
 pub use floor::SnapshotFloor;
 pub use log::{LogConfig, LogCore};
 pub use streams::{StreamCore, StreamStateMachine};
-pub use types::{ApplyError, Entry, LogId, Op, Request, Response, StreamConfig, TypeConfig, Vote};
+pub use types::{
+    ApplyError, Entry, LogId, Op, Request, Response, StreamConfig, TypeConfig, Vote,
+    MAX_REQUEST_BYTES,
+};

@@ -57,6 +57,9 @@ pub enum Ablation {
     AckBeforeSync,
 }
 
+/// The largest entry the log stores: store-core's upper bound for `max_payload` (32 MiB).
+const LOG_MAX_PAYLOAD: u32 = 32 << 20;
+
 /// How to open a log.
 #[derive(Clone, Debug)]
 pub struct LogConfig {
@@ -107,7 +110,10 @@ impl LogConfig {
             .with_block_size(self.block_size)
             // Appends are made durable by `sync` once per batch (group commit); truncate,
             // compact and purge fsync in every policy.
-            .with_sync(SyncPolicy::Never);
+            .with_sync(SyncPolicy::Never)
+            // an entry is one message: room for the largest request a stream takes
+            // (`types::MAX_REQUEST_BYTES`) plus the entry's own fields
+            .with_max_payload(LOG_MAX_PAYLOAD);
         #[cfg(feature = "ablation")]
         if self.ablation == Ablation::TruncateUnsynced {
             c.ablation = seqstore_core::Ablation::Skip(

@@ -21,6 +21,26 @@ pub struct Request {
     pub op: Op,
 }
 
+/// The largest encoded [`Request`] a log entry holds (the log's messages are limited to
+/// store-core's upper bound for a payload, 32 MiB; 4 KiB of it is left for the entry's own fields).
+/// A proposal above it would fail the leader's log write, and openraft stops a node whose
+/// storage fails: check [`Request::encoded_len`] before proposing.
+pub const MAX_REQUEST_BYTES: usize = (32 << 20) - 4096;
+
+impl Request {
+    /// The request's size in the log (postcard), to check against [`MAX_REQUEST_BYTES`].
+    pub fn encoded_len(&self) -> usize {
+        // postcard into a counting sink: no allocation of the payloads' size
+        postcard::serialize_with_flavor(self, postcard::ser_flavors::Size::default())
+            .unwrap_or(usize::MAX)
+    }
+
+    /// Whether the request fits in one log entry ([`MAX_REQUEST_BYTES`]).
+    pub fn fits_in_log(&self) -> bool {
+        self.encoded_len() <= MAX_REQUEST_BYTES
+    }
+}
+
 /// The operations. Sequences are never in a request that assigns one: an `Append` gets the
 /// stream's `last_seq + 1` at apply time, the same on every replica because every replica
 /// applies the same log in order from the same state.
@@ -105,6 +125,16 @@ pub enum Op {
         /// How many (at least 1).
         count: u64,
     },
+    /// Several operations in one log entry, applied in order at the entry's `ts`, exactly as
+    /// the same operations in consecutive entries with that `ts` would be; answered by
+    /// [`Response::Batch`], one response each. A server gathers concurrent clients' writes
+    /// into one batch because openraft 0.9 writes (and fsyncs) each proposal on its own: one
+    /// entry per fsync, whatever the number of clients. A batch inside a batch is refused
+    /// (its response is [`ApplyError::Refused`]), the others still apply.
+    Batch {
+        /// The operations, in order.
+        ops: Vec<Op>,
+    },
 }
 
 /// What a stream keeps: seqstore's limits (zero is unlimited for each).
@@ -166,6 +196,8 @@ pub enum Response {
     Removed(u64),
     /// The request was refused; nothing changed.
     Err(ApplyError),
+    /// One response per operation of an [`Op::Batch`], in order.
+    Batch(Vec<Response>),
 }
 
 /// Why a request was refused. Decided only from the request and the replicated state.

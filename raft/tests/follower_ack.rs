@@ -16,15 +16,12 @@
 #[macro_use]
 #[path = "sim/wrap.rs"]
 mod wrap;
+#[path = "support/nowhere.rs"]
+mod nowhere;
 
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
-};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse};
 use openraft::storage::LogFlushed;
-use openraft::{BasicNode, Config, EntryPayload, Raft, StorageError};
+use openraft::{Config, EntryPayload, Raft, StorageError};
 use seqstore_core::Fs;
 use seqstore_fault_fs::{FaultFs, Model};
 use seqstore_raft::{Entry, LogConfig, LogId, LogStore, StreamStateMachine, TypeConfig, Vote};
@@ -64,48 +61,6 @@ impl<F: Fs + 'static> GatedLog<F> {
     }
 }
 
-/// A network where every peer is unreachable: the follower under test never needs one.
-struct Nowhere;
-
-type RpcErr<E = RaftError<u64>> = RPCError<u64, BasicNode, E>;
-
-fn unreachable<E: std::error::Error>() -> RpcErr<E> {
-    RPCError::Network(NetworkError::new(&std::io::Error::other(
-        "no network in this test",
-    )))
-}
-
-impl RaftNetworkFactory<TypeConfig> for Nowhere {
-    type Network = Nowhere;
-    async fn new_client(&mut self, _target: u64, _node: &BasicNode) -> Nowhere {
-        Nowhere
-    }
-}
-
-impl RaftNetwork<TypeConfig> for Nowhere {
-    async fn append_entries(
-        &mut self,
-        _rpc: AppendEntriesRequest<TypeConfig>,
-        _option: RPCOption,
-    ) -> Result<AppendEntriesResponse<u64>, RpcErr> {
-        Err(unreachable())
-    }
-    async fn install_snapshot(
-        &mut self,
-        _rpc: InstallSnapshotRequest<TypeConfig>,
-        _option: RPCOption,
-    ) -> Result<InstallSnapshotResponse<u64>, RpcErr<RaftError<u64, InstallSnapshotError>>> {
-        Err(unreachable())
-    }
-    async fn vote(
-        &mut self,
-        _rpc: VoteRequest<u64>,
-        _option: RPCOption,
-    ) -> Result<VoteResponse<u64>, RpcErr> {
-        Err(unreachable())
-    }
-}
-
 /// Node 2, a fresh follower, given leader 1's first entry with its flush held back. Returns
 /// whether the answer came while held back, and the answer once the flush was let through.
 async fn answer_before_flush(early: bool) -> (bool, AppendEntriesResponse<u64>) {
@@ -117,7 +72,9 @@ async fn answer_before_flush(early: bool) -> (bool, AppendEntriesResponse<u64>) 
     let (open, gate) = watch::channel(false);
     let log = GatedLog { log, gate, early };
     let config = Arc::new(Config::default().validate().expect("config"));
-    let raft = Raft::new(2, config, Nowhere, log, sm).await.expect("raft");
+    let raft = Raft::new(2, config, nowhere::Nowhere, log, sm)
+        .await
+        .expect("raft");
 
     let leader = Vote::new_committed(1, 1);
     let entry = Entry {

@@ -17,6 +17,7 @@ impl<F: Fs> StreamCore<F> {
         match req.op {
             Op::CreateStream { name, config } => self.create_stream(name, config),
             Op::DeleteStream { name } => self.delete_stream(&name),
+            Op::Batch { ops } => self.apply_batch(req.ts, ops),
             op => {
                 let name = stream_of(&op).to_string();
                 let Some(s) = self.streams.get_mut(&name) else {
@@ -25,6 +26,22 @@ impl<F: Fs> StreamCore<F> {
                 answer(on_store(s, op, self.now))
             }
         }
+    }
+}
+
+impl<F: Fs> StreamCore<F> {
+    /// Applies each operation as its own request at `ts` (the clock has moved to `ts`
+    /// already, as for any entry, even if every operation is refused); a nested batch is
+    /// refused.
+    fn apply_batch(&mut self, ts: i64, ops: Vec<Op>) -> Result<Response> {
+        let mut out = Vec::with_capacity(ops.len());
+        for op in ops {
+            out.push(match op {
+                Op::Batch { .. } => Response::Err(ApplyError::Refused("a batch in a batch".into())),
+                op => self.apply_request(Request { ts, op })?,
+            });
+        }
+        Ok(Response::Batch(out))
     }
 }
 
@@ -40,6 +57,7 @@ fn stream_of(op: &Op) -> &str {
         | Op::Expire { stream }
         | Op::Skip { stream, .. } => stream,
         Op::CreateStream { name, .. } | Op::DeleteStream { name } => name,
+        Op::Batch { .. } => "",
     }
 }
 
@@ -86,7 +104,7 @@ fn on_store<F: Fs>(s: &mut Stream<F>, op: Op, now: i64) -> seqstore_core::Result
             Ok(Response::Removed(st.msgs - store.state().msgs.min(st.msgs)))
         }
         Op::Skip { count, .. } => store.skip_many(st.last_seq + 1, count).map(Response::Seq),
-        Op::CreateStream { .. } | Op::DeleteStream { .. } => Err(
+        Op::CreateStream { .. } | Op::DeleteStream { .. } | Op::Batch { .. } => Err(
             seqstore_core::Error::InvalidArgument("not a stream operation".into()),
         ),
     }

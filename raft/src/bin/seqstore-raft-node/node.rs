@@ -1,11 +1,12 @@
 //! A node: the log on host-fs, the stream state machine, openraft, and the TCP server.
 
 use anyhow::Context;
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
 use seqstore_fs::HostFs;
+use seqstore_raft::batch::{system_clock, BatchLimits, Batcher, WriteError};
 use seqstore_raft::net::{read_frame, write_frame, Msg, NetFactory, Reply, Rpc, Status};
-use seqstore_raft::{LogConfig, LogStore, Request, StreamStateMachine, TypeConfig};
+use seqstore_raft::{LogConfig, LogStore, StreamStateMachine, TypeConfig};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -80,26 +81,45 @@ pub async fn run(o: NodeOpts) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listen on {}", o.listen))?;
     let (raft, sm) = start(&o).await?;
+    let limits = match std::env::var("SEQSTORE_NODE_UNBATCHED") {
+        // one proposal per write, one at a time per connection: for measuring the batcher
+        Ok(_) => BatchLimits {
+            max_ops: 1,
+            in_flight: 64,
+            ..BatchLimits::default()
+        },
+        Err(_) => BatchLimits::default(),
+    };
+    let batcher = Batcher::start(raft.clone(), limits, system_clock());
+    let node = Arc::new(Node {
+        raft,
+        sm,
+        batcher,
+        id: o.id,
+    });
     eprintln!("node {} listening on {}", o.id, o.listen);
     loop {
         let (sock, _) = listener.accept().await?;
         let _ = sock.set_nodelay(true);
-        let (raft, sm) = (raft.clone(), sm.clone());
+        let node = Arc::clone(&node);
         tokio::spawn(async move {
-            let _ = serve_conn(sock, raft, sm, o.id).await;
+            let _ = serve_conn(sock, &node).await;
         });
     }
 }
 
-/// Answers frames on one connection until it closes.
-async fn serve_conn(
-    mut sock: TcpStream,
+/// What a connection's requests use.
+struct Node {
     raft: NodeRaft,
     sm: StreamStateMachine<HostFs>,
+    batcher: Batcher,
     id: u64,
-) -> std::io::Result<()> {
+}
+
+/// Answers frames on one connection until it closes.
+async fn serve_conn(mut sock: TcpStream, node: &Node) -> std::io::Result<()> {
     while let Some(rpc) = read_frame::<Rpc>(&mut sock).await? {
-        let reply = handle(rpc, &raft, &sm, id).await;
+        let reply = handle(rpc, node).await;
         write_frame(&mut sock, &reply).await?;
     }
     Ok(())
@@ -112,28 +132,18 @@ fn not_leader(leader: Option<u64>, node: Option<BasicNode>) -> Reply {
     }
 }
 
-/// The request this node proposes for `op`: stamped with its clock, as the leader (a
-/// follower answers `NotLeader` before anything is proposed).
-fn stamp(op: seqstore_raft::Op) -> Request {
-    let ts = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    Request { ts, op }
-}
-
-async fn handle(rpc: Rpc, raft: &NodeRaft, sm: &StreamStateMachine<HostFs>, id: u64) -> Reply {
+async fn handle(rpc: Rpc, n: &Node) -> Reply {
+    let (raft, sm, batcher, id) = (&n.raft, &n.sm, &n.batcher, n.id);
     match rpc {
         Rpc::Append(r) => Reply::Append(raft.append_entries(r).await),
         Rpc::Vote(r) => Reply::Vote(raft.vote(r).await),
         Rpc::Snapshot(r) => Reply::Snapshot(raft.install_snapshot(r).await),
-        Rpc::Write(op) => match raft.client_write(stamp(op)).await {
-            Ok(r) => Reply::Written {
-                response: r.data,
-                index: r.log_id.index,
+        Rpc::Write(op) => match batcher.write(op).await {
+            Ok(w) => Reply::Written {
+                response: w.response,
+                index: w.log_id.index,
             },
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                not_leader(f.leader_id, f.leader_node)
-            }
+            Err(WriteError::NotLeader { leader, node }) => not_leader(leader, node),
             Err(e) => Reply::Err(e.to_string()),
         },
         Rpc::Get { stream, seq } => match raft.ensure_linearizable().await {
