@@ -60,8 +60,9 @@ pub enum Ablation {
 /// The largest entry the log stores: store-core's upper bound for `max_payload` (32 MiB).
 const LOG_MAX_PAYLOAD: u32 = 32 << 20;
 
-/// How to open a log.
+/// How to open a log: `LogConfig::default()` and the `with_` methods (fields may be added).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct LogConfig {
     /// The store's block size (default 8 MiB).
     pub block_size: u64,

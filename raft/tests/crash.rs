@@ -365,11 +365,10 @@ fn run(model: Model, seed: u64, steps: &[Step], cfg: LogConfig) -> Report {
 }
 
 fn small(ablation: Ablation) -> LogConfig {
-    LogConfig {
-        block_size: 1024, // blocks roll every few entries: purge and truncate cross them
-        ablation,
-        ..LogConfig::default()
-    }
+    // blocks roll every few entries: purge and truncate cross them
+    let mut c = LogConfig::default().with_block_size(1024);
+    c.ablation = ablation;
+    c
 }
 
 /// The fixed workloads: each storage call, and the orders in which they hurt.

@@ -42,10 +42,8 @@ impl StoreBuilder<TypeConfig, LogStore<FaultFs>, StreamStateMachine<FaultFs>, ()
     async fn build(
         &self,
     ) -> Result<((), LogStore<FaultFs>, StreamStateMachine<FaultFs>), StorageError<u64>> {
-        let cfg = LogConfig {
-            block_size: 4096, // small blocks: purge and truncate cross block boundaries
-            ..LogConfig::default()
-        };
+        // small blocks: purge and truncate cross block boundaries
+        let cfg = LogConfig::default().with_block_size(4096);
         let log = LogStore::open(FaultFs::new(Model::Posix), cfg).map_err(err)?;
         let sm = StreamStateMachine::open(FaultFs::new(Model::Posix)).map_err(err)?;
         Ok(((), log, sm))
