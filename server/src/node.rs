@@ -138,16 +138,41 @@ pub async fn start(o: &NodeOpts) -> Result<(NodeRaft, Sm), Error> {
     Ok((raft, sm))
 }
 
-/// Adds every other peer as a learner (each call returns once that learner caught up), then
-/// makes all of them voters. Retries until done or this node is no longer the leader; after
+/// Waits until the leader's replication to `id` reached `index` (the entry that added it as
+/// a learner). openraft 0.9's blocking `add_learner` was seen returning at once, for a peer
+/// not even listening yet and for a re-added id: this waits for an index that only the new
+/// learner can have acknowledged.
+pub async fn caught_up(raft: &NodeRaft, id: u64, index: u64) {
+    let mut rx = raft.metrics();
+    loop {
+        let done = rx.borrow().replication.as_ref().is_some_and(|r| {
+            r.get(&id)
+                .copied()
+                .flatten()
+                .is_some_and(|l| l.index >= index)
+        });
+        if done || rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Adds every other peer as a learner (waiting until that learner caught up), then makes all
+/// of them voters. Retries until done or this node is no longer the leader; after
 /// that the admin calls finish the job.
 async fn form_cluster(raft: NodeRaft, id: u64, peers: BTreeMap<u64, String>) {
     let leads = |r: &NodeRaft| r.metrics().borrow().current_leader == Some(id);
     for (pid, addr) in peers.iter().filter(|(p, _)| **p != id) {
         loop {
-            let add = raft.add_learner(*pid, BasicNode::new(addr), true);
-            if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(5), add).await {
-                break;
+            let add = raft.add_learner(*pid, BasicNode::new(addr), false);
+            if let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(5), add).await {
+                let caught = caught_up(&raft, *pid, r.log_id.index);
+                if tokio::time::timeout(Duration::from_secs(5), caught)
+                    .await
+                    .is_ok()
+                {
+                    break;
+                }
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
             if !leads(&raft) {

@@ -76,23 +76,22 @@ async fn add_learner(
     JsonBody(req): JsonBody<LearnerRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     if req.addr.parse::<std::net::SocketAddr>().is_err() {
-        return Err(ApiError::bad_request(format!(
-            "addr {:?} is not host:port",
-            req.addr
-        )));
+        let m = format!("addr {:?} is not host:port", req.addr);
+        return Err(ApiError::bad_request(m));
     }
-    let added = app
-        .raft
-        .add_learner(req.id, BasicNode::new(&req.addr), true);
-    match tokio::time::timeout(CATCH_UP, added).await {
-        Err(_) => {
-            return Err(ApiError::unknown_outcome(
-                "the learner did not catch up in time",
-            ))
-        }
+    let node = BasicNode::new(&req.addr);
+    let added = app.raft.add_learner(req.id, node, false);
+    let added = match tokio::time::timeout(app.write_timeout, added).await {
+        Err(_) => return Err(ApiError::unknown_outcome("not committed in time")),
         Ok(r) => r.map_err(membership_error)?,
     };
-    Ok(Json(serde_json::json!({ "ok": true })))
+    let caught_up = crate::node::caught_up(&app.raft, req.id, added.log_id.index);
+    match tokio::time::timeout(CATCH_UP, caught_up).await {
+        Ok(()) => Ok(Json(serde_json::json!({ "ok": true }))),
+        Err(_) => Err(ApiError::unavailable(
+            "the learner is added but did not catch up in time",
+        )),
+    }
 }
 
 async fn membership(

@@ -61,6 +61,16 @@ impl Drop for Procs {
             let _ = c.kill();
             let _ = c.wait();
         }
+        if std::thread::panicking() {
+            for id in 1..=9 {
+                let log = self.stderr(id);
+                if !log.is_empty() {
+                    let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    eprintln!("--- node {id} stderr (tail) ---\n{}", tail.join("\n"));
+                }
+            }
+        }
     }
 }
 
