@@ -12,9 +12,11 @@ const UP: Duration = Duration::from_secs(15);
 fn wait_leader(addr: &str, auth: &[&str]) {
     let t = std::time::Instant::now();
     while t.elapsed() < UP {
-        let (code, body) = raw_http(addr, "GET", "/admin/status", auth, b"");
-        if code == 200 && body.contains("\"state\":\"Leader\"") {
-            return;
+        // a node still starting may reset a connection: polled, not asserted
+        match try_raw_http(addr, "GET", "/admin/status", auth, b"") {
+            Ok((200, body)) if body.contains("\"state\":\"Leader\"") => return,
+            Ok(_) => {}
+            Err(e) => eprintln!("{addr}: {e}"),
         }
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -160,7 +160,19 @@ pub fn raw_http(
     headers: &[&str],
     body: &[u8],
 ) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("connect");
+    try_raw_http(addr, method, path, headers, body)
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+}
+
+/// [`raw_http`], `Err` when no complete answer came (a node still starting, a reset).
+pub fn try_raw_http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> Result<(u16, String), String> {
+    let mut s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
@@ -169,22 +181,22 @@ pub fn raw_http(
         req.push_str("\r\n");
     }
     req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-    s.write_all(req.as_bytes()).expect("write head");
+    s.write_all(req.as_bytes())
+        .map_err(|e| format!("write: {e}"))?;
     let _ = s.write_all(body); // a server refusing early may close before reading it all
     let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
+    let read = s.read_to_end(&mut out);
     let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok());
+    let Some(status) = status else {
+        return Err(format!("no HTTP status in {text:?} (read: {read:?})"));
+    };
     let body = text
         .split_once("\r\n\r\n")
         .map(|x| x.1)
         .unwrap_or("")
         .to_string();
-    (status, body)
+    Ok((status, body))
 }
 
 /// Waits until `GET /admin/status` answers on `addr` (any status).
