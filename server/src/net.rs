@@ -2,9 +2,11 @@
 //! postcard body (see `http::raft`), through the client crate's pooled HTTP/1.1 transport,
 //! bounded by openraft's per-RPC deadline and carrying the cluster's bearer token.
 
+use crate::http::RAFT_MAX_BODY;
 use http_types::Method;
 use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError,
+    Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -61,21 +63,23 @@ fn network<E: std::error::Error>(m: String) -> RPCError<u64, BasicNode, E> {
     RPCError::Network(NetworkError::new(&std::io::Error::other(m)))
 }
 
+fn encode<T: Serialize>(req: &T) -> Result<Vec<u8>, String> {
+    postcard::to_stdvec(req).map_err(|e| e.to_string())
+}
+
 impl PeerNet {
     /// Posts `req` to `path`; a refused connection is `Unreachable` (openraft backs off), any
     /// other failure a `Network` error, the peer's own error a `RemoteError`.
-    async fn rpc<Req, Resp, E>(
+    async fn rpc<Resp, E>(
         &self,
         path: &str,
-        req: &Req,
+        body: Vec<u8>,
         option: &RPCOption,
     ) -> Result<Resp, RpcErr<E>>
     where
-        Req: Serialize,
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let body = postcard::to_stdvec(req).map_err(|e| network(e.to_string()))?;
         let url = format!("{}{path}", self.base);
         let ct = "application/octet-stream";
         let sent = self
@@ -101,7 +105,16 @@ impl RaftNetwork<TypeConfig> for PeerNet {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RpcErr<openraft::error::Infallible>> {
-        self.rpc("/raft/append", &rpc, &option).await
+        let body = encode(&rpc).map_err(network)?;
+        // over the peer's body limit: openraft retries with fewer entries (one entry always
+        // fits: a message is at most 32 MiB of payload and 1 MiB of headers)
+        if body.len() > RAFT_MAX_BODY && rpc.entries.len() > 1 {
+            let hint = (rpc.entries.len() / 2) as u64;
+            return Err(RPCError::PayloadTooLarge(
+                PayloadTooLarge::new_entries_hint(hint),
+            ));
+        }
+        self.rpc("/raft/append", body, &option).await
     }
 
     async fn install_snapshot(
@@ -109,7 +122,8 @@ impl RaftNetwork<TypeConfig> for PeerNet {
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<InstallSnapshotResponse<u64>, RpcErr<InstallSnapshotError>> {
-        self.rpc("/raft/snapshot", &rpc, &option).await
+        self.rpc("/raft/snapshot", encode(&rpc).map_err(network)?, &option)
+            .await
     }
 
     async fn vote(
@@ -117,6 +131,51 @@ impl RaftNetwork<TypeConfig> for PeerNet {
         rpc: VoteRequest<u64>,
         option: RPCOption,
     ) -> Result<VoteResponse<u64>, RpcErr<openraft::error::Infallible>> {
-        self.rpc("/raft/vote", &rpc, &option).await
+        self.rpc("/raft/vote", encode(&rpc).map_err(network)?, &option)
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{EntryPayload, LogId, Vote};
+    use seqstore_raft::{Entry, Op, Request};
+    use std::time::Duration;
+
+    fn entry(index: u64, bytes: usize) -> Entry {
+        let op = Op::Append {
+            stream: "s".into(),
+            subject: "a".into(),
+            headers: Vec::new(),
+            payload: vec![7; bytes],
+            ttl_ms: 0,
+        };
+        Entry {
+            log_id: LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Request { ts: 0, op }),
+        }
+    }
+
+    /// A batch over the peers' body limit is not sent: openraft is told to send fewer
+    /// entries (the target here is unreachable, so anything sent would fail otherwise).
+    #[tokio::test]
+    async fn an_append_batch_over_the_body_limit_asks_for_fewer_entries() {
+        let mut f = HttpNetwork::new(None);
+        let mut peer = f.new_client(2, &BasicNode::new("127.0.0.1:9")).await;
+        let half = RAFT_MAX_BODY / 2 + 1;
+        let rpc = AppendEntriesRequest {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: None,
+            entries: vec![entry(1, half), entry(2, half)],
+            leader_commit: None,
+        };
+        let r = peer
+            .append_entries(rpc, RPCOption::new(Duration::from_secs(1)))
+            .await;
+        match r {
+            Err(RPCError::PayloadTooLarge(p)) => assert_eq!(p.entries_hint(), 1),
+            other => panic!("{other:?}"),
+        }
     }
 }
