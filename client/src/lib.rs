@@ -59,6 +59,9 @@ pub enum Error {
     /// An answer that does not decode.
     #[error("bad answer: {0}")]
     Decode(String),
+    /// A call to one given node ([`Client::status_of`], [`Client::dump_of`]) got no answer.
+    #[error("no answer: {0}")]
+    Unreachable(String),
 }
 
 /// A client for one cluster.
@@ -357,14 +360,14 @@ impl Client {
             Bytes::new(),
             self.timeout,
         );
-        let (status, b) = sent.await.map_err(|e| Error::NoLeader(e.to_string()))?;
+        let (status, b) = sent.await.map_err(|e| Error::Unreachable(e.to_string()))?;
         match judge(status, b) {
             Verdict::Done(b) => {
                 serde_json::from_slice(&b).map_err(|e| Error::Decode(e.to_string()))
             }
             Verdict::Fail(e) => Err(e),
             Verdict::Redirect(m) | Verdict::Elsewhere(m) | Verdict::Unknown(m) => {
-                Err(Error::NoLeader(m))
+                Err(Error::Unreachable(m))
             }
         }
     }

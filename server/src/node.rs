@@ -29,9 +29,10 @@ pub struct NodeOpts {
     pub id: u64,
     /// Its directory (`log/` and `sm/` below it).
     pub dir: PathBuf,
-    /// The address to listen on, which is also this node's address in the membership.
+    /// The address to listen on.
     pub listen: String,
-    /// Every member at start, this one included: id -> `host:port`.
+    /// Every member at start, this one included: id -> `host:port` (this node's entry is its
+    /// address in the membership, which may differ from `listen`, e.g. `0.0.0.0:7001`).
     pub peers: BTreeMap<u64, String>,
     /// Form the cluster if this node's directory is empty (see [`start`]).
     pub bootstrap: bool,
@@ -127,7 +128,7 @@ pub async fn start(o: &NodeOpts) -> Result<(NodeRaft, Sm), Error> {
         .map_err(|e| Error::Raft(e.to_string()))?;
     let initialized = raft.is_initialized().await;
     if o.bootstrap && !initialized.map_err(|e| Error::Raft(e.to_string()))? {
-        let me = BTreeMap::from([(o.id, BasicNode::new(&o.listen))]);
+        let me = BTreeMap::from([(o.id, BasicNode::new(&o.peers[&o.id]))]);
         raft.initialize(me)
             .await
             .map_err(|e| Error::Raft(e.to_string()))?;

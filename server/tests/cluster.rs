@@ -10,7 +10,7 @@
 //! Then: every acknowledged append is on every node at the sequence its acknowledgement gave,
 //! no sequence was acknowledged twice, no message is stored twice, and the three nodes hold
 //! identical streams. Seeded (`SEQSTORE_SEED` replays the kill point, the stopped follower
-//! and the payload sizes); bounded by a 90 s timeout; every child is killed and reaped on
+//! and the payload sizes); bounded by a 60 s timeout; every child is killed and reaped on
 //! drop.
 
 mod common;
@@ -160,8 +160,8 @@ async fn append_many(
 async fn three_nodes_survive_kill_stop_and_a_lost_directory() {
     let seed = seed("three_nodes_survive_kill_stop_and_a_lost_directory");
     let t = Instant::now();
-    let run = tokio::time::timeout(Duration::from_secs(90), run(seed));
-    run.await.expect("the cluster test took over 90 s");
+    let run = tokio::time::timeout(Duration::from_secs(60), run(seed));
+    run.await.expect("the cluster test took over 60 s");
     eprintln!("cluster test: {:.1} s", t.elapsed().as_secs_f64());
 }
 

@@ -29,9 +29,10 @@ struct Serve {
     /// This node's id (a member of --peers).
     #[arg(long, default_value_t = 1)]
     id: u64,
-    /// The address to listen on, and this node's address in the cluster.
-    #[arg(long, default_value = DEFAULT_LISTEN)]
-    listen: String,
+    /// The address to listen on [default: 127.0.0.1:4480, or with --peers this node's
+    /// address there]. With --peers, the peers reach it at its --peers address.
+    #[arg(long)]
+    listen: Option<String>,
     /// Every member at start, this one included: ID=HOST:PORT,... Without it: a one-node
     /// cluster that initializes itself.
     #[arg(long)]
@@ -57,23 +58,16 @@ struct Serve {
 }
 
 fn opts(s: Serve) -> anyhow::Result<NodeOpts> {
-    let mut o = NodeOpts::single(s.dir, s.listen);
+    let listen = s.listen.clone().unwrap_or(DEFAULT_LISTEN.to_string());
+    let mut o = NodeOpts::single(s.dir, listen);
     if let Some(p) = &s.peers {
         o.peers = parse_peers(p)?;
         o.id = s.id;
         o.bootstrap = s.bootstrap;
-        anyhow::ensure!(
-            o.peers.contains_key(&o.id),
-            "--id {} is not in --peers",
-            o.id
-        );
-        anyhow::ensure!(
-            o.peers[&o.id] == o.listen,
-            "--listen {} is not node {}'s address in --peers ({})",
-            o.listen,
-            o.id,
-            o.peers[&o.id]
-        );
+        let Some(me) = o.peers.get(&o.id) else {
+            anyhow::bail!("--id {} is not in --peers", o.id);
+        };
+        o.listen = s.listen.unwrap_or(me.clone());
     }
     o.snapshot_every = s.snapshot_every;
     o.token = s.token.filter(|t| !t.is_empty());
