@@ -34,8 +34,12 @@ pub fn seed(test: &str) -> u64 {
 pub struct Rng(u64);
 
 impl Rng {
+    /// Seeded through splitmix64, so that nearby seeds start far apart (and 0 is not stuck).
     pub fn new(seed: u64) -> Self {
-        Rng(seed | 1)
+        let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        Rng((z ^ (z >> 31)) | 1)
     }
     pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
