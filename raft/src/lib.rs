@@ -4,9 +4,8 @@
 //! [`seqstore_core::Store`], generic over [`seqstore_core::Fs`] (host-fs in production, fault-fs in
 //! the crash tests). [`StreamStateMachine`] is the state machine: seqstore streams, one store
 //! per stream, applied with the sequences and timestamps the log fixes, and snapshots made of
-//! `Store::snapshot_to` images;
-//! [`net`] is the TCP transport; the `seqstore-raft-node` binary runs a node. See the crate README for the design and what is
-//! fsynced when.
+//! `Store::snapshot_to` images. The node (HTTP transport, client API, admin calls) is the
+//! `seqstore-server` crate. See the crate README for the design and what is fsynced when.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -16,7 +15,6 @@ pub mod error;
 pub mod floor;
 pub mod log;
 pub mod meta;
-pub mod net;
 pub mod runtime;
 pub mod sharedfs;
 pub mod streams;

@@ -1,7 +1,9 @@
-//! The 3-node cluster's committed writes/s on loopback.
+//! The 3-node cluster's committed writes/s on loopback: three `seqstore-server` processes
+//! (the release binary next to this one: `cargo build --release -p seqstore-server
+//! -p seqstore-raft-bench`), appends over HTTP through `seqstore-client`.
 
-use seqstore_raft::net::{Conn, Reply, Rpc};
-use seqstore_raft::{Op, StreamConfig};
+use seqstore_client::wire::{AppendRequest, StreamConfig};
+use seqstore_client::Client;
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,23 +23,22 @@ impl Drop for Nodes {
 }
 
 fn spawn(dir: &std::path::Path, addrs: &BTreeMap<u64, String>) -> anyhow::Result<Nodes> {
-    let bin = std::env::current_exe()?.with_file_name("seqstore-raft-node");
+    let bin = std::env::current_exe()?.with_file_name("seqstore-server");
+    anyhow::ensure!(
+        bin.exists(),
+        "{bin:?} missing: cargo build --release -p seqstore-server"
+    );
     let peers: Vec<String> = addrs.iter().map(|(i, a)| format!("{i}={a}")).collect();
     let mut nodes = Nodes(Vec::new());
     for (id, a) in addrs {
         let mut cmd = Command::new(&bin);
-        cmd.args([
-            "--id",
-            &id.to_string(),
-            "--listen",
-            a,
-            "--peers",
-            &peers.join(","),
-        ])
-        .arg("--dir")
-        .arg(dir.join(format!("n{id}")))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        cmd.arg("serve")
+            .args(["--id", &id.to_string(), "--listen", a])
+            .args(["--peers", &peers.join(",")])
+            .arg("--dir")
+            .arg(dir.join(format!("n{id}")))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         if *id == 1 {
             cmd.arg("--bootstrap");
         }
@@ -46,22 +47,20 @@ fn spawn(dir: &std::path::Path, addrs: &BTreeMap<u64, String>) -> anyhow::Result
     Ok(nodes)
 }
 
-async fn leader(addrs: &BTreeMap<u64, String>) -> anyhow::Result<String> {
+/// The leader's URL, once it leads all three voters.
+async fn leader(c: &Client, urls: &[String]) -> anyhow::Result<String> {
     let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(20) {
-        for (id, a) in addrs {
-            let r = Conn::new(a.clone())
-                .call(&Rpc::Status, Duration::from_secs(1))
-                .await;
-            if let Ok(Reply::Status(s)) = r {
-                if s.leader == Some(*id) {
-                    return Ok(a.clone());
+    while t.elapsed() < Duration::from_secs(30) {
+        for u in urls {
+            if let Ok(s) = c.status_of(u).await {
+                if s.leader == Some(s.id) && s.voters.len() == 3 {
+                    return Ok(u.clone());
                 }
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    anyhow::bail!("no leader")
+    anyhow::bail!("no leader of three voters within 30 s")
 }
 
 /// `clients` writers against the leader for `dur`; committed writes/s.
@@ -70,18 +69,12 @@ async fn load(leader: &str, clients: usize, dur: Duration) -> anyhow::Result<f64
     let t = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..clients {
-        let (done, addr) = (done.clone(), leader.to_string());
+        let (done, url) = (done.clone(), leader.to_string());
         tasks.push(tokio::spawn(async move {
-            let mut conn = Conn::new(addr);
-            let rpc = Rpc::Write(Op::Append {
-                stream: "bench".into(),
-                subject: format!("c.{c}"),
-                headers: Vec::new(),
-                payload: vec![b'x'; 128],
-                ttl_ms: 0,
-            });
+            let cl = Client::new(&[url], None);
+            let req = AppendRequest::new(format!("c.{c}"), &[b'x'; 128]);
             while t.elapsed() < dur {
-                if let Ok(Reply::Written { .. }) = conn.call(&rpc, Duration::from_secs(5)).await {
+                if cl.append("bench", &req).await.is_ok() {
                     done.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -103,24 +96,17 @@ pub fn run(dur: Duration) -> anyhow::Result<()> {
         })
         .collect();
     let _nodes = spawn(dir.path(), &addrs)?;
+    let urls: Vec<String> = addrs.values().map(|a| format!("http://{a}")).collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let l = leader(&addrs).await?;
-        let create = Rpc::Write(Op::CreateStream {
-            name: "bench".into(),
-            config: StreamConfig::default(),
-        });
-        match Conn::new(l.clone())
-            .call(&create, Duration::from_secs(5))
-            .await
-        {
-            Ok(Reply::Written { .. }) => {}
-            other => anyhow::bail!("create the stream: {other:?}"),
-        }
-        println!("| clients | committed appends/s (3 nodes, loopback, 128-byte payloads) |");
+        let c = Client::new(&urls, None);
+        let l = leader(&c, &urls).await?;
+        c.create_stream_if_absent("bench", &StreamConfig::default())
+            .await?;
+        println!("| clients | committed appends/s (3 nodes, loopback, HTTP, 128-byte payloads) |");
         println!("|---|---|");
         for clients in [1, 64] {
             let w = load(&l, clients, dur).await?;

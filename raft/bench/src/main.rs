@@ -1,7 +1,7 @@
 //! `seqstore-raft-bench log [SECS]`: Raft log append, entries/s, 128-byte entries, one fsync
 //! per append batch, seqstore-raft against raft-log 0.4.6 in the same run (alternating
 //! rounds, median of 3), plus the fsync latency of the directory used.
-//! `seqstore-raft-bench cluster [SECS]`: a 3-node loopback cluster (release node binary next to
+//! `seqstore-raft-bench cluster [SECS]`: a 3-node loopback cluster (release `seqstore-server` next to
 //! this one), committed writes/s with 1 and 64 concurrent clients.
 
 use anyhow::Context;

@@ -392,6 +392,18 @@ impl<F: Fs> StreamCore<F> {
         self.streams.keys().cloned().collect()
     }
 
+    /// Runs `f` on stream `name`'s config and store, `None` if there is no such stream. For
+    /// the node's read API (`get`, `next_matching`, `state`, ...) only: a write through this
+    /// store would bypass the log and make this replica diverge from the others.
+    pub fn read_stream<T>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&StreamConfig, &mut Store<SubFs<F>>) -> T,
+    ) -> Option<T> {
+        let s = self.streams.get_mut(name)?;
+        Some(f(&s.config, &mut s.store))
+    }
+
     /// Message `seq` of `stream`, `None` if either does not exist.
     pub fn get(&mut self, stream: &str, seq: u64) -> Result<Option<StoredMsg>> {
         let Some(s) = self.streams.get_mut(stream) else {

@@ -1,0 +1,173 @@
+//! One-node servers (real processes on loopback) against raw HTTP: no configuration, the
+//! token, the body limit, malformed JSON, unknown streams; none of the refused requests
+//! changes anything.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+const UP: Duration = Duration::from_secs(15);
+
+/// Waits for the one node to lead (it initializes itself), via raw status calls.
+fn wait_leader(addr: &str, auth: &[&str]) {
+    let t = std::time::Instant::now();
+    while t.elapsed() < UP {
+        // a node still starting may reset a connection: polled, not asserted
+        match try_raw_http(addr, "GET", "/admin/status", auth, b"") {
+            Ok((200, body)) if body.contains("\"state\":\"Leader\"") => return,
+            Ok(_) => {}
+            Err(e) => eprintln!("{addr}: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{addr}: no leader within {UP:?}");
+}
+
+fn msgs_of(addr: &str, stream: &str, auth: &[&str]) -> String {
+    let (code, body) = raw_http(addr, "GET", &format!("/streams/{stream}"), auth, b"");
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    v["state"]["msgs"].to_string()
+}
+
+/// `serve --dir D` and nothing else: a one-node cluster on 127.0.0.1:4480 that answers plain
+/// HTTP, and keeps its messages across a restart from D.
+#[test]
+fn one_node_with_no_configuration_serves_and_recovers() {
+    let mut p = Procs::new();
+    // the default port, unless something on this machine holds it (then the same run with
+    // --listen: what is tested is that no other option is needed)
+    let default_free = std::net::TcpListener::bind(seqstore_server::DEFAULT_LISTEN).is_ok();
+    let addr = if default_free {
+        seqstore_server::DEFAULT_LISTEN.to_string()
+    } else {
+        eprintln!("127.0.0.1:4480 is busy: running with --listen");
+        free_addr()
+    };
+    let args: Vec<String> = if default_free {
+        vec![]
+    } else {
+        vec!["--listen".into(), addr.clone()]
+    };
+    p.spawn(1, &args);
+    wait_up(&addr, UP);
+    wait_leader(&addr, &[]);
+    let (code, body) = raw_http(&addr, "PUT", "/streams/orders", &[], b"");
+    assert_eq!(code, 200, "{body}");
+    let m = br#"{"subject":"orders.new","payload":"first"}"#;
+    let (code, body) = raw_http(&addr, "POST", "/streams/orders/messages", &[], m);
+    assert_eq!((code, body.as_str()), (200, r#"{"seq":1}"#));
+    p.kill9(1);
+    p.spawn(1, &args);
+    wait_up(&addr, UP);
+    wait_leader(&addr, &[]);
+    let (code, body) = raw_http(&addr, "GET", "/streams/orders/messages/1", &[], b"");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains(r#""payload":"first""#), "{body}");
+    let (code, body) = raw_http(
+        &addr,
+        "GET",
+        "/streams/orders/last?subject=orders.%3E",
+        &[],
+        b"",
+    );
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains(r#""seq":1"#), "{body}");
+}
+
+fn token_node(p: &mut Procs, extra: &[&str]) -> String {
+    let addr = free_addr();
+    let mut args = vec![
+        "--listen".to_string(),
+        addr.clone(),
+        "--token".into(),
+        "s3cret".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    p.spawn(1, &args);
+    wait_up(&addr, UP);
+    addr
+}
+
+const AUTH: &[&str] = &["Authorization: Bearer s3cret"];
+
+/// Without the token, or with a wrong one: 401, logged, and nothing created or appended.
+#[test]
+fn requests_without_the_token_are_refused_and_change_nothing() {
+    let mut p = Procs::new();
+    let addr = token_node(&mut p, &[]);
+    wait_leader(&addr, AUTH);
+    let (code, body) = raw_http(&addr, "PUT", "/streams/a", &[], b"");
+    assert_eq!(code, 401, "{body}");
+    assert!(body.contains(r#""kind":"unauthorized""#), "{body}");
+    let wrong = ["Authorization: Bearer s3creT"];
+    let (code, _) = raw_http(&addr, "PUT", "/streams/a", &wrong, b"");
+    assert_eq!(code, 401);
+    let (code, _) = raw_http(&addr, "POST", "/raft/vote", &[], b"\x00");
+    assert_eq!(code, 401, "raft's RPCs need the token too");
+    let (code, body) = raw_http(&addr, "GET", "/streams", AUTH, b"");
+    assert_eq!((code, body.as_str()), (200, r#"{"streams":[]}"#));
+    let (code, _) = raw_http(&addr, "PUT", "/streams/a", AUTH, b"");
+    assert_eq!(code, 200);
+    let m = br#"{"subject":"x","payload":"y"}"#;
+    let (code, _) = raw_http(&addr, "POST", "/streams/a/messages", &wrong, m);
+    assert_eq!(code, 401);
+    assert_eq!(msgs_of(&addr, "a", AUTH), "0");
+    let log = p.stderr(1);
+    assert!(
+        log.contains("refused PUT /streams/a from 127.0.0.1:"),
+        "{log}"
+    );
+    assert!(log.contains("wrong bearer token"), "{log}");
+}
+
+/// A body over `--max-body` is 413, malformed JSON 400, an unknown stream 404, a bad base64
+/// payload 400: typed JSON errors, and the stream is unchanged after all of them.
+#[test]
+fn oversized_malformed_and_unknown_are_typed_errors_that_change_nothing() {
+    let mut p = Procs::new();
+    let addr = token_node(&mut p, &["--max-body", "1024"]);
+    wait_leader(&addr, AUTH);
+    let (code, _) = raw_http(&addr, "PUT", "/streams/a", AUTH, br#"{"max_msgs":10}"#);
+    assert_eq!(code, 200);
+    let big = format!(r#"{{"subject":"x","payload":"{}"}}"#, "y".repeat(2000));
+    let (code, body) = raw_http(&addr, "POST", "/streams/a/messages", AUTH, big.as_bytes());
+    assert_eq!(code, 413, "{body}");
+    assert!(body.contains(r#""kind":"too_large""#), "{body}");
+    let (code, body) = raw_http(&addr, "POST", "/streams/a/messages", AUTH, b"{\"subject\":");
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains(r#""kind":"bad_request""#), "{body}");
+    let unknown_field = br#"{"subject":"x","payload":"y","extra":1}"#;
+    let (code, _) = raw_http(&addr, "POST", "/streams/a/messages", AUTH, unknown_field);
+    assert_eq!(code, 400);
+    let bad_b64 = br#"{"subject":"x","payload_b64":"***"}"#;
+    let (code, _) = raw_http(&addr, "POST", "/streams/a/messages", AUTH, bad_b64);
+    assert_eq!(code, 400);
+    let (code, body) = raw_http(
+        &addr,
+        "POST",
+        "/streams/nope/messages",
+        AUTH,
+        br#"{"subject":"x"}"#,
+    );
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains(r#""kind":"unknown_stream""#), "{body}");
+    let (code, _) = raw_http(&addr, "PUT", "/streams/a", AUTH, b"");
+    assert_eq!(code, 409, "a second create");
+    let (code, body) = raw_http(
+        &addr,
+        "POST",
+        "/streams/a/messages",
+        AUTH,
+        br#"{"subject":"bad..subject"}"#,
+    );
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(msgs_of(&addr, "a", AUTH), "0");
+    let ok = br#"{"subject":"x","payload":"y"}"#;
+    let (code, body) = raw_http(&addr, "POST", "/streams/a/messages", AUTH, ok);
+    assert_eq!(
+        (code, body.as_str()),
+        (200, r#"{"seq":1}"#),
+        "the refusals used no sequence"
+    );
+}
