@@ -7,6 +7,7 @@ use crate::net::HttpNetwork;
 use openraft::storage::RaftLogStorage;
 use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
 use seqstore_fs::HostFs;
+use seqstore_raft::batch::{system_clock, BatchLimits, Batcher};
 use seqstore_raft::{LogConfig, LogStore, StreamStateMachine, TypeConfig};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -201,12 +202,14 @@ pub async fn serve(o: NodeOpts) -> Result<(), Error> {
             addr: o.listen.clone(),
             source,
         })?;
+    let batcher = Batcher::start(raft.clone(), BatchLimits::default(), system_clock());
     let app = App::new(Inner {
         raft,
         sm,
         id: o.id,
         token: o.token.clone(),
         write_timeout: o.write_timeout,
+        batcher,
     });
     let service = router(app, o.max_body).into_make_service_with_connect_info::<SocketAddr>();
     eprintln!("node {} serving on http://{}", o.id, o.listen);

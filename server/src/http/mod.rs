@@ -14,9 +14,10 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use axum::Router;
 use error::ApiError;
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::error::{CheckIsLeaderError, RaftError};
 use seqstore_client::wire::kind;
-use seqstore_raft::{Op, Request as RaftRequest, Response};
+use seqstore_raft::batch::{Batcher, WriteError};
+use seqstore_raft::{Op, Response};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +41,8 @@ pub struct Inner {
     pub token: Option<String>,
     /// How long a write waits to be committed before it answers `unknown_outcome`.
     pub write_timeout: Duration,
+    /// Gathers concurrent writes into one log entry (`seqstore_raft::batch`).
+    pub batcher: Batcher,
 }
 
 impl std::ops::Deref for App {
@@ -67,20 +70,29 @@ impl App {
         }
     }
 
-    /// Proposes `op` stamped with this node's clock; its response once committed and
-    /// applied. After the proposal any failure is `unknown_outcome`: the entry may still be
-    /// committed by this or a later leader.
+    /// Proposes `op` (with the writes queued beside it, in one entry stamped with this
+    /// node's clock); its response once committed and applied. `not_leader` means not
+    /// committed: openraft answers it before proposing, or when the next leader removed the
+    /// entry. Any other failure after the proposal is `unknown_outcome`: the entry may still
+    /// be committed by this or a later leader.
     pub async fn write(&self, op: Op) -> Result<Response, ApiError> {
         self.check_leader()?;
-        let proposed = self.raft.client_write(stamp(op));
-        let r = match tokio::time::timeout(self.write_timeout, proposed).await {
+        let written = tokio::time::timeout(self.write_timeout, self.batcher.write(op)).await;
+        let r = match written {
             Err(_) => return Err(ApiError::unknown_outcome("not committed in time")),
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
-                let m = format!("leadership changed while proposing: {f}");
-                return Err(ApiError::unknown_outcome(m));
+            Ok(Err(WriteError::NotLeader { leader, node })) => {
+                return Err(ApiError::not_leader(leader, node.as_ref()))
             }
+            Ok(Err(e @ WriteError::TooLarge { .. })) => {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    kind::TOO_LARGE,
+                    e.to_string(),
+                ))
+            }
+            Ok(Err(WriteError::Closed)) => return Err(ApiError::unavailable("shutting down")),
             Ok(Err(e)) => return Err(ApiError::unknown_outcome(e.to_string())),
-            Ok(Ok(r)) => r.data,
+            Ok(Ok(w)) => w.response,
         };
         match r {
             Response::Err(e) => Err(e.into()),
@@ -110,14 +122,6 @@ impl App {
             .await
             .map_err(|e| ApiError::internal(format!("read task: {e}")))
     }
-}
-
-/// The leader's request for `op`: stamped with its clock (the state machine's time).
-fn stamp(op: Op) -> RaftRequest {
-    let ts = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    RaftRequest { ts, op }
 }
 
 /// The whole service; client bodies at most `max_body` bytes.
