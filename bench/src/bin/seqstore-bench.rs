@@ -35,8 +35,9 @@ fn usage() -> ExitCode {
          rebuild vs the read limit, random gets, num_pending, filtered_state, purge, write rate.\n\
          The page: cargo run --release -p seqstore-bench -- --scale --markdown docs/BENCHMARKS-SCALE.md\n\
          \n\
-         or:    seqstore-bench --replicated [--dir PATH] [--reps N] [--nats-server PATH] [--json] [--json-out FILE] [--markdown FILE]\n\
-         acknowledged appends/s of 3-node clusters on loopback with 1 and 64 clients: a real NATS\n\
+         or:    seqstore-bench --replicated [--dir PATH] [--reps N] [--nats-server PATH] [--seqstore-server PATH] [--json] [--json-out FILE] [--markdown FILE]\n\
+         acknowledged appends/s of 3-node clusters on loopback with 1 and 64 clients: seqstore-server\n\
+         (built beside this binary: cargo build --release -p seqstore-server) against a real NATS\n\
          JetStream cluster (R3 file stream, sync_interval: always and default; not part of --quick).\n\
          The page: cargo run --release -p seqstore-bench -- --replicated --markdown docs/BENCHMARKS-REPLICATED.md"
     );
@@ -176,6 +177,7 @@ fn replicated_main(args: &[String]) -> ExitCode {
             "--markdown" => markdown = Some(v.clone()),
             "--dir" => opts.dir = Some(v.into()),
             "--nats-server" => opts.nats_server = Some(v.into()),
+            "--seqstore-server" => opts.seqstore_server = Some(v.into()),
             "--reps" => match v.parse() {
                 Ok(n) if n > 0 => opts.reps = n,
                 _ => return usage(),

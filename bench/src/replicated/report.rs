@@ -33,13 +33,18 @@ fn describe(key: &str) -> &'static str {
         "nats_r3_always_64" => "NATS R3, sync_interval: always, 64 clients",
         "nats_r3_default_1" => "NATS R3, default config (no fsync before the ack), 1 client",
         "nats_r3_default_64" => "NATS R3, default config (no fsync before the ack), 64 clients",
-        "seqstore_r3_1" => "seqstore 3-node cluster, 1 client",
-        "seqstore_r3_64" => "seqstore 3-node cluster, 64 clients",
+        "seqstore_r3_1" => "seqstore 3-node cluster (log fsynced before commit), 1 client",
+        "seqstore_r3_64" => "seqstore 3-node cluster (log fsynced before commit), 64 clients",
         _ => "?",
     }
 }
 
 impl ReplReport {
+    /// A cell's rounds, in order (empty if it was not measured).
+    pub(crate) fn rounds(&self, key: &str) -> &[f64] {
+        (self.samples.iter().find(|(k, _)| *k == key)).map_or(&[], |(_, v)| v.as_slice())
+    }
+
     /// The median of a cell's rounds.
     pub(crate) fn median(&self, key: &str) -> Option<f64> {
         let (_, v) = self.samples.iter().find(|(k, _)| *k == key)?;

@@ -1,8 +1,7 @@
 //! `seqstore-raft-bench log [SECS]`: Raft log append, entries/s, 128-byte entries, one fsync
 //! per append batch, seqstore-raft against raft-log 0.4.6 in the same run (alternating
 //! rounds, median of 3), plus the fsync latency of the directory used.
-//! `seqstore-raft-bench cluster [SECS]`: a 3-node loopback cluster (release `seqstore-server` next to
-//! this one), committed writes/s with 1 and 64 concurrent clients.
+//! (The 3-node cluster's throughput against NATS R3: `seqstore-bench --replicated`.)
 
 use anyhow::Context;
 use openraft::testing::log_id;
@@ -16,7 +15,6 @@ use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mod cluster;
 mod tracecheck;
 
 const PAYLOAD: usize = 128;
@@ -163,7 +161,6 @@ fn main() -> anyhow::Result<()> {
     let secs: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1.0);
     match args.get(1).map(String::as_str) {
         Some("log") => log_bench(secs),
-        Some("cluster") => cluster::run(Duration::from_secs_f64(secs)),
         Some("rollcheck") => tracecheck::rollcheck(&args[2]),
         Some("rollcheck-seqstore") => tracecheck::rollcheck_seqstore(&args[2]),
         Some("tracecheck") => {
@@ -173,7 +170,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         _ => anyhow::bail!(
-            "usage: seqstore-raft-bench log|cluster [SECS] | rollcheck[-seqstore] DIR | tracecheck TRACE DIR [--drop-dir-fsync]"
+            "usage: seqstore-raft-bench log [SECS] | rollcheck[-seqstore] DIR | tracecheck TRACE DIR [--drop-dir-fsync]"
         ),
     }
 }
