@@ -105,7 +105,7 @@ fn open_err(o: &NodeOpts, e: impl std::fmt::Display) -> Error {
 /// Starts openraft on the node's directory. On an empty directory the amnesia guard runs
 /// first ([`crate::guard`]). With `bootstrap` on an uninitialized node, it initializes the
 /// cluster with itself as the only voter, then adds the other peers as learners and makes
-/// them voters as they come up ([`form_cluster`]): a fresh peer is never a voter before it
+/// them voters as they come up (`form_cluster`): a fresh peer is never a voter before it
 /// has joined, which is what lets the guard tell a fresh node from one that lost its disk.
 pub async fn start(o: &NodeOpts) -> Result<(NodeRaft, Sm), Error> {
     if !o.peers.contains_key(&o.id) {
