@@ -26,4 +26,7 @@ pub use error::{Error, Result};
 pub use floor::SnapshotFloor;
 pub use log::{LogConfig, LogCore};
 pub use streams::{StreamCore, StreamStateMachine};
-pub use types::{ApplyError, Entry, LogId, Op, Request, Response, StreamConfig, TypeConfig, Vote};
+pub use types::{
+    AckPolicy, ApplyError, ConsumerConfig, ConsumerInfo, Delivery, Entry, LogId, Op, Request,
+    Response, StreamConfig, TypeConfig, Vote,
+};
