@@ -190,5 +190,14 @@ pub(super) fn info<F: Fs>(s: &Stream<F>, name: &str) -> Result<Option<ConsumerIn
         Err(e) => return Err(e.into()),
     };
     let cfg = s.store.consumer_config(name)?;
-    Ok(Some(ConsumerInfo::from_core(&cfg, &st)))
+    let mut info = ConsumerInfo::from_core(&cfg, &st);
+    if info.pending.is_empty() {
+        // store-core's in-line view of an `All` consumer whose last pending message was
+        // removed from the stream keeps that message's first consumer sequence as the floor;
+        // its next consumer write, and a restore, settle the floor at the last delivery. Show
+        // the settled floor, so that a replica that applied the removal and one that restored
+        // a snapshot after it agree (found by `tests/stream_sm_consumers.rs`'s model).
+        info.ack_floor = info.delivered;
+    }
+    Ok(Some(info))
 }
