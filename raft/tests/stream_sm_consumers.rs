@@ -533,7 +533,7 @@ fn random_op(rng: &mut Rng, m: &ModelStream) -> Op {
         },
         36..=37 => Op::Purge { stream: s },
         38..=44 => {
-            let policy = if rng.chance(2) {
+            let policy = if rng.chance(50) {
                 AckPolicy::Explicit
             } else {
                 AckPolicy::All
