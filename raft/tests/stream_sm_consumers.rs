@@ -526,7 +526,10 @@ fn random_op(rng: &mut Rng, m: &ModelStream) -> Op {
     let name = rng.pick(&NAMES).to_string();
     let s = "s".to_string();
     match rng.below(100) {
-        0..=29 => append("s", *rng.pick(&SUBJECTS)),
+        0..=29 => {
+            let subject: &&str = rng.pick(&SUBJECTS);
+            append("s", subject)
+        }
         30..=35 => Op::Delete {
             stream: s,
             seq: rng.within(1, m.last + 1),
