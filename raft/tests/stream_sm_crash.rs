@@ -2,15 +2,17 @@
 //!
 //! A seeded generator makes valid request sequences (appends on several subjects and streams,
 //! deletes, purges, purge_ex, compacts, truncates, expiries, skips, stream creation and
-//! deletion, refused requests) and interleaves them with snapshot builds, snapshot installs
-//! (from a leader that applied the same log) and reopens. The log is a `Vec` here. The
-//! workload runs through the real `StreamStateMachine` (openraft's traits); the explorer
-//! crashes it at every operation boundary; every crash image is reopened, the log is
-//! re-applied from the recovered `last_applied`, and the result is compared with the
-//! reference — a fresh state machine that applied every entry once — message by message
-//! (sequence, subject, timestamp, headers, payload) and response by response. A recovered
-//! `last_applied` below a snapshot that was acknowledged is a violation too: openraft purges
-//! the log behind it, so the entries in between are gone.
+//! deletion, consumer adds, pulls, acks and deletes, refused requests) and interleaves them
+//! with snapshot builds, snapshot installs (from a leader that applied the same log) and
+//! reopens. The log is a `Vec` here. The workload runs through the real `StreamStateMachine`
+//! (openraft's traits); the explorer crashes it at every operation boundary; every crash image
+//! is reopened, the log is re-applied from the recovered `last_applied`, and the result is
+//! compared with the reference — a fresh state machine that applied every entry once —
+//! message by message (sequence, subject, timestamp, headers, payload), consumer by consumer,
+//! and response by response; every consumer's ack floor is compared with the reference's at
+//! the recovered index and after each re-applied entry. A recovered `last_applied` below a
+//! snapshot that was acknowledged is a violation too: openraft purges the log behind it, so
+//! the entries in between are gone.
 //!
 //! `SEQSTORE_SEED=<n>` replays one seed; `SEQSTORE_SM_SEEDS=<count>` runs more seeds than the
 //! default. A failing sequence is shrunk (steps dropped while it still fails) and printed.
