@@ -346,10 +346,11 @@ pub enum Response {
     Seq(u64),
     /// How many messages were removed (`Delete`: 1; purges, compact, expire).
     Removed(u64),
-    /// The messages a `ConsumerNext` delivered, redeliveries first.
-    Delivered(Vec<Delivery>),
     /// The request was refused; nothing changed.
     Err(ApplyError),
+    /// The messages a `ConsumerNext` delivered, redeliveries first. (After `Err`: variants
+    /// are appended, so that the postcard shapes of the older ones do not change.)
+    Delivered(Vec<Delivery>),
 }
 
 /// Why a request was refused. Decided only from the request and the replicated state.

@@ -47,7 +47,9 @@ pub(super) fn apply<F: Fs>(s: &mut Stream<F>, stream: &str, op: Op, now: i64) ->
                     filter
                 },
                 batch: batch as usize,
-                ack_wait_ns: (ack_wait_ms as i64).saturating_mul(1_000_000),
+                ack_wait_ns: i64::try_from(ack_wait_ms)
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(1_000_000),
                 now,
             };
             next(store, &name, &pull).map(Response::Delivered)
@@ -102,9 +104,12 @@ fn next<F: Fs>(
     name: &str,
     pull: &Pull,
 ) -> seqstore_core::Result<Vec<Delivery>> {
-    // refusals first, before any change: an unknown consumer, an invalid filter
+    // refusals first, before any change: an unknown consumer, an invalid filter. After the
+    // first delivery is recorded only the node's errors (I/O) are expected: each delivery is
+    // chosen valid (a live message past the last delivery, or a pending one with the next
+    // consumer sequence); a store refusal there would still be the same on every replica
     let st = store.consumer_state(name)?;
-    store.next_matching(&pull.filter, u64::MAX)?;
+    seqstore_core::subject::validate_filter(&pull.filter)?;
     let max_deliver = store.consumer_config(name)?.max_deliver;
     let mut dseq = st.delivered.consumer;
     let mut out = Vec::new();
