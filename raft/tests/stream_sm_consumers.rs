@@ -130,19 +130,14 @@ fn pulls_deliver_in_order_and_acks_move_the_floor() {
     assert!(i.is_acked(3) && !i.is_acked(4));
 }
 
-#[test]
-fn consumer_refusals_are_typed_answers_that_change_nothing() {
-    let mut c = core();
-    apply1(&mut c, 10, create("s"));
-    apply1(&mut c, 10, append("s", "a"));
-    apply1(&mut c, 10, add("s", "c", AckPolicy::Explicit, 0));
-    apply1(&mut c, 10, add("s", "n", AckPolicy::None, 0));
-    let before = c.dump().expect("dump");
+/// Consumer requests on a stream `s` with consumers `c` (explicit) and `n` (no acks) and
+/// one message never delivered, and the refusal each must be answered with.
+fn typed_refusals() -> Vec<(Op, ApplyError)> {
     let unknown = |n: &str| ApplyError::UnknownConsumer {
         stream: "s".into(),
         name: n.into(),
     };
-    let cases = [
+    vec![
         (
             add("t", "c", AckPolicy::Explicit, 0),
             ApplyError::UnknownStream("t".into()),
@@ -179,7 +174,18 @@ fn consumer_refusals_are_typed_answers_that_change_nothing() {
                 stream_seq: 1,
             },
         ),
-    ];
+    ]
+}
+
+#[test]
+fn consumer_refusals_are_typed_answers_that_change_nothing() {
+    let mut c = core();
+    apply1(&mut c, 10, create("s"));
+    apply1(&mut c, 10, append("s", "a"));
+    apply1(&mut c, 10, add("s", "c", AckPolicy::Explicit, 0));
+    apply1(&mut c, 10, add("s", "n", AckPolicy::None, 0));
+    let before = c.dump().expect("dump");
+    let cases = typed_refusals();
     for (op, want) in cases {
         let text = format!("{op:?}");
         assert_eq!(apply1(&mut c, 20, op), Response::Err(want), "{text}");
