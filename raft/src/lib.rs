@@ -26,6 +26,6 @@ pub use floor::SnapshotFloor;
 pub use log::{LogConfig, LogCore};
 pub use streams::{StreamCore, StreamStateMachine};
 pub use types::{
-    ApplyError, Entry, LogId, Op, Request, Response, StreamConfig, TypeConfig, Vote,
-    MAX_REQUEST_BYTES,
+    AckPolicy, ApplyError, ConsumerConfig, ConsumerInfo, Delivery, Entry, LogId, Op, Request,
+    Response, StreamConfig, TypeConfig, Vote, MAX_REQUEST_BYTES,
 };

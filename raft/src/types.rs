@@ -135,6 +135,188 @@ pub enum Op {
         /// The operations, in order.
         ops: Vec<Op>,
     },
+    /// Creates consumer `name` on `stream` (`Store::consumer_add`): [`Response::Done`]; the
+    /// same again is `Done` too, another config for the name `ConsumerExists`.
+    ConsumerAdd {
+        /// The stream.
+        stream: String,
+        /// The durable name: 1 to 64 of `A-Z a-z 0-9 _ -`.
+        name: String,
+        /// Its ack policy and delivery limit.
+        config: ConsumerConfig,
+    },
+    /// Removes consumer `name` and its state: [`Response::Done`].
+    ConsumerDelete {
+        /// The stream.
+        stream: String,
+        /// The consumer.
+        name: String,
+    },
+    /// A pull of up to `batch` messages, decided by the state machine from the replicated
+    /// state at the log's time (`Request::ts`): first the pending messages whose last
+    /// delivery is at least `ack_wait_ms` old (0: none are redelivered) and that have
+    /// deliveries left (`max_deliver`), oldest stream sequence first; then the next messages
+    /// after the consumer's last delivered stream sequence that exist and match `filter`.
+    /// Each is recorded with `Store::update_delivered` at the log's time:
+    /// [`Response::Delivered`] (empty when there is nothing to deliver).
+    ConsumerNext {
+        /// The stream.
+        stream: String,
+        /// The consumer.
+        name: String,
+        /// A subject filter for new deliveries (`>` or empty: all).
+        filter: String,
+        /// Most messages delivered: 1 to [`MAX_BATCH`].
+        batch: u32,
+        /// How long a delivery waits for its ack before this pull redelivers it, in ms of
+        /// the log's time (0: no redeliveries).
+        ack_wait_ms: u64,
+    },
+    /// Acknowledges stream sequence `stream_seq` (`Store::update_acks`, as delivered last):
+    /// [`Response::Done`]; one not pending is `NotPending`.
+    ConsumerAck {
+        /// The stream.
+        stream: String,
+        /// The consumer.
+        name: String,
+        /// The stream sequence acknowledged.
+        stream_seq: u64,
+    },
+}
+
+/// The most messages one [`Op::ConsumerNext`] delivers.
+pub const MAX_BATCH: u32 = 256;
+
+/// How a consumer's messages are acknowledged (store-core's [`seqstore_core::AckPolicy`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AckPolicy {
+    /// Each message on its own.
+    #[default]
+    Explicit,
+    /// An ack acknowledges every message delivered before it too.
+    All,
+    /// A delivery is its own ack.
+    None,
+}
+
+impl AckPolicy {
+    /// store-core's policy.
+    pub fn to_core(self) -> seqstore_core::AckPolicy {
+        match self {
+            AckPolicy::Explicit => seqstore_core::AckPolicy::Explicit,
+            AckPolicy::All => seqstore_core::AckPolicy::All,
+            AckPolicy::None => seqstore_core::AckPolicy::None,
+        }
+    }
+
+    /// The policy of store-core's.
+    pub fn from_core(p: seqstore_core::AckPolicy) -> Self {
+        match p {
+            seqstore_core::AckPolicy::Explicit => AckPolicy::Explicit,
+            seqstore_core::AckPolicy::All => AckPolicy::All,
+            seqstore_core::AckPolicy::None => AckPolicy::None,
+        }
+    }
+}
+
+/// A consumer's configuration (store-core's without the name, which the request carries).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerConfig {
+    /// The ack policy (fixed at creation).
+    pub ack_policy: AckPolicy,
+    /// Deliveries after which a message is no longer redelivered (0: unlimited).
+    pub max_deliver: u64,
+}
+
+/// One message a [`Op::ConsumerNext`] delivered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    /// Its stream sequence.
+    pub stream_seq: u64,
+    /// The consumer sequence of this delivery.
+    pub consumer_seq: u64,
+    /// How many times it has been delivered, this one included (1: first delivery).
+    pub delivery_count: u64,
+    /// Its subject.
+    pub subject: String,
+    /// Its timestamp.
+    pub ts: i64,
+    /// Its headers.
+    pub headers: Vec<u8>,
+    /// Its payload.
+    pub payload: Vec<u8>,
+}
+
+/// A consumer sequence and the stream sequence it delivered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SeqPair {
+    /// The consumer's delivery counter.
+    pub consumer: u64,
+    /// The stream sequence.
+    pub stream: u64,
+}
+
+/// A delivered message awaiting its ack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingAck {
+    /// Its stream sequence.
+    pub stream_seq: u64,
+    /// The consumer sequence of its first delivery.
+    pub consumer_seq: u64,
+    /// When it was last delivered (the log's time, ns).
+    pub ts: i64,
+    /// How many times it was delivered again (deliveries - 1).
+    pub redelivered: u64,
+}
+
+/// A consumer's config and state, in line with its stream (`Store::consumer_state`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerInfo {
+    /// Its config.
+    pub config: ConsumerConfig,
+    /// The last delivery.
+    pub delivered: SeqPair,
+    /// Everything at or below this is acknowledged.
+    pub ack_floor: SeqPair,
+    /// The messages awaiting an ack, by stream sequence.
+    pub pending: Vec<PendingAck>,
+}
+
+impl ConsumerInfo {
+    /// The wire form of store-core's config and state.
+    pub fn from_core(
+        cfg: &seqstore_core::ConsumerConfig,
+        st: &seqstore_core::ConsumerState,
+    ) -> Self {
+        let pair = |p: seqstore_core::SequencePair| SeqPair {
+            consumer: p.consumer,
+            stream: p.stream,
+        };
+        let pending = (st.pending.iter())
+            .map(|(&q, p)| PendingAck {
+                stream_seq: q,
+                consumer_seq: p.sequence,
+                ts: p.timestamp,
+                redelivered: st.redelivered.get(&q).copied().unwrap_or(0),
+            })
+            .collect();
+        ConsumerInfo {
+            config: ConsumerConfig {
+                ack_policy: AckPolicy::from_core(cfg.ack_policy),
+                max_deliver: cfg.max_deliver,
+            },
+            delivered: pair(st.delivered),
+            ack_floor: pair(st.ack_floor),
+            pending,
+        }
+    }
+
+    /// Whether stream sequence `seq` is acknowledged: at or below the ack floor, or
+    /// delivered and no longer pending.
+    pub fn is_acked(&self, seq: u64) -> bool {
+        seq <= self.ack_floor.stream
+            || (seq <= self.delivered.stream && self.pending.iter().all(|p| p.stream_seq != seq))
+    }
 }
 
 /// What a stream keeps: seqstore's limits (zero is unlimited for each).
@@ -198,6 +380,9 @@ pub enum Response {
     Err(ApplyError),
     /// One response per operation of an [`Op::Batch`], in order.
     Batch(Vec<Response>),
+    /// The messages a `ConsumerNext` delivered, redeliveries first. (After `Err`: variants
+    /// are appended, so that the postcard shapes of the older ones do not change.)
+    Delivered(Vec<Delivery>),
 }
 
 /// Why a request was refused. Decided only from the request and the replicated state.
@@ -217,6 +402,36 @@ pub enum ApplyError {
     /// full stream that discards new messages, a missing sequence, a bad argument).
     #[error("refused: {0}")]
     Refused(String),
+    /// No consumer of that name on the stream.
+    #[error("no consumer {name:?} on stream {stream:?}")]
+    UnknownConsumer {
+        /// The stream.
+        stream: String,
+        /// The consumer.
+        name: String,
+    },
+    /// `ConsumerAdd` of a name in use with another config.
+    #[error("consumer {name:?} on stream {stream:?} exists with another config")]
+    ConsumerExists {
+        /// The stream.
+        stream: String,
+        /// The consumer.
+        name: String,
+    },
+    /// A consumer name outside `[A-Za-z0-9_-]{1,64}`.
+    #[error("invalid consumer name {0:?}")]
+    InvalidConsumerName(String),
+    /// A `ConsumerAck` of a stream sequence the consumer has not delivered or has already
+    /// acknowledged.
+    #[error("stream sequence {stream_seq} is not pending for consumer {name:?} on {stream:?}")]
+    NotPending {
+        /// The stream.
+        stream: String,
+        /// The consumer.
+        name: String,
+        /// The sequence.
+        stream_seq: u64,
+    },
 }
 
 openraft::declare_raft_types!(

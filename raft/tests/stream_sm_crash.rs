@@ -2,15 +2,17 @@
 //!
 //! A seeded generator makes valid request sequences (appends on several subjects and streams,
 //! deletes, purges, purge_ex, compacts, truncates, expiries, skips, stream creation and
-//! deletion, refused requests) and interleaves them with snapshot builds, snapshot installs
-//! (from a leader that applied the same log) and reopens. The log is a `Vec` here. The
-//! workload runs through the real `StreamStateMachine` (openraft's traits); the explorer
-//! crashes it at every operation boundary; every crash image is reopened, the log is
-//! re-applied from the recovered `last_applied`, and the result is compared with the
-//! reference — a fresh state machine that applied every entry once — message by message
-//! (sequence, subject, timestamp, headers, payload) and response by response. A recovered
-//! `last_applied` below a snapshot that was acknowledged is a violation too: openraft purges
-//! the log behind it, so the entries in between are gone.
+//! deletion, consumer adds, pulls, acks and deletes, refused requests) and interleaves them
+//! with snapshot builds, snapshot installs (from a leader that applied the same log) and
+//! reopens. The log is a `Vec` here. The workload runs through the real `StreamStateMachine`
+//! (openraft's traits); the explorer crashes it at every operation boundary; every crash image
+//! is reopened, the log is re-applied from the recovered `last_applied`, and the result is
+//! compared with the reference — a fresh state machine that applied every entry once —
+//! message by message (sequence, subject, timestamp, headers, payload), consumer by consumer,
+//! and response by response; every consumer's ack floor is compared with the reference's at
+//! the recovered index and after each re-applied entry. A recovered `last_applied` below a
+//! snapshot that was acknowledged is a violation too: openraft purges the log behind it, so
+//! the entries in between are gone.
 //!
 //! `SEQSTORE_SEED=<n>` replays one seed; `SEQSTORE_SM_SEEDS=<count>` runs more seeds than the
 //! default. A failing sequence is shrunk (steps dropped while it still fails) and printed.
@@ -23,6 +25,7 @@ use seqstore_fault_fs::{
     explore, explore_from, CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report, Rng,
 };
 use seqstore_raft::streams::{SmAblation, StreamDump};
+use seqstore_raft::types::{AckPolicy, ConsumerConfig};
 use seqstore_raft::{Entry, Op, Request, Response, StreamConfig, StreamCore, StreamStateMachine};
 use std::collections::BTreeMap;
 use std::io::Cursor;
@@ -71,12 +74,20 @@ const STREAMS: [&str; 3] = ["a", "b", "c"];
 const SUBJECTS: [&str; 4] = ["x.1", "x.2", "y.1", "y.2"];
 const FILTERS: [&str; 5] = ["x.*", "y.1", ">", "x.>", "bad..filter"];
 const MS: i64 = 1_000_000;
+/// Steps per workload: 15 (18 before consumer requests joined the mix) keeps the test's time.
+const STEPS: usize = 15;
+
+const CONSUMERS: [&str; 2] = ["k1", "k2"];
 
 struct Gen {
     rng: Rng,
     ts: i64,
     /// Appends and skips per stream so far: a bound for the sequences requests name.
     used: [u64; 3],
+    /// A state machine that applies each request as it is made: the pending messages an ack
+    /// names (an ack of a random sequence would nearly always be refused).
+    shadow: StreamCore<FaultFs>,
+    index: u64,
 }
 
 impl Gen {
@@ -110,10 +121,24 @@ impl Gen {
         Some(Request { ts: self.ts, op })
     }
 
+    /// Applies `r` to the shadow at the next index.
+    fn shadow(&mut self, r: &Option<Request>) {
+        let e = entry(self.index, r);
+        self.index += 1;
+        self.shadow.apply(e).expect("shadow apply");
+    }
+
     fn op(&mut self) -> Op {
-        let i = self.rng.below(3) as usize;
+        // stream a (no limits, a consumer from the start) more often: something to deliver
+        let i = match self.rng.chance(40) {
+            true => 0,
+            false => self.rng.below(3) as usize,
+        };
         let stream = STREAMS[i].to_string();
         let bound = self.used[i] + 2;
+        if self.rng.chance(35) {
+            return self.consumer_op(stream);
+        }
         match self.rng.below(100) {
             0..=54 => self.append(i, stream),
             55..=62 => Op::Delete {
@@ -178,9 +203,81 @@ impl Gen {
         }
     }
 
+    /// A consumer request: acks of pending messages (half the time there are some), pulls
+    /// with an ack wait of 0 to 4 entries, adds (both ack policies, a delivery limit
+    /// sometimes), deletes (rarely), acks of random sequences (mostly refused).
+    fn consumer_op(&mut self, stream: String) -> Op {
+        let (stream, name) = self.consumer_pick(stream);
+        let info = self.shadow.consumer_info(&stream, &name);
+        let pending = info.ok().flatten().map(|c| c.pending).unwrap_or_default();
+        let roll = self.rng.below(100);
+        if roll < 50 && !pending.is_empty() {
+            let stream_seq = self.rng.pick(&pending).stream_seq;
+            return Op::ConsumerAck {
+                stream,
+                name,
+                stream_seq,
+            };
+        }
+        match self.rng.below(100) {
+            0..=69 => Op::ConsumerNext {
+                stream,
+                name,
+                filter: match self.rng.chance(60) {
+                    true => ">".to_string(),
+                    false => self.rng.pick(&FILTERS).to_string(),
+                },
+                batch: self.rng.within(1, 3) as u32,
+                ack_wait_ms: 10 * self.rng.below(5),
+            },
+            70..=84 => {
+                let ack_policy = match self.rng.below(3) {
+                    0 => AckPolicy::All,
+                    _ => AckPolicy::Explicit,
+                };
+                let config = ConsumerConfig {
+                    ack_policy,
+                    max_deliver: self.rng.below(4),
+                };
+                let name = self.rng.pick(&CONSUMERS).to_string();
+                Op::ConsumerAdd {
+                    stream,
+                    name,
+                    config,
+                }
+            }
+            85..=87 => Op::ConsumerDelete { stream, name },
+            _ => Op::ConsumerAck {
+                stream,
+                name,
+                stream_seq: self.rng.within(1, 20),
+            },
+        }
+    }
+
+    /// Mostly a consumer the shadow holds, else `stream` and a random name.
+    fn consumer_pick(&mut self, stream: String) -> (String, String) {
+        let mut have = Vec::new();
+        for s in self.shadow.stream_names() {
+            for n in self.shadow.consumer_names(&s).unwrap_or_default() {
+                have.push((s.clone(), n));
+            }
+        }
+        if have.is_empty() || self.rng.chance(15) {
+            return (stream, self.rng.pick(&CONSUMERS).to_string());
+        }
+        self.rng.pick(&have).clone()
+    }
+
     fn batch(&mut self, max: u64) -> Vec<Option<Request>> {
         let n = self.rng.within(1, max);
-        (0..n).map(|_| self.request()).collect()
+        (0..n)
+            .map(|_| {
+                let r = self.request();
+                self.shadow(&r);
+                r
+            })
+            .collect()
     }
 }
 
@@ -190,17 +287,51 @@ fn workload(seed: u64, n: usize) -> Vec<Step> {
         rng: Rng::new(seed),
         ts: 1_000 * MS,
         used: [0; 3],
+        shadow: StreamCore::open(FaultFs::new(Model::Posix)).expect("shadow"),
+        index: 0,
     };
-    let create = (0..3).map(|i| {
-        Some(Request {
-            ts: g.ts,
-            op: Op::CreateStream {
-                name: STREAMS[i].into(),
-                config: Gen::config(i),
-            },
+    let create: Vec<Option<Request>> = (0..3)
+        .map(|i| {
+            Some(Request {
+                ts: g.ts,
+                op: Op::CreateStream {
+                    name: STREAMS[i].into(),
+                    config: Gen::config(i),
+                },
+            })
         })
-    });
-    let mut steps = vec![Step::Apply(create.collect())];
+        .collect();
+    // consumers on two of the streams from the start (an add later is rarer)
+    let mut create = create;
+    for (i, policy, max_deliver) in [(0, AckPolicy::Explicit, 0), (1, AckPolicy::All, 2)] {
+        let op = Op::ConsumerAdd {
+            stream: STREAMS[i].into(),
+            name: CONSUMERS[i].into(),
+            config: ConsumerConfig {
+                ack_policy: policy,
+                max_deliver,
+            },
+        };
+        create.push(Some(Request { ts: g.ts, op }));
+    }
+    // and something for them to deliver
+    for (i, n) in [(0, 4), (1, 2)] {
+        for k in 0..n {
+            g.used[i] += 1;
+            let op = Op::Append {
+                stream: STREAMS[i].into(),
+                subject: SUBJECTS[k % SUBJECTS.len()].into(),
+                headers: Vec::new(),
+                payload: vec![k as u8; 40],
+                ttl_ms: 0,
+            };
+            create.push(Some(Request { ts: g.ts, op }));
+        }
+    }
+    for r in &create {
+        g.shadow(r);
+    }
+    let mut steps = vec![Step::Apply(create)];
     for _ in 0..n {
         let s = match g.rng.below(100) {
             0..=64 => Step::Apply(g.batch(4)),
@@ -215,20 +346,67 @@ fn workload(seed: u64, n: usize) -> Vec<Step> {
 
 // ----- the reference -----
 
-/// Applying every entry once to a fresh state machine: each entry's response, and the streams.
+/// Applying every entry once to a fresh state machine: each entry's response, the
+/// consumers' ack floors after it, and the streams.
 struct Reference {
     responses: Vec<Response>,
+    floors: Vec<Floors>,
     streams: BTreeMap<String, StreamDump>,
+}
+
+/// (stream, consumer) -> ack floor (consumer seq, stream seq).
+type Floors = BTreeMap<(String, String), (u64, u64)>;
+
+/// Every consumer's ack floor in `core`.
+fn floors(core: &StreamCore<FaultFs>) -> Result<Floors, String> {
+    let mut out = Floors::new();
+    for stream in core.stream_names() {
+        for name in core.consumer_names(&stream).unwrap_or_default() {
+            let info = core.consumer_info(&stream, &name);
+            let info = info.map_err(|e| format!("consumer_info: {e}"))?;
+            if let Some(i) = info {
+                out.insert(
+                    (stream.clone(), name),
+                    (i.ack_floor.consumer, i.ack_floor.stream),
+                );
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn reference(log: &[Entry]) -> Reference {
     let mut core = StreamCore::open(FaultFs::new(Model::Posix)).expect("open reference");
-    let responses = log
-        .iter()
-        .map(|e| core.apply(e.clone()).expect("reference apply"))
-        .collect();
+    let mut responses = Vec::with_capacity(log.len());
+    let mut fl = Vec::with_capacity(log.len());
+    for e in log {
+        responses.push(core.apply(e.clone()).expect("reference apply"));
+        fl.push(floors(&core).expect("reference floors"));
+    }
     let streams = core.dump().expect("reference dump");
-    Reference { responses, streams }
+    Reference {
+        responses,
+        floors: fl,
+        streams,
+    }
+}
+
+/// The first consumer whose ack floor differs from the reference's after entry `i` (before
+/// the first entry when `i` is `None`).
+fn floor_diff(got: &Floors, want: &Reference, i: Option<usize>) -> Option<String> {
+    let empty = Floors::new();
+    let w = i.map_or(&empty, |i| &want.floors[i]);
+    let keys: std::collections::BTreeSet<_> = got.keys().chain(w.keys()).collect();
+    let found = keys.into_iter().find_map(|k| {
+        let (g, r) = (got.get(k), w.get(k));
+        (g != r).then(|| {
+            format!(
+                "consumer {}/{}: ack floor {g:?} after entry {i:?}, reference {r:?}",
+                k.0, k.1
+            )
+        })
+    });
+    found
 }
 
 /// The first difference between two sets of streams, if any.
@@ -243,6 +421,12 @@ fn diff(got: &BTreeMap<String, StreamDump>, want: &BTreeMap<String, StreamDump>)
             return Some(format!(
                 "stream {name}: (first, last, msgs, last_ts) {:?}, want {:?}",
                 g.counters, w.counters
+            ));
+        }
+        if g.consumers != w.consumers {
+            return Some(format!(
+                "stream {name}: consumers {:?}, want {:?}",
+                g.consumers, w.consumers
             ));
         }
         let n = g.msgs.len().max(w.msgs.len());
@@ -438,6 +622,13 @@ impl Checker<'_> {
                 log.len()
             ));
         }
+        // the consumers' ack floors: the recovered state's are the reference's at the
+        // recovered index, and each re-applied entry's are the reference's after it, so no
+        // floor an applied ack (acknowledged or not) reached goes back across a crash
+        let at = (applied as usize).checked_sub(1);
+        if let Some(d) = floor_diff(&floors(&core)?, want, at) {
+            return Err(format!("recovered at {applied}: {d}"));
+        }
         for e in &log[applied as usize..] {
             let i = e.log_id.index as usize;
             let got = core
@@ -448,6 +639,9 @@ impl Checker<'_> {
                     "re-applied entry {i} (recovered from {applied}) answered {got:?}, reference {:?}",
                     want.responses[i]
                 ));
+            }
+            if let Some(d) = floor_diff(&floors(&core)?, want, Some(i)) {
+                return Err(format!("recovered from {applied}, re-applied: {d}"));
             }
         }
         let got = core.dump().map_err(|e| format!("dump: {e}"))?;
@@ -572,6 +766,9 @@ fn show(steps: &[Step]) -> String {
 #[derive(Debug, Default)]
 struct Coverage {
     appended: usize,
+    delivered: usize,
+    redelivered: usize,
+    consumer_acks: usize,
     removed: usize,
     refused: usize,
     builds: usize,
@@ -581,8 +778,21 @@ struct Coverage {
 
 impl Coverage {
     fn add(&mut self, steps: &[Step]) {
-        for r in reference(&log_of(steps)).responses {
+        let log = log_of(steps);
+        for (e, r) in log.iter().zip(reference(&log).responses) {
+            let is_ack = matches!(
+                &e.payload,
+                EntryPayload::Normal(Request {
+                    op: Op::ConsumerAck { .. },
+                    ..
+                })
+            );
             match r {
+                Response::Done if is_ack => self.consumer_acks += 1,
+                Response::Delivered(d) => {
+                    self.delivered += d.len();
+                    self.redelivered += d.iter().filter(|d| d.delivery_count > 1).count();
+                }
                 Response::Seq(_) => self.appended += 1,
                 Response::Removed(n) => self.removed += n as usize,
                 Response::Err(_) => self.refused += 1,
@@ -602,6 +812,8 @@ impl Coverage {
     fn assert_broad(&self) {
         let c = [
             self.appended,
+            self.delivered,
+            self.consumer_acks,
             self.removed,
             self.refused,
             self.builds,
@@ -640,7 +852,7 @@ fn random_workloads_recover_to_the_reference_under_both_models() {
     let (mut points, mut images, mut nested) = (0, 0, 0);
     let mut seen = Coverage::default();
     for seed in seeds() {
-        let steps = workload(seed, 18);
+        let steps = workload(seed, STEPS);
         seen.add(&steps);
         for model in Model::ALL {
             let (r, n) = run_counted(&steps, model, None, false);
@@ -671,7 +883,7 @@ fn random_workloads_recover_to_the_reference_under_both_models() {
 /// A control must be found under `model` on some default seed; the first found is shrunk.
 fn control_found(ablation: SmAblation, model: Model) {
     for seed in seeds() {
-        let steps = workload(seed, 18);
+        let steps = workload(seed, STEPS);
         let r = run(&steps, model, Some(ablation), true);
         if r.is_clean() {
             continue;
@@ -701,9 +913,71 @@ fn negative_control_unsynced_snapshot_is_found() {
     }
 }
 
+/// Consumers dropped by every restore (as a snapshot without them would): a reopened replica
+/// answers its consumer requests differently and its ack floors are not the reference's.
+/// One model: the switch loses state on every restore, crash or not.
+#[test]
+fn negative_control_snapshot_without_consumers_is_found() {
+    control_found(SmAblation::SnapshotWithoutConsumers, Model::Posix);
+}
+
 #[test]
 fn negative_control_applied_index_after_the_data_is_found() {
     for model in Model::ALL {
         control_found(SmAblation::AppliedAfterData, model);
     }
+}
+
+/// The crash images' ack floor check on its own: a workload that never reopens (so its
+/// answers cannot give the switch away) with a snapshot of a consumer that delivered and
+/// acked; every image after the snapshot recovers without the consumer, which only the floor
+/// check (and the final comparison) can see.
+#[test]
+fn the_floor_check_finds_consumers_lost_by_a_recovery() {
+    let req = |op: Op| Some(Request { ts: 1_000 * MS, op });
+    let (a, k1) = (STREAMS[0].to_string(), CONSUMERS[0].to_string());
+    let setup = vec![
+        req(Op::CreateStream {
+            name: a.clone(),
+            config: StreamConfig::default(),
+        }),
+        req(Op::ConsumerAdd {
+            stream: a.clone(),
+            name: k1.clone(),
+            config: ConsumerConfig::default(),
+        }),
+        req(Op::Append {
+            stream: a.clone(),
+            subject: "x.1".into(),
+            headers: Vec::new(),
+            payload: vec![1; 10],
+            ttl_ms: 0,
+        }),
+    ];
+    let pull = vec![
+        req(Op::ConsumerNext {
+            stream: a.clone(),
+            name: k1.clone(),
+            filter: ">".into(),
+            batch: 1,
+            ack_wait_ms: 0,
+        }),
+        req(Op::ConsumerAck {
+            stream: a,
+            name: k1,
+            stream_seq: 1,
+        }),
+    ];
+    let steps = [Step::Apply(setup), Step::Apply(pull), Step::Build];
+    let clean = run(&steps, Model::Posix, None, true);
+    assert!(clean.is_clean(), "{}", first_violation(&clean));
+    let r = run(
+        &steps,
+        Model::Posix,
+        Some(SmAblation::SnapshotWithoutConsumers),
+        true,
+    );
+    let v = first_violation(&r);
+    eprintln!("found: {v}");
+    assert!(v.contains("ack floor"), "not found by the floor check: {v}");
 }

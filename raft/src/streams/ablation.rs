@@ -33,10 +33,26 @@ impl<F: Fs> StreamCore<F> {
         let mut core = match ablation {
             SmAblation::SnapshotUnsynced => Self::open_shared(fs)?,
             SmAblation::AppliedAfterData => Self::open_working(fs)?,
+            SmAblation::SnapshotWithoutConsumers => Self::open_shared(fs)?,
         };
         core.durable = ablation != SmAblation::SnapshotUnsynced;
         core.applied_file = ablation == SmAblation::AppliedAfterData;
+        core.drop_consumers = ablation == SmAblation::SnapshotWithoutConsumers;
+        if core.drop_consumers {
+            core.strip_consumers()?;
+        }
         Ok(core)
+    }
+
+    /// Deletes every consumer of every stream: what a restore from a snapshot without them
+    /// would hold.
+    pub(super) fn strip_consumers(&mut self) -> Result<()> {
+        for s in self.streams.values_mut() {
+            for name in s.store.consumer_names() {
+                s.store.consumer_delete(&name)?;
+            }
+        }
+        Ok(())
     }
 
     /// Syncs every store, then records `last_applied` durably.
@@ -96,6 +112,7 @@ impl<F: Fs> StreamCore<F> {
             built: 0,
             durable: true,
             applied_file: true,
+            drop_consumers: false,
         })
     }
 }

@@ -23,6 +23,9 @@ impl<F: Fs> StreamCore<F> {
                 let Some(s) = self.streams.get_mut(&name) else {
                     return Ok(Response::Err(ApplyError::UnknownStream(name)));
                 };
+                if is_consumer_op(&op) {
+                    return super::consumer::apply(s, &name, op, self.now);
+                }
                 answer(on_store(s, op, self.now))
             }
         }
@@ -55,10 +58,24 @@ fn stream_of(op: &Op) -> &str {
         | Op::Compact { stream, .. }
         | Op::Truncate { stream, .. }
         | Op::Expire { stream }
-        | Op::Skip { stream, .. } => stream,
+        | Op::Skip { stream, .. }
+        | Op::ConsumerAdd { stream, .. }
+        | Op::ConsumerDelete { stream, .. }
+        | Op::ConsumerNext { stream, .. }
+        | Op::ConsumerAck { stream, .. } => stream,
         Op::CreateStream { name, .. } | Op::DeleteStream { name } => name,
         Op::Batch { .. } => "",
     }
+}
+
+fn is_consumer_op(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::ConsumerAdd { .. }
+            | Op::ConsumerDelete { .. }
+            | Op::ConsumerNext { .. }
+            | Op::ConsumerAck { .. }
+    )
 }
 
 /// Applies `op` to one stream at time `now` (the store's clock shows it too).
@@ -104,9 +121,10 @@ fn on_store<F: Fs>(s: &mut Stream<F>, op: Op, now: i64) -> seqstore_core::Result
             Ok(Response::Removed(st.msgs - store.state().msgs.min(st.msgs)))
         }
         Op::Skip { count, .. } => store.skip_many(st.last_seq + 1, count).map(Response::Seq),
-        Op::CreateStream { .. } | Op::DeleteStream { .. } | Op::Batch { .. } => Err(
-            seqstore_core::Error::InvalidArgument("not a stream operation".into()),
-        ),
+        // the others are dispatched before here
+        _ => Err(seqstore_core::Error::InvalidArgument(
+            "not a message operation".into(),
+        )),
     }
 }
 

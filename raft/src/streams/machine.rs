@@ -3,7 +3,7 @@
 
 use super::{SnapshotFile, StreamCore, StreamDump};
 use crate::error::{Error, Result};
-use crate::types::{Entry, LogId, Response, TypeConfig};
+use crate::types::{ConsumerInfo, Entry, LogId, Response, TypeConfig};
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
     BasicNode, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder, SnapshotMeta,
@@ -100,6 +100,11 @@ impl<F: Fs + 'static> StreamStateMachine<F> {
     /// The last applied log id.
     pub fn last_applied(&self) -> Option<LogId> {
         lock(&self.core).applied().0
+    }
+
+    /// Consumer `name` of `stream` as applied here (`None` if either does not exist).
+    pub fn consumer_info(&self, stream: &str, name: &str) -> Result<Option<ConsumerInfo>> {
+        lock(&self.core).consumer_info(stream, name)
     }
 
     /// Every stream's messages and counters.

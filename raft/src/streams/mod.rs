@@ -43,6 +43,7 @@
 #[cfg(feature = "ablation")]
 mod ablation;
 mod apply;
+mod consumer;
 mod machine;
 
 pub use machine::{StreamSnapshotBuilder, StreamStateMachine};
@@ -50,7 +51,7 @@ pub use machine::{StreamSnapshotBuilder, StreamStateMachine};
 use crate::error::{Error, Result};
 use crate::meta;
 use crate::sharedfs::{SharedFs, SubFs};
-use crate::types::{ApplyError, Entry, LogId, Response, StreamConfig};
+use crate::types::{ApplyError, ConsumerInfo, Entry, LogId, Response, StreamConfig};
 use openraft::{BasicNode, EntryPayload, SnapshotMeta, StoredMembership};
 use seqstore_core::{Fs, ManualClock, Store, StoredMsg};
 use serde::{Deserialize, Serialize};
@@ -77,6 +78,9 @@ pub enum SmAblation {
     /// index, with no idempotence check. A crash after some of a batch reached the disk
     /// applies it again on top of what survived.
     AppliedAfterData,
+    /// A snapshot that does not carry the consumers: every restore (open, install) drops
+    /// them, so the deliveries and acks before the snapshot are lost on that replica.
+    SnapshotWithoutConsumers,
 }
 
 /// The snapshot file: openraft's metadata and the snapshot data ([`Image`], postcard).
@@ -121,6 +125,8 @@ pub struct StreamDump {
     pub counters: (u64, u64, u64, i64),
     /// Every stored message, by sequence.
     pub msgs: Vec<DumpMsg>,
+    /// Every consumer's config and state, by name.
+    pub consumers: BTreeMap<String, ConsumerInfo>,
 }
 
 /// One message of a [`StreamDump`].
@@ -161,6 +167,9 @@ pub struct StreamCore<F: Fs> {
     /// The `AppliedAfterData` ablation: record `last_applied` after every batch.
     #[cfg(feature = "ablation")]
     applied_file: bool,
+    /// The `SnapshotWithoutConsumers` ablation: drop the consumers of every restore.
+    #[cfg(feature = "ablation")]
+    drop_consumers: bool,
 }
 
 fn floor_of(current: &Option<SnapshotFile>) -> crate::floor::SnapshotFloor {
@@ -216,6 +225,8 @@ impl<F: Fs> StreamCore<F> {
             durable: true,
             #[cfg(feature = "ablation")]
             applied_file: false,
+            #[cfg(feature = "ablation")]
+            drop_consumers: false,
         })
     }
 
@@ -384,6 +395,10 @@ impl<F: Fs> StreamCore<F> {
         self.last_membership = image.last_membership;
         self.floor.raise(file.meta.last_log_id);
         self.current = Some(file);
+        #[cfg(feature = "ablation")]
+        if self.drop_consumers {
+            self.strip_consumers()?;
+        }
         self.after_batch()
     }
 
@@ -416,6 +431,20 @@ impl<F: Fs> StreamCore<F> {
         }
     }
 
+    /// Consumer `name` of `stream` (config and state, in line with the stream), `None` if
+    /// either does not exist.
+    pub fn consumer_info(&self, stream: &str, name: &str) -> Result<Option<ConsumerInfo>> {
+        match self.streams.get(stream) {
+            Some(s) => consumer::info(s, name),
+            None => Ok(None),
+        }
+    }
+
+    /// The consumer names of `stream`, `None` if it does not exist.
+    pub fn consumer_names(&self, stream: &str) -> Option<Vec<String>> {
+        self.streams.get(stream).map(|s| s.store.consumer_names())
+    }
+
     /// Every stream's messages and counters.
     pub fn dump(&mut self) -> Result<BTreeMap<String, StreamDump>> {
         let mut out = BTreeMap::new();
@@ -440,10 +469,17 @@ fn dump_stream<F: Fs>(s: &mut Stream<F>) -> Result<StreamDump> {
             payload: m.payload,
         });
     }
+    let mut consumers = BTreeMap::new();
+    for name in s.store.consumer_names() {
+        if let Some(c) = consumer::info(s, &name)? {
+            consumers.insert(name, c);
+        }
+    }
     Ok(StreamDump {
         config: s.config,
         counters: (st.first_seq, st.last_seq, st.msgs, st.last_ts),
         msgs,
+        consumers,
     })
 }
 

@@ -1,7 +1,12 @@
 //! What the clients were told, and the checks against it: every acknowledged append is at its
 //! (stream, seq) with its payload on every replica that applied that far, unless a removal that
 //! may have come after it was issued; no sequence is given to two payloads; a purge
-//! acknowledged never goes back; replicas that applied the same index hold the same streams.
+//! acknowledged never goes back; replicas that applied the same index hold the same streams
+//! (consumers included). Consumers (the simulation never deletes one, nor truncates a stream,
+//! and never reuses a stream name): an acknowledged add is there, an acknowledged ack is
+//! reflected (the sequence is at or below the ack floor or delivered and not pending), an
+//! acknowledged delivery is at or below the delivered sequence, and a consumer's ack floor
+//! never goes back on any node (checked after every recovery).
 
 use seqstore_raft::streams::StreamDump;
 use std::collections::BTreeMap;
@@ -25,6 +30,24 @@ pub struct Purged {
     pub index: u64,
 }
 
+/// An acknowledged consumer request, at log index `index`.
+#[derive(Debug)]
+pub struct ConsumerAcked {
+    pub stream: String,
+    pub name: String,
+    pub index: u64,
+    pub what: ConsumerOp,
+}
+
+#[derive(Debug)]
+pub enum ConsumerOp {
+    Added,
+    /// A pull that delivered up to this stream sequence.
+    Delivered(u64),
+    /// An ack of this stream sequence.
+    Acked(u64),
+}
+
 #[derive(Default)]
 pub struct Book {
     pub next_op: u64,
@@ -37,6 +60,15 @@ pub struct Book {
     pub purged: Vec<Purged>,
     /// The first sequence each node showed for each stream at the last check.
     pub first_seen: BTreeMap<(u64, String), u64>,
+    /// Consumers added (as issued): (stream, name).
+    pub consumers: Vec<(String, String)>,
+    /// Consumer requests acknowledged: what the checks hold the replicas to.
+    pub consumer_acked: Vec<ConsumerAcked>,
+    /// Delivered (acknowledged pulls) and not yet acked, per consumer: what acks name.
+    pub unacked: BTreeMap<(String, String), Vec<u64>>,
+    /// The ack floor (consumer, stream sequence) each node showed for each consumer at the
+    /// last check.
+    pub floor_seen: BTreeMap<(u64, String, String), (u64, u64)>,
     pub violations: Vec<String>,
 }
 
@@ -98,7 +130,69 @@ impl Book {
             }
         }
         self.check_purges(node, applied, dump, &mut found);
+        self.check_consumers(node, applied, dump, &mut found);
         self.violations.extend(found);
+    }
+
+    /// The consumer rules (module doc) on one replica.
+    fn check_consumers(
+        &mut self,
+        node: u64,
+        applied: u64,
+        dump: &BTreeMap<String, StreamDump>,
+        found: &mut Vec<String>,
+    ) {
+        for a in self.consumer_acked.iter().filter(|a| a.index <= applied) {
+            let Some(d) = dump.get(&a.stream) else {
+                continue; // the stream was deleted
+            };
+            let at = format!("node {node}: consumer {}/{}", a.stream, a.name);
+            let Some(c) = d.consumers.get(&a.name) else {
+                found.push(format!(
+                    "{at} missing, its {:?} acknowledged at index {}, applied {applied}",
+                    a.what, a.index
+                ));
+                continue;
+            };
+            match a.what {
+                ConsumerOp::Added => {}
+                ConsumerOp::Delivered(q) if c.delivered.stream < q => found.push(format!(
+                    "{at}: delivered {:?}, below the delivery of {q} acknowledged at index {}",
+                    c.delivered, a.index
+                )),
+                ConsumerOp::Acked(q) if !c.is_acked(q) => found.push(format!(
+                    "{at}: the ack of {q} acknowledged at index {} is not reflected: floor {:?}, delivered {:?}, pending {:?}",
+                    a.index, c.ack_floor, c.delivered, c.pending
+                )),
+                _ => {}
+            }
+        }
+        for (stream, d) in dump {
+            for (name, c) in &d.consumers {
+                let now = (c.ack_floor.consumer, c.ack_floor.stream);
+                let key = (node, stream.clone(), name.clone());
+                if let Some(prev) = self.floor_seen.insert(key, now) {
+                    if now.0 < prev.0 || now.1 < prev.1 {
+                        found.push(format!(
+                            "node {node}: consumer {stream}/{name}'s ack floor went back from {prev:?} to {now:?}"
+                        ));
+                    }
+                }
+            }
+        }
+        // a consumer seen before on a stream still there, gone: its floor went back to nothing
+        let gone: Vec<(String, String)> = (self.floor_seen.keys())
+            .filter(|(n, s, c)| {
+                *n == node && dump.get(s).is_some_and(|d| !d.consumers.contains_key(c))
+            })
+            .map(|(_, s, c)| (s.clone(), c.clone()))
+            .collect();
+        for (s, c) in gone {
+            let prev = self.floor_seen.remove(&(node, s.clone(), c.clone()));
+            found.push(format!(
+                "node {node}: consumer {s}/{c}'s ack floor went back from {prev:?} to nothing (the consumer is gone)"
+            ));
+        }
     }
 
     fn check_purges(
@@ -158,6 +252,12 @@ pub fn diff(a: &BTreeMap<String, StreamDump>, b: &BTreeMap<String, StreamDump>) 
             return Some(format!(
                 "{name}: counters {:?} vs {:?}",
                 da.counters, db.counters
+            ));
+        }
+        if da.consumers != db.consumers {
+            return Some(format!(
+                "{name}: consumers {:?} vs {:?}",
+                da.consumers, db.consumers
             ));
         }
         if let Some((x, y)) = da.msgs.iter().zip(&db.msgs).find(|(x, y)| x != y) {

@@ -2,7 +2,7 @@
 //! one thread with tokio's paused clock; faults, client operations and checks drawn from one
 //! seed.
 
-use super::book::{diff, Book, Purged, Removal};
+use super::book::{diff, Book, ConsumerAcked, ConsumerOp, Purged, Removal};
 use super::deferred::DeferredLog;
 use super::eager::{EagerLog, EagerSm};
 use super::net::{Factory, Net, NodeRaft, Weather};
@@ -15,6 +15,7 @@ use seqstore_raft::log::Ablation;
 use seqstore_raft::runtime::with_seed;
 use seqstore_raft::sharedfs::{SharedFs, SubFs};
 use seqstore_raft::streams::SmAblation;
+use seqstore_raft::types::{AckPolicy, ConsumerConfig};
 use seqstore_raft::{
     LogConfig, LogStore, Op, Request, Response, StreamConfig, StreamStateMachine, TypeConfig,
 };
@@ -54,6 +55,10 @@ pub struct Opts {
     /// comes up to `deferred_flush_ms` later (each incarnation its own latency;
     /// `deferred.rs`). 0: inline (fsync before return).
     pub deferred_flush_ms: u64,
+    /// Consumer requests in the client mix (adds, pulls, acks, about a quarter of the
+    /// requests); `false`: the mix before consumers, for the shrunk schedules that predate
+    /// them.
+    pub consumers: bool,
 }
 
 impl Opts {
@@ -72,6 +77,7 @@ impl Opts {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
+            consumers: true,
         }
     }
 }
@@ -570,10 +576,14 @@ impl World {
             }
         }
         let n = book.acked.len();
+        let acks = (book.consumer_acked.iter())
+            .filter(|a| matches!(a.what, ConsumerOp::Acked(_)))
+            .count();
+        let m = book.consumer_acked.len();
         drop(book);
         self.count("check");
         self.event(format!(
-            "check at index {applied}: {n} acknowledged appends"
+            "check at index {applied}: {n} acknowledged appends, {m} consumer requests ({acks} acks)"
         ));
         Ok(())
     }
@@ -755,6 +765,7 @@ impl World {
                 });
                 Op::Purge { stream }
             }
+            18..=43 if self.opts.consumers => consumer_op(&mut self.rng, &mut b, roll, stream),
             _ => Op::Append {
                 stream,
                 subject: "sim.a".into(),
@@ -767,8 +778,92 @@ impl World {
     }
 }
 
+/// A consumer request (`roll` in 18..=43): an add of consumer `c` to `stream` if it has none
+/// (18..=21), else a pull (22..=33) or an ack of a delivered message (34..=43) of a consumer
+/// added before, whichever there is something for.
+fn consumer_op(rng: &mut Rng, b: &mut Book, roll: u64, stream: String) -> Op {
+    let unacked: Vec<(String, String)> = (b.unacked.iter())
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, _)| k.clone())
+        .collect();
+    let has_c = b.consumers.iter().any(|(s, _)| *s == stream);
+    if b.consumers.is_empty() || (roll <= 21 && !has_c) {
+        b.consumers.push((stream.clone(), "c".into()));
+        let ack_policy = match rng.chance(30) {
+            true => AckPolicy::All,
+            false => AckPolicy::Explicit,
+        };
+        let config = ConsumerConfig {
+            ack_policy,
+            max_deliver: *rng.pick(&[0, 3]),
+        };
+        let name = "c".to_string();
+        return Op::ConsumerAdd {
+            stream,
+            name,
+            config,
+        };
+    }
+    if roll >= 34 && !unacked.is_empty() {
+        let (stream, name) = rng.pick(&unacked).clone();
+        let stream_seq = *rng.pick(&b.unacked[&(stream.clone(), name.clone())]);
+        return Op::ConsumerAck {
+            stream,
+            name,
+            stream_seq,
+        };
+    }
+    let (stream, name) = rng.pick(&b.consumers).clone();
+    Op::ConsumerNext {
+        stream,
+        name,
+        filter: ">".into(),
+        batch: rng.within(1, 3) as u32,
+        // redeliveries after 300 ms of the leaders' clocks
+        ack_wait_ms: *rng.pick(&[0, 300]),
+    }
+}
+
+/// Notes an acknowledged consumer request in the book.
+fn record_consumer(b: &mut Book, op: &Op, resp: &Response, index: u64) {
+    let (stream, name, what) = match (op, resp) {
+        (Op::ConsumerAdd { stream, name, .. }, Response::Done) => (stream, name, ConsumerOp::Added),
+        (Op::ConsumerNext { stream, name, .. }, Response::Delivered(d)) if !d.is_empty() => {
+            let un = b.unacked.entry((stream.clone(), name.clone())).or_default();
+            for x in d {
+                if !un.contains(&x.stream_seq) {
+                    un.push(x.stream_seq);
+                }
+            }
+            let top = d.iter().map(|x| x.stream_seq).max().unwrap_or(0);
+            (stream, name, ConsumerOp::Delivered(top))
+        }
+        (
+            Op::ConsumerAck {
+                stream,
+                name,
+                stream_seq,
+            },
+            Response::Done,
+        ) => {
+            if let Some(un) = b.unacked.get_mut(&(stream.clone(), name.clone())) {
+                un.retain(|q| q != stream_seq);
+            }
+            (stream, name, ConsumerOp::Acked(*stream_seq))
+        }
+        _ => return,
+    };
+    b.consumer_acked.push(ConsumerAcked {
+        stream: stream.clone(),
+        name: name.clone(),
+        index,
+        what,
+    });
+}
+
 /// Notes an acknowledged request in the book.
 fn record(b: &mut Book, op: &Op, resp: &Response, index: u64) {
+    record_consumer(b, op, resp, index);
     match (op, resp) {
         (
             Op::Append {
