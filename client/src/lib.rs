@@ -332,6 +332,68 @@ impl Client {
         Ok(r.removed)
     }
 
+    /// Creates durable consumer `name` on `stream` (the same settings again: nothing
+    /// changes). Retried: idempotent.
+    pub async fn consumer_add(
+        &self,
+        stream: &str,
+        name: &str,
+        config: &ConsumerConfig,
+    ) -> Result<(), Error> {
+        let p = format!("/streams/{stream}/consumers/{name}");
+        self.json::<serde_json::Value>(Method::PUT, &p, Some(config), true)
+            .await
+            .map(drop)
+    }
+
+    /// Removes consumer `name` and its state.
+    pub async fn consumer_delete(&self, stream: &str, name: &str) -> Result<(), Error> {
+        let p = format!("/streams/{stream}/consumers/{name}");
+        self.json::<serde_json::Value>(Method::DELETE, &p, None::<&()>, false)
+            .await
+            .map(drop)
+    }
+
+    /// Pulls the consumer's next messages (recorded as delivered once committed). Not retried
+    /// once sent: a pull whose answer was lost delivered its messages, which come back
+    /// as redeliveries after `ack_wait_ms`.
+    pub async fn consumer_next(
+        &self,
+        stream: &str,
+        name: &str,
+        req: &NextRequest,
+    ) -> Result<Vec<Delivery>, Error> {
+        let p = format!("/streams/{stream}/consumers/{name}/next");
+        let r: Deliveries = self.json(Method::POST, &p, Some(req), false).await?;
+        Ok(r.messages)
+    }
+
+    /// Acknowledges stream sequence `stream_seq`.
+    pub async fn consumer_ack(
+        &self,
+        stream: &str,
+        name: &str,
+        stream_seq: u64,
+    ) -> Result<(), Error> {
+        let p = format!("/streams/{stream}/consumers/{name}/ack");
+        let req = AckRequest { stream_seq };
+        self.json::<serde_json::Value>(Method::POST, &p, Some(&req), false)
+            .await
+            .map(drop)
+    }
+
+    /// A consumer's settings and state.
+    pub async fn consumer_info(&self, stream: &str, name: &str) -> Result<ConsumerInfo, Error> {
+        self.read(&format!("/streams/{stream}/consumers/{name}"))
+            .await
+    }
+
+    /// The stream's consumers.
+    pub async fn consumer_names(&self, stream: &str) -> Result<Vec<String>, Error> {
+        let l: ConsumerList = self.read(&format!("/streams/{stream}/consumers")).await?;
+        Ok(l.consumers)
+    }
+
     /// Removes every message above `seq`; the stream's new last sequence.
     pub async fn truncate(&self, stream: &str, seq: u64) -> Result<u64, Error> {
         let p = format!("/streams/{stream}/truncate");

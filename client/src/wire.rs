@@ -353,8 +353,126 @@ pub mod kind {
     /// 503: a write was proposed and its outcome is unknown (leadership lost, timeout): it
     /// may or may not be committed.
     pub const UNKNOWN_OUTCOME: &str = "unknown_outcome";
+    /// 404: no consumer of that name on the stream.
+    pub const UNKNOWN_CONSUMER: &str = "unknown_consumer";
+    /// 409: a consumer of that name exists with other settings.
+    pub const CONSUMER_EXISTS: &str = "consumer_exists";
+    /// 400: an invalid consumer name.
+    pub const INVALID_CONSUMER_NAME: &str = "invalid_consumer_name";
+    /// 422: an ack of a message that is not pending (never delivered, acked, or removed).
+    pub const NOT_PENDING: &str = "not_pending";
     /// 500: the node failed.
     pub const INTERNAL: &str = "internal";
+}
+
+/// How a consumer's messages are acknowledged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AckPolicy {
+    /// Each message on its own.
+    #[default]
+    Explicit,
+    /// An ack acknowledges every message delivered before it too.
+    All,
+    /// A delivery is its own ack.
+    None,
+}
+
+/// `PUT /streams/{stream}/consumers/{name}`: a durable consumer's settings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsumerConfig {
+    /// The ack policy (fixed at creation).
+    pub ack_policy: AckPolicy,
+    /// Deliveries after which a message is no longer redelivered (0: unlimited).
+    pub max_deliver: u64,
+}
+
+/// `POST /streams/{stream}/consumers/{name}/next`: a pull, decided by the cluster at the
+/// log's time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NextRequest {
+    /// Most messages delivered (1 to 256; default 1).
+    #[serde(default = "one")]
+    pub batch: u32,
+    /// A subject filter for new deliveries (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+    /// How long a delivery waits for its ack before a pull redelivers it, ms (0: never).
+    #[serde(default)]
+    pub ack_wait_ms: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Default for NextRequest {
+    fn default() -> Self {
+        NextRequest {
+            batch: 1,
+            filter: None,
+            ack_wait_ms: 0,
+        }
+    }
+}
+
+/// One delivered message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    /// The consumer sequence of this delivery.
+    pub consumer_seq: u64,
+    /// How many times it has been delivered, this one included.
+    pub delivery_count: u64,
+    /// The message (its `seq` is the stream sequence to acknowledge).
+    pub message: Msg,
+}
+
+/// A pull's answer (empty when there was nothing to deliver).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deliveries {
+    /// The messages, redeliveries first.
+    pub messages: Vec<Delivery>,
+}
+
+/// `POST /streams/{stream}/consumers/{name}/ack`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AckRequest {
+    /// The stream sequence acknowledged.
+    pub stream_seq: u64,
+}
+
+/// A consumer sequence and the stream sequence it delivered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeqPair {
+    /// The consumer's delivery counter.
+    pub consumer: u64,
+    /// The stream sequence.
+    pub stream: u64,
+}
+
+/// `GET /streams/{stream}/consumers/{name}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerInfo {
+    /// Its name.
+    pub name: String,
+    /// Its settings.
+    pub config: ConsumerConfig,
+    /// The last delivery.
+    pub delivered: SeqPair,
+    /// Everything at or below it is acknowledged.
+    pub ack_floor: SeqPair,
+    /// The stream sequences delivered and awaiting their ack.
+    pub pending: Vec<u64>,
+}
+
+/// `GET /streams/{stream}/consumers`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerList {
+    /// The names.
+    pub consumers: Vec<String>,
 }
 
 /// The base URL of a node's `host:port`.

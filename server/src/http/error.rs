@@ -101,6 +101,18 @@ impl From<ApplyError> for ApiError {
             ApplyError::InvalidStreamName(_) => {
                 Self::new(StatusCode::BAD_REQUEST, kind::INVALID_STREAM_NAME, m)
             }
+            ApplyError::UnknownConsumer { .. } => {
+                Self::new(StatusCode::NOT_FOUND, kind::UNKNOWN_CONSUMER, m)
+            }
+            ApplyError::ConsumerExists { .. } => {
+                Self::new(StatusCode::CONFLICT, kind::CONSUMER_EXISTS, m)
+            }
+            ApplyError::InvalidConsumerName(_) => {
+                Self::new(StatusCode::BAD_REQUEST, kind::INVALID_CONSUMER_NAME, m)
+            }
+            ApplyError::NotPending { .. } => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, kind::NOT_PENDING, m)
+            }
             _ => Self::new(StatusCode::UNPROCESSABLE_ENTITY, kind::REFUSED, m),
         }
     }

@@ -2,6 +2,7 @@
 //! (`/debug/dump`) and raft's RPCs (`/raft`), all behind the bearer token when one is set.
 
 pub mod admin;
+pub mod consumers;
 pub mod error;
 pub mod extract;
 pub mod raft;
@@ -127,6 +128,7 @@ impl App {
 /// The whole service; client bodies at most `max_body` bytes.
 pub fn router(app: App, max_body: usize) -> Router {
     let client = streams::routes()
+        .merge(consumers::routes())
         .merge(admin::routes())
         .layer(DefaultBodyLimit::max(max_body));
     let peers = raft::routes().layer(DefaultBodyLimit::max(RAFT_MAX_BODY));
