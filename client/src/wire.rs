@@ -301,6 +301,9 @@ pub struct Dump {
     pub last_applied: Option<u64>,
     /// Every stream: its messages in sequence order.
     pub streams: BTreeMap<String, Vec<Msg>>,
+    /// Every stream's consumers, by name.
+    #[serde(default)]
+    pub consumers: BTreeMap<String, BTreeMap<String, ConsumerInfo>>,
 }
 
 /// An error response's body: `{"error": {"kind": ..., "message": ...}}`.

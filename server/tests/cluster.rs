@@ -15,9 +15,10 @@
 
 mod common;
 use common::*;
-use seqstore_client::wire::{AppendRequest, Dump, StreamConfig};
+use seqstore_client::wire::{AppendRequest, ConsumerConfig, Dump, NextRequest, StreamConfig};
 use seqstore_client::{Client, Error};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -189,14 +190,19 @@ async fn run(seed: u64) {
 
     let cl = Arc::new(Mutex::new(cl));
     let acks = Arc::new(Mutex::new(Acks::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let consumer = tokio::spawn(consume(all.clone(), stop.clone()));
     phase_kill(&cl, &all, &mut rng, &acks, leader).await;
     let leader = wait_leader(&admin, &urls, &[1, 2, 3]).await;
     phase_stop(&cl, &all, &mut rng, &acks, leader).await;
     let leader = wait_leader(&admin, &urls, &[1, 2, 3]).await;
     phase_amnesia(&cl, &admin, &urls, &mut rng, &acks, leader).await;
+    stop.store(true, Ordering::Relaxed);
+    let acked_by_consumer = consumer.await.expect("consumer task");
     let acks = std::mem::take(&mut *acks.lock().unwrap());
     let dumps = converge(&admin, &urls).await;
     check(&acks, &dumps);
+    check_consumer(&acked_by_consumer, &dumps);
     // the same through the API: linearizable reads on the leader
     for (seq, p) in &acks.acked {
         let m = admin.get("s", *seq).await.expect("get");
@@ -209,6 +215,64 @@ async fn run(seed: u64) {
         let s = admin.status_of(u).await.expect("status");
         assert!(s.purged.is_some(), "node {id} never purged: {s:?}");
     }
+}
+
+/// A consumer working through every phase: pulls (a 300 ms ack wait of the log's time, so
+/// what a lost answer delivered comes back), acks each message, and reads its state after
+/// each acknowledged ack: the ack floor it reads (linearizable) never goes back. Returns the
+/// stream sequences whose ack was acknowledged.
+async fn consume(urls: Vec<String>, stop: Arc<AtomicBool>) -> BTreeSet<u64> {
+    let c = client(&urls);
+    while c
+        .consumer_add("s", "w", &ConsumerConfig::default())
+        .await
+        .is_err()
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (mut acked, mut floor) = (BTreeSet::new(), 0);
+    let req = NextRequest {
+        batch: 8,
+        filter: None,
+        ack_wait_ms: 300,
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(ds) = c.consumer_next("s", "w", &req).await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        if ds.is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for d in ds {
+            if c.consumer_ack("s", "w", d.message.seq).await.is_ok() {
+                acked.insert(d.message.seq);
+                if let Ok(i) = c.consumer_info("s", "w").await {
+                    assert!(i.ack_floor.stream >= floor, "ack floor went back: {i:?}");
+                    floor = i.ack_floor.stream;
+                }
+            }
+        }
+    }
+    eprintln!("consumer: {} acks acknowledged, floor {floor}", acked.len());
+    acked
+}
+
+/// Every node holds the same consumer state, and every acknowledged ack is in it.
+fn check_consumer(acked: &BTreeSet<u64>, dumps: &BTreeMap<u64, Dump>) {
+    let first = dumps.values().next().expect("a dump");
+    for (id, d) in dumps {
+        assert_eq!(d.consumers, first.consumers, "node {id}'s consumers differ");
+        let w = &d.consumers["s"]["w"];
+        for seq in acked {
+            let done = *seq <= w.ack_floor.stream || !w.pending.contains(seq);
+            assert!(
+                done && *seq <= w.delivered.stream,
+                "node {id}: ack of {seq} lost: {w:?}"
+            );
+        }
+    }
+    assert!(!acked.is_empty(), "the consumer acknowledged nothing");
 }
 
 /// A write to a follower: 421 `not_leader` with the leader's URL, nothing done.

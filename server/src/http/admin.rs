@@ -116,6 +116,14 @@ async fn dump(State(app): State<App>) -> Result<Json<Dump>, ApiError> {
         .blocking(|c| c.dump().map(|d| (c.applied().0, d)))
         .await?
         .map_err(|e| ApiError::internal(e.to_string()))?;
+    let consumers = (streams.iter())
+        .map(|(name, d)| {
+            let cs = (d.consumers.iter())
+                .map(|(c, i)| (c.clone(), super::consumers::info_of(c.clone(), i.clone())))
+                .collect();
+            (name.clone(), cs)
+        })
+        .collect();
     let streams = streams
         .into_iter()
         .map(|(name, d)| {
@@ -135,5 +143,6 @@ async fn dump(State(app): State<App>) -> Result<Json<Dump>, ApiError> {
     Ok(Json(Dump {
         last_applied: last_applied.map(|l| l.index),
         streams,
+        consumers,
     }))
 }

@@ -134,7 +134,8 @@ async fn info(State(app): State<App>, P((stream, name)): P<(String, String)>) ->
     }
 }
 
-fn info_of(name: String, i: seqstore_raft::ConsumerInfo) -> ConsumerInfo {
+/// The wire form of a consumer's config and state.
+pub fn info_of(name: String, i: seqstore_raft::ConsumerInfo) -> ConsumerInfo {
     let pair = |p: seqstore_raft::types::SeqPair| SeqPair {
         consumer: p.consumer,
         stream: p.stream,
