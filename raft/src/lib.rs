@@ -11,6 +11,7 @@
 
 pub mod adapter;
 pub mod batch;
+pub mod bytes;
 pub mod error;
 pub mod floor;
 pub mod log;

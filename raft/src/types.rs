@@ -67,8 +67,10 @@ pub enum Op {
         /// The message's subject.
         subject: String,
         /// Its headers (opaque bytes).
+        #[serde(with = "crate::bytes")]
         headers: Vec<u8>,
         /// Its payload.
+        #[serde(with = "crate::bytes")]
         payload: Vec<u8>,
         /// Expires this long after its timestamp (0: never): hidden from reads from then on,
         /// removed by the next `Expire` (times are the log's, see `crate::streams`).
@@ -242,8 +244,10 @@ pub struct Delivery {
     /// Its timestamp.
     pub ts: i64,
     /// Its headers.
+    #[serde(with = "crate::bytes")]
     pub headers: Vec<u8>,
     /// Its payload.
+    #[serde(with = "crate::bytes")]
     pub payload: Vec<u8>,
 }
 

@@ -35,7 +35,7 @@ fn usage() -> ExitCode {
          rebuild vs the read limit, random gets, num_pending, filtered_state, purge, write rate.\n\
          The page: cargo run --release -p seqstore-bench -- --scale --markdown docs/BENCHMARKS-SCALE.md\n\
          \n\
-         or:    seqstore-bench --replicated [--dir PATH] [--reps N] [--nats-server PATH] [--seqstore-server PATH] [--json] [--json-out FILE] [--markdown FILE]\n\
+         or:    seqstore-bench --replicated [--dir PATH] [--reps N] [--msgs-64 N] [--max-secs S] [--nats-server PATH] [--seqstore-server PATH] [--json] [--json-out FILE] [--markdown FILE]\n\
          acknowledged appends/s of 3-node clusters on loopback with 1 and 64 clients: seqstore-server\n\
          (built beside this binary: cargo build --release -p seqstore-server) against a real NATS\n\
          JetStream cluster (R3 file stream, sync_interval: always and default; not part of --quick).\n\
@@ -178,6 +178,14 @@ fn replicated_main(args: &[String]) -> ExitCode {
             "--dir" => opts.dir = Some(v.into()),
             "--nats-server" => opts.nats_server = Some(v.into()),
             "--seqstore-server" => opts.seqstore_server = Some(v.into()),
+            "--msgs-64" => match v.parse() {
+                Ok(n) if n > 0 => opts.msgs_64 = n,
+                _ => return usage(),
+            },
+            "--max-secs" => match v.parse() {
+                Ok(s) if s > 0.0 => opts.max_secs = s,
+                _ => return usage(),
+            },
             "--reps" => match v.parse() {
                 Ok(n) if n > 0 => opts.reps = n,
                 _ => return usage(),

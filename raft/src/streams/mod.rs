@@ -89,6 +89,7 @@ pub struct SnapshotFile {
     /// openraft's snapshot metadata.
     pub meta: SnapshotMeta<u64, BasicNode>,
     /// postcard of the [`Image`] at `meta.last_log_id`: what followers are sent.
+    #[serde(with = "crate::bytes")]
     pub data: Vec<u8>,
 }
 
@@ -113,6 +114,7 @@ pub struct StreamImage {
     /// Its config.
     pub config: StreamConfig,
     /// `Store::snapshot_to` of its store.
+    #[serde(with = "crate::bytes")]
     pub data: Vec<u8>,
 }
 
@@ -139,8 +141,10 @@ pub struct DumpMsg {
     /// Its timestamp.
     pub ts: i64,
     /// Its headers.
+    #[serde(with = "crate::bytes")]
     pub headers: Vec<u8>,
     /// Its payload.
+    #[serde(with = "crate::bytes")]
     pub payload: Vec<u8>,
 }
 
