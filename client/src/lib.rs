@@ -394,12 +394,13 @@ impl Client {
         Ok(l.consumers)
     }
 
-    /// Removes every message above `seq`; the stream's new last sequence.
+    /// Removes every message above `seq` (the next append gets `seq + 1`); how many were
+    /// removed.
     pub async fn truncate(&self, stream: &str, seq: u64) -> Result<u64, Error> {
         let p = format!("/streams/{stream}/truncate");
         let req = TruncateRequest { seq };
-        let r: LastSeqReply = self.json(Method::POST, &p, Some(&req), false).await?;
-        Ok(r.last_seq)
+        let r: RemovedReply = self.json(Method::POST, &p, Some(&req), false).await?;
+        Ok(r.removed)
     }
 
     /// One node's status (no leader needed; not retried elsewhere).

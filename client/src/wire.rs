@@ -187,7 +187,7 @@ pub struct RemovedReply {
     pub removed: u64,
 }
 
-/// `{last_seq}`: the stream's last sequence after a truncate or skip.
+/// `{last_seq}`: the stream's last sequence after a skip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LastSeqReply {
     /// The last sequence.

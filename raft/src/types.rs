@@ -375,10 +375,9 @@ pub enum Response {
     None,
     /// The stream was created or deleted.
     Done,
-    /// The message's sequence (`Append`), or the stream's new last sequence (`Skip`,
-    /// `Truncate`).
+    /// The message's sequence (`Append`), or the stream's new last sequence (`Skip`).
     Seq(u64),
-    /// How many messages were removed (`Delete`: 1; purges, compact, expire).
+    /// How many messages were removed (`Delete`: 1; purges, compact, truncate, expire).
     Removed(u64),
     /// The request was refused; nothing changed.
     Err(ApplyError),

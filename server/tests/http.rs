@@ -171,3 +171,50 @@ fn oversized_malformed_and_unknown_are_typed_errors_that_change_nothing() {
         "the refusals used no sequence"
     );
 }
+
+/// The writes besides append answer their own shapes (a truncate answered `Removed` by the
+/// state machine once failed as "unexpected response" after it had been applied).
+#[test]
+fn truncate_skip_compact_and_purge_answer_their_counts() {
+    let mut p = Procs::new();
+    let addr = free_addr();
+    p.spawn(1, &["--listen".to_string(), addr.clone()]);
+    wait_up(&addr, UP);
+    wait_leader(&addr, &[]);
+    let (code, body) = raw_http(&addr, "PUT", "/streams/t", &[], b"");
+    assert_eq!(code, 200, "{body}");
+    for i in 0..6 {
+        let m = format!(r#"{{"subject":"t.{}","payload":"m{i}"}}"#, i % 2);
+        let (code, body) = raw_http(&addr, "POST", "/streams/t/messages", &[], m.as_bytes());
+        assert_eq!(code, 200, "{body}");
+    }
+    let call = |path: &str, body: &str| raw_http(&addr, "POST", path, &[], body.as_bytes());
+    assert_eq!(
+        call("/streams/t/truncate", r#"{"seq":4}"#),
+        (200, r#"{"removed":2}"#.into())
+    );
+    assert_eq!(
+        call("/streams/t/skip", r#"{"count":2}"#),
+        (200, r#"{"last_seq":6}"#.into())
+    );
+    assert_eq!(
+        call("/streams/t/compact", r#"{"up_to":2}"#),
+        (200, r#"{"removed":1}"#.into())
+    );
+    let purge_ex = r#"{"filter":"t.0"}"#;
+    assert_eq!(
+        call("/streams/t/purge", purge_ex),
+        (200, r#"{"removed":1}"#.into())
+    );
+    assert_eq!(
+        call("/streams/t/purge", "{}"),
+        (200, r#"{"removed":2}"#.into())
+    );
+    let m = br#"{"subject":"t.0","payload":"next"}"#;
+    let (code, body) = raw_http(&addr, "POST", "/streams/t/messages", &[], m);
+    assert_eq!(
+        (code, body.as_str()),
+        (200, r#"{"seq":7}"#),
+        "after the skip"
+    );
+}

@@ -310,8 +310,8 @@ async fn truncate(
     State(app): State<App>,
     P(stream): P<String>,
     JsonBody(req): JsonBody<TruncateRequest>,
-) -> R<LastSeqReply> {
-    last_seq(
+) -> R<RemovedReply> {
+    removed(
         app.write(Op::Truncate {
             stream,
             seq: req.seq,
