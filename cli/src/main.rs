@@ -8,6 +8,7 @@ mod demo_nats;
 mod lab;
 #[cfg(feature = "ablation")]
 mod random;
+mod remote;
 mod store_ops;
 
 use anyhow::Result;
@@ -40,6 +41,31 @@ struct CliExtra {
     /// given only this directory), on the same files.
     #[arg(long)]
     guest: bool,
+    /// Run the operation on a seqstore-server cluster instead of a directory: a node's URL
+    /// (http://HOST:PORT); several, comma-separated, to find the leader among them.
+    #[arg(
+        long,
+        value_name = "URL",
+        value_delimiter = ',',
+        conflicts_with = "guest"
+    )]
+    server: Vec<String>,
+    /// With --server: the stream (a server holds many; a directory is one).
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "default",
+        requires = "server"
+    )]
+    stream: String,
+    /// With --server: the bearer token the cluster was started with.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "SEQSTORE_TOKEN",
+        hide_env_values = true
+    )]
+    token: Option<String>,
     /// Remove an fsync on purpose (full, no-tombstone-sync, no-dir-sync, skip:<site>): the
     /// negative control of `seqstore trace`. Off (full) by default; only in the crash lab's
     /// build (feature `ablation`).

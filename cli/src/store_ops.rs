@@ -28,7 +28,14 @@ pub(crate) fn store_cmd(cmd: &StoreCmd<CliExtra>) -> ExitCode {
     #[cfg(not(feature = "ablation"))]
     let base = seqstore_core::Config::default();
     // verify reads the files without a store, natively
-    let result = if at.extra.guest && !matches!(cmd, StoreCmd::Verify { .. }) {
+    let result = if !at.extra.server.is_empty() {
+        crate::remote::run(
+            cmd,
+            &at.extra.server,
+            &at.extra.stream,
+            at.extra.token.clone(),
+        )
+    } else if at.extra.guest && !matches!(cmd, StoreCmd::Verify { .. }) {
         in_guest(cmd, base)
     } else {
         execute(cmd, base, "seqstore")

@@ -125,7 +125,7 @@ impl Client {
     }
 
     /// Forgets `base` as the leader and moves on to the next node.
-    fn skip(&self, base: &str) {
+    fn skip_node(&self, base: &str) {
         let mut t = self.target.lock().unwrap_or_else(|e| e.into_inner());
         if t.0.as_deref() == Some(base) || t.0.is_none() {
             t.0 = None;
@@ -176,7 +176,7 @@ impl Client {
                 Verdict::Unknown(m) if !retry => return Err(Error::Unknown(m)),
                 Verdict::Redirect(m) | Verdict::Elsewhere(m) | Verdict::Unknown(m) => last = m,
             }
-            self.skip(&base);
+            self.skip_node(&base);
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Err(Error::NoLeader(last))
@@ -392,6 +392,22 @@ impl Client {
     pub async fn consumer_names(&self, stream: &str) -> Result<Vec<String>, Error> {
         let l: ConsumerList = self.read(&format!("/streams/{stream}/consumers")).await?;
         Ok(l.consumers)
+    }
+
+    /// Marks the next `count` sequences used without a message; the new last sequence.
+    pub async fn skip(&self, stream: &str, count: u64) -> Result<u64, Error> {
+        let p = format!("/streams/{stream}/skip");
+        let req = SkipRequest { count };
+        let r: LastSeqReply = self.json(Method::POST, &p, Some(&req), false).await?;
+        Ok(r.last_seq)
+    }
+
+    /// Applies the stream's `max_age` and removes expired ttl messages at the leader's time;
+    /// how many were removed.
+    pub async fn expire(&self, stream: &str) -> Result<u64, Error> {
+        let p = format!("/streams/{stream}/expire");
+        let r: RemovedReply = self.json(Method::POST, &p, None::<&()>, false).await?;
+        Ok(r.removed)
     }
 
     /// Removes every message above `seq` (the next append gets `seq + 1`); how many were

@@ -109,6 +109,12 @@ impl AppendRequest {
         }
     }
 
+    /// The same request with these header bytes (none when empty).
+    pub fn with_headers(mut self, headers: &[u8]) -> Self {
+        self.headers_b64 = (!headers.is_empty()).then(|| B64.encode(headers));
+        self
+    }
+
     /// The headers' bytes.
     pub fn header_bytes(&self) -> Result<Vec<u8>, String> {
         match &self.headers_b64 {
@@ -160,6 +166,14 @@ impl Msg {
             payload,
             payload_b64,
             headers_b64: (!headers.is_empty()).then(|| B64.encode(headers)),
+        }
+    }
+
+    /// The headers' bytes (empty when absent; `Err` on bad base64).
+    pub fn header_bytes(&self) -> Result<Vec<u8>, String> {
+        match &self.headers_b64 {
+            Some(b) => decode_b64("headers_b64", b),
+            None => Ok(Vec::new()),
         }
     }
 
@@ -467,8 +481,21 @@ pub struct ConsumerInfo {
     pub delivered: SeqPair,
     /// Everything at or below it is acknowledged.
     pub ack_floor: SeqPair,
-    /// The stream sequences delivered and awaiting their ack.
-    pub pending: Vec<u64>,
+    /// The deliveries awaiting their ack, by stream sequence.
+    pub pending: Vec<PendingAck>,
+}
+
+/// A delivered message awaiting its ack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingAck {
+    /// Its stream sequence.
+    pub stream_seq: u64,
+    /// The consumer sequence of its first delivery.
+    pub consumer_seq: u64,
+    /// When it was last delivered (the log's time, ns since the epoch).
+    pub ts: i64,
+    /// How many times it was delivered again.
+    pub redelivered: u64,
 }
 
 /// `GET /streams/{stream}/consumers`.

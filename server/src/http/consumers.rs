@@ -10,7 +10,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use seqstore_client::wire::{
     AckPolicy, AckRequest, ConsumerConfig, ConsumerInfo, ConsumerList, Deliveries, Delivery, Msg,
-    NextRequest, SeqPair,
+    NextRequest, PendingAck, SeqPair,
 };
 use seqstore_raft::{Op, Response};
 
@@ -148,7 +148,14 @@ pub fn info_of(name: String, i: seqstore_raft::ConsumerInfo) -> ConsumerInfo {
         },
         delivered: pair(i.delivered),
         ack_floor: pair(i.ack_floor),
-        pending: i.pending.iter().map(|p| p.stream_seq).collect(),
+        pending: (i.pending.iter())
+            .map(|p| PendingAck {
+                stream_seq: p.stream_seq,
+                consumer_seq: p.consumer_seq,
+                ts: p.ts,
+                redelivered: p.redelivered,
+            })
+            .collect(),
     }
 }
 

@@ -216,9 +216,18 @@ async fn next(State(app): State<App>, P(name): P<String>, Q(q): Q<Scan>) -> R<Ms
     Ok(Json(found(m.await?)?))
 }
 
-async fn prev(State(app): State<App>, P(name): P<String>, Q(q): Q<Scan>) -> R<Msg> {
+/// `?from=&filter=` of prev: no `from` is from the end (`from=0` is at or before 0: none).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PrevScan {
+    from: Option<u64>,
+    #[serde(default = "all")]
+    filter: String,
+}
+
+async fn prev(State(app): State<App>, P(name): P<String>, Q(q): Q<PrevScan>) -> R<Msg> {
     let m = app.read(name, move |_, s| {
-        let from = if q.from == 0 { u64::MAX } else { q.from };
+        let from = q.from.unwrap_or(u64::MAX);
         s.prev_matching(&q.filter, from)
             .map_err(ApiError::from_store)
     });
