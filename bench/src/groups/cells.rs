@@ -4,7 +4,7 @@
 use super::*;
 
 /// Median µs of write 128 B + fdatasync on a fresh file (one untimed round first).
-pub(super) fn fsync_probe(ctx: &mut Ctx<'_>, opts: &BenchOpts) -> Result<Option<f64>> {
+pub(crate) fn fsync_probe(ctx: &mut Ctx<'_>, opts: &BenchOpts) -> Result<Option<f64>> {
     let dir = ctx.tempdir("probe")?;
     let mut f = File::create(dir.path().join("probe")).context("create probe file")?;
     f.write_all(&ctx.payload)?;
@@ -165,7 +165,7 @@ pub(super) fn every_cell(ctx: &mut Ctx<'_>, engine: &str, n: u64, batch: u64) ->
 
 /// Durable appends for `secs` seconds or `max` fsyncs, whichever comes first (one untimed
 /// append first: it creates the block file and its directory entry).
-pub(super) fn always_cell(ctx: &mut Ctx<'_>, cell: &str, secs: f64, max: u64) -> Result<f64> {
+pub(crate) fn always_cell(ctx: &mut Ctx<'_>, cell: &str, secs: f64, max: u64) -> Result<f64> {
     let dir = ctx.tempdir(cell)?;
     let p = dir.path();
     let payload = &ctx.payload;

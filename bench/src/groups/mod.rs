@@ -18,7 +18,7 @@ use crate::report::{BenchReport, Goal, Table, Unit};
 use crate::util::{dir_size, thread_cpu_ns, Ctx, Rng};
 use crate::BenchOpts;
 
-mod cells;
+pub(crate) mod cells;
 mod goals;
 use cells::*;
 use goals::{goals, new_tables};

@@ -65,6 +65,8 @@ pub(crate) const CELLS: &[(&str, u64)] = &[
     ("seqstore_r3_64", 64),
     ("nats_r3_default_1", 1),
     ("nats_r3_default_64", 64),
+    ("seqstore_server1_64", 64),
+    ("embedded_64", 64),
 ];
 
 /// Runs every round and returns the report.
@@ -78,6 +80,8 @@ pub fn run_replicated(opts: &ReplOpts, progress: &dyn Fn(&str)) -> Result<ReplRe
     ctx.tick(&format!(
         "start two 3-node nats-server {version} clusters and a seqstore-server cluster"
     ));
+    let probe_opts = crate::BenchOpts::quick();
+    let probe_start = crate::groups::cells::fsync_probe(&mut ctx, &probe_opts)?;
     let dirs = |tag: &str| -> Result<[tempfile::TempDir; 3]> {
         Ok([
             ctx.tempdir(&format!("r3-{tag}-n1"))?,
@@ -88,7 +92,8 @@ pub fn run_replicated(opts: &ReplOpts, progress: &dyn Fn(&str)) -> Result<ReplRe
     let always = Server::start_cluster(&bin, dirs("always")?, true)?;
     let default = Server::start_cluster(&bin, dirs("default")?, false)?;
     let (ca, cd) = (Client::connect(&always[0])?, Client::connect(&default[0])?);
-    let cs = seqstore::Cluster::start(&ours, dirs("seqstore")?)?;
+    let cs = seqstore::Cluster::start(&ours, dirs("seqstore")?.into())?;
+    let one = seqstore::Cluster::start(&ours, vec![ctx.tempdir("server1")?])?;
     let mut samples: Vec<(&'static str, Vec<f64>)> =
         CELLS.iter().map(|(k, _)| (*k, Vec::new())).collect();
     let max = Duration::from_secs_f64(opts.max_secs);
@@ -108,6 +113,8 @@ pub fn run_replicated(opts: &ReplOpts, progress: &dyn Fn(&str)) -> Result<ReplRe
             };
             let name = format!("r3_{key}_{r}");
             let v = match key {
+                "embedded_64" => embedded(&mut ctx, cell),
+                "seqstore_server1_64" => one.publish_cell(&name, cell, &ctx.payload),
                 k if k.starts_with("seqstore") => cs.publish_cell(&name, cell, &ctx.payload),
                 k if k.contains("always") => ca.publish_cell(&name, cell, &ctx.payload),
                 _ => cd.publish_cell(&name, cell, &ctx.payload),
@@ -116,8 +123,9 @@ pub fn run_replicated(opts: &ReplOpts, progress: &dyn Fn(&str)) -> Result<ReplRe
             samples[i].1.push(v);
         }
     }
-    drop((ca, cd, cs));
+    drop((ca, cd, cs, one));
     drop((always, default));
+    let probe_end = crate::groups::cells::fsync_probe(&mut ctx, &probe_opts)?;
     let mut report = ReplReport {
         opts: opts.clone(),
         nats_version: version,
@@ -125,10 +133,19 @@ pub fn run_replicated(opts: &ReplOpts, progress: &dyn Fn(&str)) -> Result<ReplRe
         samples,
         goals: Vec::new(),
         elapsed_s: started.elapsed().as_secs_f64(),
+        fsync_probe_us: (probe_start, probe_end),
         loadavg: (load_start, loadavg()),
     };
     report.goals = goals(&report);
     Ok(report)
+}
+
+/// The store embedded in this process: 64 threads appending through one `SharedStore` under
+/// `SyncPolicy::Always` (group commit), each awaiting its append, as the clients await theirs.
+fn embedded(ctx: &mut Ctx<'_>, cell: Cell) -> Result<f64> {
+    let per_writer = cell.msgs.div_ceil(cell.publishers.max(1));
+    let secs = cell.max.as_secs_f64();
+    crate::groups::cells::always_cell(ctx, "seqstore_64", secs, per_writer)
 }
 
 /// The goal (issue #32): seqstore's cluster at least twice NATS R3 under

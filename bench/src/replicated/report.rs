@@ -22,6 +22,8 @@ pub struct ReplReport {
     pub goals: Vec<Goal>,
     /// Wall time of the rounds, s.
     pub elapsed_s: f64,
+    /// Median µs of write 128 B + fdatasync, before the rounds and after them.
+    pub fsync_probe_us: (Option<f64>, Option<f64>),
     /// `/proc/loadavg` (1 minute) at the start and at the end.
     pub loadavg: (Option<f64>, Option<f64>),
 }
@@ -35,6 +37,10 @@ fn describe(key: &str) -> &'static str {
         "nats_r3_default_64" => "NATS R3, default config (no fsync before the ack), 64 clients",
         "seqstore_r3_1" => "seqstore 3-node cluster (log fsynced before commit), 1 client",
         "seqstore_r3_64" => "seqstore 3-node cluster (log fsynced before commit), 64 clients",
+        "seqstore_server1_64" => {
+            "seqstore-server, one node (log fsynced before commit), 64 clients"
+        }
+        "embedded_64" => "seqstore embedded, SharedStore, sync always, 64 threads",
         _ => "?",
     }
 }
@@ -57,9 +63,35 @@ impl ReplReport {
         (lo, hi)
     }
 
-    /// One line per cell and the goals line.
+    /// What the service costs, reported (no target): (name, what, value).
+    pub fn ratios(&self) -> Vec<(&'static str, &'static str, Option<f64>)> {
+        let r = |a: &str, b: &str| self.median(a).zip(self.median(b)).map(|(a, b)| a / b);
+        vec![
+            (
+                "server1_vs_embedded_64",
+                "one-node server over HTTP / the store embedded (what the log and the network cost)",
+                r("seqstore_server1_64", "embedded_64"),
+            ),
+            (
+                "r3_vs_server1_64",
+                "3-node cluster / one-node server (what replication costs)",
+                r("seqstore_r3_64", "seqstore_server1_64"),
+            ),
+        ]
+    }
+
+    /// The fsync probe's state and values (every cell here is fsync-bound).
+    fn probe_text(&self) -> String {
+        let (a, b) = self.fsync_probe_us;
+        let us = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0} µs"));
+        let state = crate::report::fsync_probe_state(a, b);
+        format!("fsync probe {state}: start {}, end {}", us(a), us(b))
+    }
+
+    /// One line per cell, the reported ratios and the goals line.
     pub fn table(&self) -> String {
         let mut s = String::new();
+        let _ = writeln!(s, "{}", self.probe_text());
         for (k, v) in &self.samples {
             let (lo, hi) = Self::spread(v);
             let f = |x: f64| fmt_val(Unit::PerSec, Some(x));
@@ -71,6 +103,10 @@ impl ReplReport {
                 f(hi),
                 describe(k)
             );
+        }
+        for (name, what, v) in self.ratios() {
+            let v = v.map_or("not measured".into(), fmt_goal);
+            let _ = writeln!(s, "{name:<22} {v:>14}  {what}");
         }
         let _ = writeln!(s, "{}", goals_line(&self.goals));
         s
@@ -92,7 +128,10 @@ impl ReplReport {
                      "msgs_64": self.opts.msgs_64, "max_secs": self.opts.max_secs},
             "cells": cells,
             "goals": goals_json(&self.goals),
+            "ratios": self.ratios().iter().map(|(n, w, v)| json!({"name": n, "what": w, "value": v})).collect::<Vec<_>>(),
             "elapsed_s": self.elapsed_s,
+            "fsync_probe_us": {"start": self.fsync_probe_us.0, "end": self.fsync_probe_us.1,
+                               "state": crate::report::fsync_probe_state(self.fsync_probe_us.0, self.fsync_probe_us.1)},
             "loadavg_1m": {"start": self.loadavg.0, "end": self.loadavg.1},
         })
     }
@@ -113,12 +152,13 @@ impl ReplReport {
         let load = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
         let _ = writeln!(
             s,
-            "| run | {} rounds, 128 B payloads, {:.0} s, nats-server {} |\n| load (1 min) | {} at the start, {} at the end |\n",
+            "| run | {} rounds, 128 B payloads, {:.0} s, nats-server {} |\n| load (1 min) | {} at the start, {} at the end |\n| fsync | {} |\n",
             self.opts.reps,
             self.elapsed_s,
             self.nats_version,
             load(self.loadavg.0),
-            load(self.loadavg.1)
+            load(self.loadavg.1),
+            self.probe_text()
         );
         let _ = writeln!(s, "| cell | median | min | max |\n|---|---|---|---|");
         for (k, v) in &self.samples {
@@ -126,6 +166,11 @@ impl ReplReport {
             let f = |x: f64| fmt_val(Unit::PerSec, Some(x));
             let med = f(crate::util::median(v).unwrap_or(0.0));
             let _ = writeln!(s, "| {} | {med} | {} | {} |", describe(k), f(lo), f(hi));
+        }
+        let _ = writeln!(s, "\n| ratio (reported) | value |\n|---|---|");
+        for (name, what, v) in self.ratios() {
+            let v = v.map_or("not measured".into(), fmt_goal);
+            let _ = writeln!(s, "| `{name}`: {what} | {v} |");
         }
         let _ = writeln!(s, "\n| goal | value | target |\n|---|---|---|");
         for g in &self.goals {

@@ -13,7 +13,7 @@ use seqstore_client::Client;
 
 use crate::nats::Cell;
 
-/// How long a fresh cluster may take to elect a leader and take both followers as voters.
+/// How long a fresh cluster may take to elect a leader and take its followers as voters.
 const FORMED_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The server binary: `explicit`, else `seqstore-server` beside this executable.
@@ -30,12 +30,12 @@ pub(crate) fn find_server(explicit: Option<&Path>) -> Result<PathBuf> {
     Ok(p)
 }
 
-/// Three nodes, killed and reaped on drop (on every path), then their directories removed.
+/// The nodes, killed and reaped on drop (on every path), then their directories removed.
 pub(crate) struct Cluster {
     children: Vec<Child>,
     leader: String,
     rt: tokio::runtime::Runtime,
-    _dirs: [tempfile::TempDir; 3],
+    _dirs: Vec<tempfile::TempDir>,
 }
 
 impl Drop for Cluster {
@@ -48,10 +48,12 @@ impl Drop for Cluster {
 }
 
 impl Cluster {
-    /// Starts node 1 with `--bootstrap` and the two others, and waits until one leads all
-    /// three as voters.
-    pub(crate) fn start(bin: &Path, dirs: [tempfile::TempDir; 3]) -> Result<Cluster> {
-        let addrs: Vec<String> = (0..3)
+    /// Starts one node per directory (one: `serve` with no configuration; more: node 1 with
+    /// `--bootstrap` and the others as its peers), and waits until one leads them all as
+    /// voters.
+    pub(crate) fn start(bin: &Path, dirs: Vec<tempfile::TempDir>) -> Result<Cluster> {
+        let n = dirs.len();
+        let addrs: Vec<String> = (0..n)
             .map(|_| {
                 let l = std::net::TcpListener::bind("127.0.0.1:0").context("a loopback port")?;
                 Ok(l.local_addr()?.to_string())
@@ -63,15 +65,16 @@ impl Cluster {
         let mut children = Vec::new();
         for (i, dir) in dirs.iter().enumerate() {
             let mut cmd = Command::new(bin);
-            cmd.arg("serve")
-                .args(["--id", &(i + 1).to_string(), "--listen", &addrs[i]])
-                .args(["--peers", &peers.join(",")])
-                .arg("--dir")
+            cmd.args(["serve", "--listen", &addrs[i]]);
+            if n > 1 {
+                cmd.args(["--id", &(i + 1).to_string(), "--peers", &peers.join(",")]);
+            }
+            cmd.arg("--dir")
                 .arg(dir.path())
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
-            if i == 0 {
+            if i == 0 && n > 1 {
                 cmd.arg("--bootstrap");
             }
             children.push(
@@ -92,7 +95,7 @@ impl Cluster {
             rt,
             _dirs: dirs,
         };
-        cluster.leader = cluster.rt.block_on(formed(&urls))?;
+        cluster.leader = cluster.rt.block_on(formed(&urls, n))?;
         Ok(cluster)
     }
 
@@ -104,21 +107,21 @@ impl Cluster {
     }
 }
 
-/// The leader's URL once it leads three voters.
-async fn formed(urls: &[String]) -> Result<String> {
+/// The leader's URL once it leads `voters` voters.
+async fn formed(urls: &[String], voters: usize) -> Result<String> {
     let c = Client::new(urls, None);
     let t = Instant::now();
     while t.elapsed() < FORMED_TIMEOUT {
         for u in urls {
             if let Ok(s) = c.status_of(u).await {
-                if s.leader == Some(s.id) && s.voters.len() == 3 {
+                if s.leader == Some(s.id) && s.voters.len() == voters {
                     return Ok(u.clone());
                 }
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    bail!("no leader of three voters within {FORMED_TIMEOUT:?}")
+    bail!("no leader of {voters} voters within {FORMED_TIMEOUT:?}")
 }
 
 async fn publish_cell(leader: &str, name: &str, cell: Cell, payload: &[u8]) -> Result<f64> {
