@@ -120,92 +120,110 @@ fn command_line(args: &[String]) -> String {
         .join(" ")
 }
 
+/// The outputs every mode takes: `--json`, `--json-out FILE`, `--markdown FILE`.
+#[derive(Default)]
+struct Outputs {
+    json: bool,
+    json_out: Option<String>,
+    markdown: Option<String>,
+}
+
+/// Parses a mode's flags (`mode` itself and the outputs here, the others by `own`, which
+/// answers whether it took the flag and its value was good); `None`: a usage error.
+fn mode_args(
+    args: &[String],
+    mode: &str,
+    mut own: impl FnMut(&str, &str) -> bool,
+) -> Option<Outputs> {
+    let mut out = Outputs::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == mode || a == "--json" {
+            out.json |= a == "--json";
+            continue;
+        }
+        let v = it.next()?;
+        match a.as_str() {
+            "--json-out" => out.json_out = Some(v.clone()),
+            "--markdown" => out.markdown = Some(v.clone()),
+            _ if own(a, v) => {}
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// A mode's run: its page, JSON and table emitted as `out` asks, or its error.
+fn finish(
+    mode: &str,
+    out: Outputs,
+    run: anyhow::Result<(String, serde_json::Value, String)>,
+) -> ExitCode {
+    match run {
+        Ok((page, json, table)) => emit(
+            [out.json_out, out.markdown],
+            || page,
+            json,
+            (!out.json).then_some(table),
+        ),
+        Err(e) => {
+            eprintln!("seqstore-bench {mode}: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A positive number, or `None`.
+fn positive<T: std::str::FromStr + PartialOrd + Default>(v: &str) -> Option<T> {
+    v.parse().ok().filter(|n| *n > T::default())
+}
+
 /// `--scale`: its own options, its own report.
 fn scale_main(args: &[String]) -> ExitCode {
     let mut opts = ScaleOpts::default();
-    let (mut json, mut json_out, mut markdown) = (false, None::<String>, None::<String>);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a == "--scale" || a == "--json" {
-            json |= a == "--json";
-            continue;
+    let out = mode_args(args, "--scale", |a, v| match a {
+        "--scale-dir" => {
+            opts.dir = Some(v.into());
+            true
         }
-        let Some(v) = it.next() else {
-            return usage();
-        };
-        match a.as_str() {
-            "--json-out" => json_out = Some(v.clone()),
-            "--markdown" => markdown = Some(v.clone()),
-            "--scale-dir" => opts.dir = Some(v.into()),
-            "--scale-sizes" => match v.split(',').map(|n| n.parse().ok()).collect() {
-                Some(sizes) => opts.sizes = sizes,
-                None => return usage(),
-            },
-            _ => return usage(),
-        }
-    }
-    let r = match run_scale(&opts, &|s| eprintln!("{s}")) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("seqstore-bench --scale: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    emit(
-        [json_out, markdown],
-        || r.markdown(&Machine::detect(), &command_line(args)),
-        r.to_json(),
-        if json { None } else { Some(r.table()) },
-    )
+        "--scale-sizes" => match v.split(',').map(|n| n.parse().ok()).collect() {
+            Some(sizes) => {
+                opts.sizes = sizes;
+                true
+            }
+            None => false,
+        },
+        _ => false,
+    });
+    let Some(out) = out else { return usage() };
+    let r = run_scale(&opts, &|s| eprintln!("{s}")).map(|r| {
+        let page = r.markdown(&Machine::detect(), &command_line(args));
+        (page, r.to_json(), r.table())
+    });
+    finish("--scale", out, r)
 }
 
 /// `--replicated`: its own options, its own report.
 fn replicated_main(args: &[String]) -> ExitCode {
     let mut opts = ReplOpts::default();
-    let (mut json, mut json_out, mut markdown) = (false, None::<String>, None::<String>);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a == "--replicated" || a == "--json" {
-            json |= a == "--json";
-            continue;
-        }
-        let Some(v) = it.next() else {
-            return usage();
-        };
-        match a.as_str() {
-            "--json-out" => json_out = Some(v.clone()),
-            "--markdown" => markdown = Some(v.clone()),
+    let out = mode_args(args, "--replicated", |a, v| {
+        match a {
             "--dir" => opts.dir = Some(v.into()),
             "--nats-server" => opts.nats_server = Some(v.into()),
             "--seqstore-server" => opts.seqstore_server = Some(v.into()),
-            "--msgs-64" => match v.parse() {
-                Ok(n) if n > 0 => opts.msgs_64 = n,
-                _ => return usage(),
-            },
-            "--max-secs" => match v.parse() {
-                Ok(s) if s > 0.0 => opts.max_secs = s,
-                _ => return usage(),
-            },
-            "--reps" => match v.parse() {
-                Ok(n) if n > 0 => opts.reps = n,
-                _ => return usage(),
-            },
-            _ => return usage(),
+            "--msgs-64" => return positive(v).map(|n| opts.msgs_64 = n).is_some(),
+            "--max-secs" => return positive(v).map(|s| opts.max_secs = s).is_some(),
+            "--reps" => return positive(v).map(|n| opts.reps = n).is_some(),
+            _ => return false,
         }
-    }
-    let r = match run_replicated(&opts, &|s| eprintln!("{s}")) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("seqstore-bench --replicated: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    emit(
-        [json_out, markdown],
-        || r.markdown(&Machine::detect(), &command_line(args)),
-        r.to_json(),
-        if json { None } else { Some(r.table()) },
-    )
+        true
+    });
+    let Some(out) = out else { return usage() };
+    let r = run_replicated(&opts, &|s| eprintln!("{s}")).map(|r| {
+        let page = r.markdown(&Machine::detect(), &command_line(args));
+        (page, r.to_json(), r.table())
+    });
+    finish("--replicated", out, r)
 }
 
 /// A run's outputs: its JSON to `--json-out`, its page (made only if asked for) to
