@@ -317,6 +317,7 @@ fn purge_before_install(no_floor: bool) -> Outcome {
     opts.no_floor = no_floor;
     // the schedule was shrunk with the client mix of its time
     opts.consumers = false;
+    opts.batches = false;
     opts.skip = [
         5, 8, 10, 16, 23, 30, 31, 32, 33, 34, 35, 39, 44, 45, 46, 47, 51, 52, 54, 56, 60, 61, 71,
         72, 76, 77, 85, 86, 92, 94, 103, 105,

@@ -59,6 +59,9 @@ pub struct Opts {
     /// requests); `false`: the mix before consumers, for the shrunk schedules that predate
     /// them.
     pub consumers: bool,
+    /// Appends in batches too (`Op::Batch` of 2 to 4 appends, one in five appends: what a
+    /// server's `Batcher` proposes); `false`: the mix before batches.
+    pub batches: bool,
 }
 
 impl Opts {
@@ -78,6 +81,7 @@ impl Opts {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
             consumers: true,
+            batches: true,
         }
     }
 }
@@ -766,13 +770,16 @@ impl World {
                 Op::Purge { stream }
             }
             18..=43 if self.opts.consumers => consumer_op(&mut self.rng, &mut b, roll, stream),
-            _ => Op::Append {
-                stream,
-                subject: "sim.a".into(),
-                headers: Vec::new(),
-                payload: format!("{}-{no}", self.opts.seed).into_bytes(),
-                ttl_ms: 0,
-            },
+            _ if self.opts.batches && self.rng.chance(20) => {
+                let ops = (0..self.rng.within(2, 4))
+                    .map(|k| {
+                        let s = self.rng.pick(&b.streams).clone();
+                        append(s, format!("{}-{no}.{k}", self.opts.seed))
+                    })
+                    .collect();
+                Op::Batch { ops }
+            }
+            _ => append(stream, format!("{}-{no}", self.opts.seed)),
         };
         (op, no)
     }
@@ -861,8 +868,25 @@ fn record_consumer(b: &mut Book, op: &Op, resp: &Response, index: u64) {
     });
 }
 
-/// Notes an acknowledged request in the book.
+/// A client's append of `payload` to `stream`.
+fn append(stream: String, payload: String) -> Op {
+    Op::Append {
+        stream,
+        subject: "sim.a".into(),
+        headers: Vec::new(),
+        payload: payload.into_bytes(),
+        ttl_ms: 0,
+    }
+}
+
+/// Notes an acknowledged request in the book (a batch's operations each as its own).
 fn record(b: &mut Book, op: &Op, resp: &Response, index: u64) {
+    if let (Op::Batch { ops }, Response::Batch(rs)) = (op, resp) {
+        for (op, r) in ops.iter().zip(rs) {
+            record(b, op, r, index);
+        }
+        return;
+    }
     record_consumer(b, op, resp, index);
     match (op, resp) {
         (
@@ -914,6 +938,10 @@ fn short(op: &Op) -> String {
             stream, payload, ..
         } => {
             format!("append {stream} {:?}", String::from_utf8_lossy(payload))
+        }
+        Op::Batch { ops } => {
+            let each: Vec<String> = ops.iter().map(short).collect();
+            format!("batch [{}]", each.join(", "))
         }
         other => format!("{other:?}"),
     }
