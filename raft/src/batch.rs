@@ -169,30 +169,30 @@ async fn run(
 }
 
 /// Proposes one entry for `batch` and answers every write in it.
-async fn propose(raft: &Raft<TypeConfig>, ts: i64, mut batch: Vec<Pending>) {
-    let op = if batch.len() == 1 {
-        std::mem::replace(&mut batch[0].op, Op::Batch { ops: Vec::new() })
-    } else {
-        let ops = batch
-            .iter_mut()
-            .map(|p| std::mem::replace(&mut p.op, Op::Batch { ops: Vec::new() }))
-            .collect();
-        Op::Batch { ops }
+async fn propose(raft: &Raft<TypeConfig>, ts: i64, batch: Vec<Pending>) {
+    let (mut ops, replies): (Vec<Op>, Vec<Reply>) =
+        batch.into_iter().map(|p| (p.op, p.reply)).unzip();
+    let single = ops.len() == 1;
+    let op = match ops.pop() {
+        Some(op) if single => op,
+        last => {
+            ops.extend(last);
+            Op::Batch { ops }
+        }
     };
-    let single = batch.len() == 1;
     match raft.client_write(Request { ts, op }).await {
         Ok(r) => {
             let log_id = r.log_id;
             let responses = match (single, r.data) {
                 (true, data) => vec![data],
-                (false, Response::Batch(v)) if v.len() == batch.len() => v,
+                (false, Response::Batch(v)) if v.len() == replies.len() => v,
                 (false, other) => {
                     let e = WriteError::Raft(format!("a batch answered {other:?}"));
-                    return fail(batch, e);
+                    return fail(replies, e);
                 }
             };
-            for (p, response) in batch.into_iter().zip(responses) {
-                let _ = p.reply.send(Ok(Written { response, log_id }));
+            for (reply, response) in replies.into_iter().zip(responses) {
+                let _ = reply.send(Ok(Written { response, log_id }));
             }
         }
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
@@ -200,14 +200,14 @@ async fn propose(raft: &Raft<TypeConfig>, ts: i64, mut batch: Vec<Pending>) {
                 leader: f.leader_id,
                 node: f.leader_node,
             };
-            fail(batch, e)
+            fail(replies, e)
         }
-        Err(e) => fail(batch, WriteError::Raft(e.to_string())),
+        Err(e) => fail(replies, WriteError::Raft(e.to_string())),
     }
 }
 
-fn fail(batch: Vec<Pending>, e: WriteError) {
-    for p in batch {
-        let _ = p.reply.send(Err(e.clone()));
+fn fail(replies: Vec<Reply>, e: WriteError) {
+    for reply in replies {
+        let _ = reply.send(Err(e.clone()));
     }
 }

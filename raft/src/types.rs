@@ -34,11 +34,6 @@ impl Request {
         postcard::serialize_with_flavor(self, postcard::ser_flavors::Size::default())
             .unwrap_or(usize::MAX)
     }
-
-    /// Whether the request fits in one log entry ([`MAX_REQUEST_BYTES`]).
-    pub fn fits_in_log(&self) -> bool {
-        self.encoded_len() <= MAX_REQUEST_BYTES
-    }
 }
 
 /// The operations. Sequences are never in a request that assigns one: an `Append` gets the
