@@ -153,18 +153,45 @@ fn mode_args(
     Some(out)
 }
 
-/// A mode's run: its page, JSON and table emitted as `out` asks, or its error.
+/// What the `--scale` and `--replicated` reports share: a page, JSON and a text table.
+trait ModeReport {
+    fn markdown(&self, machine: &Machine, command: &str) -> String;
+    fn to_json(&self) -> serde_json::Value;
+    fn table(&self) -> String;
+}
+
+macro_rules! mode_report {
+    ($t:ty) => {
+        impl ModeReport for $t {
+            fn markdown(&self, machine: &Machine, command: &str) -> String {
+                <$t>::markdown(self, machine, command)
+            }
+            fn to_json(&self) -> serde_json::Value {
+                <$t>::to_json(self)
+            }
+            fn table(&self) -> String {
+                <$t>::table(self)
+            }
+        }
+    };
+}
+mode_report!(seqstore_bench::ScaleReport);
+mode_report!(seqstore_bench::ReplReport);
+
+/// A mode's run: its page (made only if `--markdown` asks for it), JSON and table emitted as
+/// `out` asks, or its error.
 fn finish(
     mode: &str,
+    args: &[String],
     out: Outputs,
-    run: anyhow::Result<(String, serde_json::Value, String)>,
+    run: anyhow::Result<impl ModeReport>,
 ) -> ExitCode {
     match run {
-        Ok((page, json, table)) => emit(
+        Ok(r) => emit(
             [out.json_out, out.markdown],
-            || page,
-            json,
-            (!out.json).then_some(table),
+            || r.markdown(&Machine::detect(), &command_line(args)),
+            r.to_json(),
+            (!out.json).then(|| r.table()),
         ),
         Err(e) => {
             eprintln!("seqstore-bench {mode}: {e:#}");
@@ -196,11 +223,12 @@ fn scale_main(args: &[String]) -> ExitCode {
         _ => false,
     });
     let Some(out) = out else { return usage() };
-    let r = run_scale(&opts, &|s| eprintln!("{s}")).map(|r| {
-        let page = r.markdown(&Machine::detect(), &command_line(args));
-        (page, r.to_json(), r.table())
-    });
-    finish("--scale", out, r)
+    finish(
+        "--scale",
+        args,
+        out,
+        run_scale(&opts, &|s| eprintln!("{s}")),
+    )
 }
 
 /// `--replicated`: its own options, its own report.
@@ -219,11 +247,12 @@ fn replicated_main(args: &[String]) -> ExitCode {
         true
     });
     let Some(out) = out else { return usage() };
-    let r = run_replicated(&opts, &|s| eprintln!("{s}")).map(|r| {
-        let page = r.markdown(&Machine::detect(), &command_line(args));
-        (page, r.to_json(), r.table())
-    });
-    finish("--replicated", out, r)
+    finish(
+        "--replicated",
+        args,
+        out,
+        run_replicated(&opts, &|s| eprintln!("{s}")),
+    )
 }
 
 /// A run's outputs: its JSON to `--json-out`, its page (made only if asked for) to
