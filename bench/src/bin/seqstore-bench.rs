@@ -35,7 +35,7 @@ fn usage() -> ExitCode {
          rebuild vs the read limit, random gets, num_pending, filtered_state, purge, write rate.\n\
          The page: cargo run --release -p seqstore-bench -- --scale --markdown docs/BENCHMARKS-SCALE.md\n\
          \n\
-         or:    seqstore-bench --replicated [--dir PATH] [--reps N] [--msgs-64 N] [--max-secs S] [--nats-server PATH] [--seqstore-server PATH] [--json] [--json-out FILE] [--markdown FILE]\n\
+         or:    seqstore-bench --replicated [--dir PATH] [--reps N] [--msgs-64 N] [--max-secs S] [--nats-server PATH] [--seqstore-server PATH] [--only CELL,...] [--json] [--json-out FILE] [--markdown FILE]\n\
          acknowledged appends/s of 3-node clusters on loopback with 1 and 64 clients: seqstore-server\n\
          (built beside this binary: cargo build --release -p seqstore-server) against a real NATS\n\
          JetStream cluster (R3 file stream, sync_interval: always and default; not part of --quick).\n\
@@ -242,6 +242,7 @@ fn replicated_main(args: &[String]) -> ExitCode {
             "--msgs-64" => return positive(v).map(|n| opts.msgs_64 = n).is_some(),
             "--max-secs" => return positive(v).map(|s| opts.max_secs = s).is_some(),
             "--reps" => return positive(v).map(|n| opts.reps = n).is_some(),
+            "--only" => opts.only = v.split(',').map(str::to_string).collect(),
             _ => return false,
         }
         true

@@ -40,6 +40,9 @@ pub struct ReplOpts {
     pub dir: Option<PathBuf>,
     /// The seqstore-server binary (else the one beside this executable).
     pub seqstore_server: Option<PathBuf>,
+    /// Only these cells (keys of [`CELLS`]); empty: all of them. A goal whose cells were not
+    /// measured has no value.
+    pub only: Vec<String>,
 }
 
 impl Default for ReplOpts {
@@ -52,6 +55,7 @@ impl Default for ReplOpts {
             nats_server: None,
             dir: None,
             seqstore_server: None,
+            only: Vec::new(),
         }
     }
 }
@@ -71,9 +75,19 @@ pub(crate) const CELLS: &[(&str, u64)] = &[
 
 /// Runs every round and returns the report.
 pub fn run_replicated(opts: &ReplOpts, progress: &dyn Fn(&str)) -> Result<ReplReport> {
+    let cells: Vec<(&'static str, u64)> = (CELLS.iter().copied())
+        .filter(|(k, _)| opts.only.is_empty() || opts.only.iter().any(|o| o == k))
+        .collect();
+    if let Some(o) = (opts.only.iter()).find(|o| !CELLS.iter().any(|(k, _)| k == o)) {
+        anyhow::bail!(
+            "--only {o}: no such cell (cells: {:?})",
+            CELLS.iter().map(|c| c.0)
+        );
+    }
+    let wants = |p: &str| cells.iter().any(|(k, _)| k.starts_with(p));
     let load_start = loadavg();
     let base = opts.dir.clone().unwrap_or_else(std::env::temp_dir);
-    let mut ctx = Ctx::new(base, progress, opts.reps * CELLS.len() + 1, 128);
+    let mut ctx = Ctx::new(base, progress, opts.reps * cells.len() + 1, 128);
     let bin = find_server(opts.nats_server.as_deref()).map_err(anyhow::Error::msg)?;
     let version = server_version(&bin)?;
     let ours = seqstore::find_server(opts.seqstore_server.as_deref())?;
@@ -89,17 +103,28 @@ pub fn run_replicated(opts: &ReplOpts, progress: &dyn Fn(&str)) -> Result<ReplRe
             ctx.tempdir(&format!("r3-{tag}-n3"))?,
         ])
     };
-    let always = Server::start_cluster(&bin, dirs("always")?, true)?;
-    let default = Server::start_cluster(&bin, dirs("default")?, false)?;
-    let (ca, cd) = (Client::connect(&always[0])?, Client::connect(&default[0])?);
-    let cs = seqstore::Cluster::start(&ours, dirs("seqstore")?.into())?;
-    let one = seqstore::Cluster::start(&ours, vec![ctx.tempdir("server1")?])?;
+    let nats = |always: bool| -> Result<Option<(Vec<Server>, Client)>> {
+        let tag = if always { "always" } else { "default" };
+        if !wants(&format!("nats_r3_{tag}")) {
+            return Ok(None);
+        }
+        let servers = Server::start_cluster(&bin, dirs(tag)?, always)?;
+        let client = Client::connect(&servers[0])?;
+        Ok(Some((servers, client)))
+    };
+    let (always, default) = (nats(true)?, nats(false)?);
+    let cs = (wants("seqstore_r3"))
+        .then(|| seqstore::Cluster::start(&ours, dirs("seqstore")?.into()))
+        .transpose()?;
+    let one = (wants("seqstore_server1"))
+        .then(|| seqstore::Cluster::start(&ours, vec![ctx.tempdir("server1")?]))
+        .transpose()?;
     let mut samples: Vec<(&'static str, Vec<f64>)> =
-        CELLS.iter().map(|(k, _)| (*k, Vec::new())).collect();
+        cells.iter().map(|(k, _)| (*k, Vec::new())).collect();
     let max = Duration::from_secs_f64(opts.max_secs);
     let started = Instant::now();
     for r in 0..opts.reps {
-        for (i, &(key, clients)) in CELLS.iter().enumerate() {
+        for (i, &(key, clients)) in cells.iter().enumerate() {
             ctx.tick(&format!("round {}/{}: {key}", r + 1, opts.reps));
             let cell = Cell {
                 replicas: 3,
@@ -112,19 +137,42 @@ pub fn run_replicated(opts: &ReplOpts, progress: &dyn Fn(&str)) -> Result<ReplRe
                 max,
             };
             let name = format!("r3_{key}_{r}");
+            let started = "started above for the cells that use it";
             let v = match key {
                 "embedded_64" => embedded(&mut ctx, cell),
-                "seqstore_server1_64" => one.publish_cell(&name, cell, &ctx.payload),
-                k if k.starts_with("seqstore") => cs.publish_cell(&name, cell, &ctx.payload),
-                k if k.contains("always") => ca.publish_cell(&name, cell, &ctx.payload),
-                _ => cd.publish_cell(&name, cell, &ctx.payload),
+                "seqstore_server1_64" => {
+                    one.as_ref()
+                        .expect(started)
+                        .publish_cell(&name, cell, &ctx.payload)
+                }
+                k if k.starts_with("seqstore") => {
+                    cs.as_ref()
+                        .expect(started)
+                        .publish_cell(&name, cell, &ctx.payload)
+                }
+                k if k.contains("always") => {
+                    always
+                        .as_ref()
+                        .expect(started)
+                        .1
+                        .publish_cell(&name, cell, &ctx.payload)
+                }
+                _ => default
+                    .as_ref()
+                    .expect(started)
+                    .1
+                    .publish_cell(&name, cell, &ctx.payload),
             }
             .with_context(|| format!("{key}, round {}", r + 1))?;
             samples[i].1.push(v);
         }
     }
-    drop((ca, cd, cs, one));
-    drop((always, default));
+    // the clients before their servers
+    drop((cs, one));
+    for (servers, client) in [always, default].into_iter().flatten() {
+        drop(client);
+        drop(servers);
+    }
     let probe_end = crate::groups::cells::fsync_probe(&mut ctx, &probe_opts)?;
     let mut report = ReplReport {
         opts: opts.clone(),
