@@ -97,6 +97,14 @@ pub struct Config {
     /// entries are dropped, keeping only its deleted sequences, and read again from the block
     /// on its next use (one scan of the block), so memory does not grow with the stream.
     pub entry_cache: u64,
+    /// Block files held open (default 64, at least 2). A stream of more blocks opens the
+    /// others on use and closes the least recently used, so its size is not bounded by the
+    /// process's limit on open files. Beyond this count the store also holds the newest
+    /// block, and sealed blocks written since their last fsync (under `Never` or `Interval`),
+    /// which a read does not close and the next roll to a new block fsyncs and closes: at most
+    /// about one and a half times this in all. A snapshot (`snapshot_to`) holds every block
+    /// open while it runs.
+    pub open_blocks: usize,
     /// Encryption at rest (default none): open the store with `StoreBuilder::open_layered`,
     /// which puts a [`crate::CryptFs`] under it. A wrong key is [`crate::Error::WrongKey`] at
     /// open.
@@ -129,6 +137,7 @@ impl Default for Config {
             block_cache: 64 << 20,
             preallocate: 1 << 20,
             entry_cache: 8 << 20,
+            open_blocks: 64,
             encryption: None,
             compression: crate::Compression::None,
             #[cfg(feature = "ablation")]
@@ -166,6 +175,9 @@ impl Config {
             if d.is_zero() {
                 return Err("sync interval must be > 0 (use Always)".into());
             }
+        }
+        if self.open_blocks < 2 {
+            return Err("open_blocks below 2".into());
         }
         if self.write_buffer > 64 << 20 {
             return Err("write_buffer above 64 MiB".into());
@@ -226,6 +238,11 @@ impl Config {
     /// Sets [`Config::entry_cache`].
     pub fn with_entry_cache(mut self, bytes: u64) -> Self {
         self.entry_cache = bytes;
+        self
+    }
+    /// Sets [`Config::open_blocks`].
+    pub fn with_open_blocks(mut self, files: usize) -> Self {
+        self.open_blocks = files;
         self
     }
     /// Sets [`Config::encryption`] (`None`: not encrypted).

@@ -706,6 +706,14 @@ pub fn config(block_size: u64, sync: SyncPolicy, ablation: Ablation) -> Config {
         // (a quarter of the block, at most 4 KiB: 256 to 4096 bytes over the block sizes),
         // and that keep the crash images small.
         .with_preallocate((block_size / 4).min(4096))
+        // Tiny blocks run with the fewest block files open (2): nearly every operation on a
+        // sealed block closes another's handle and opens its own, recovery's and every sync's
+        // included, under every crash point.
+        .with_open_blocks(if block_size < 4096 {
+            2
+        } else {
+            Config::default().open_blocks
+        })
 }
 
 /// The payload of the message with id `id`: the id in decimal, padded to `size` bytes.

@@ -60,7 +60,8 @@ impl<F: Fs> Store<F> {
             return Ok(&c[off as usize..off as usize + len]);
         }
         owned.resize(len, 0);
-        io_at(b.file.read_exact_at(owned, off), "read", &b.path)?;
+        let file = self.block_file(pos)?;
+        io_at(file.read_exact_at(owned, off), "read", &b.path)?;
         Ok(owned)
     }
 
@@ -77,15 +78,15 @@ impl<F: Fs> Store<F> {
             let start = run.recs[0].1;
             let total: usize = run.recs.iter().map(|r| r.2).sum();
             let bytes = self.run_bytes(run.pos, start, total, &mut owned)?;
-            let b = &self.blocks[run.pos];
+            let (b, file) = (&self.blocks[run.pos], self.block_file(run.pos)?);
             crcs.clear();
-            if b.file.batch_crc32() {
+            if file.batch_crc32() {
                 // each record's crc covers its bytes before the crc field
                 ranges.clear();
                 for &(_, off, len) in &run.recs {
                     ranges.push(((off - start) as u32, len as u32 - 4));
                 }
-                b.file.crc32_ranges(bytes, &ranges, &mut crcs);
+                file.crc32_ranges(bytes, &ranges, &mut crcs);
             }
             for (k, &(seq, off, len)) in run.recs.iter().enumerate() {
                 let at = (off - start) as usize;

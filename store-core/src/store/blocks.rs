@@ -17,9 +17,12 @@ pub(super) struct Entry {
 pub(super) struct Block<H> {
     pub(super) number: u64,
     pub(super) path: String,
-    /// Shared so that a group commit can fsync it without holding the store (see
-    /// `SharedStore`).
-    pub(super) file: Arc<H>,
+    /// The open file, or `None` when closed (`files.rs`: opened on use, at most
+    /// `Config::open_blocks` held). Shared so that a group commit can fsync it without
+    /// holding the store (see `SharedStore`).
+    pub(super) file: Option<Arc<H>>,
+    /// When `file` was last used (`Blocks::file_tick`): the least recent is closed first.
+    pub(super) file_used: u64,
     /// Bytes of records in the file (the write buffer holds more, for the newest block).
     pub(super) len: u64,
     /// The file's length: `len`, or more for the newest block, whose file is filled with
@@ -51,8 +54,12 @@ pub(super) struct Block<H> {
     /// (sequence − `msg_first`, offset), so that a get finds its record by reading a few
     /// records instead of the whole block (empty otherwise).
     pub(super) marks: Vec<(u32, u32)>,
-    /// Has writes that are not fsynced.
+    /// Has writes that are not fsynced (by this process, or by one before it: every block
+    /// open finds is fsynced by the next sync).
     pub(super) dirty: bool,
+    /// This process wrote it through `file` since its last fsync: the handle stays open until
+    /// that fsync (`files.rs`).
+    pub(super) written: bool,
     /// The block's bytes `[0, cache.len())`, kept for reads (sealed blocks only; see
     /// `Store::prepare_read`). Every write inside that range updates or drops it.
     pub(super) cache: Option<Box<[u8]>>,
@@ -91,6 +98,14 @@ pub(super) struct Blocks<H> {
     pub(super) reads_since_decay: u64,
     /// Uses of loaded entries so far (`Block::used` stamps; `entry_cache.rs`).
     pub(super) entry_tick: u64,
+    /// Uses of block handles so far (`Block::file_used` stamps; `files.rs`).
+    pub(super) file_tick: u64,
+    /// At least as many as the block handles held (counted up as they open, set exactly
+    /// by each walk of `close_files`): when it passes `Config::open_blocks`, a walk.
+    pub(super) held_at_most: usize,
+    /// Handles of blocks written since their last fsync that the last walk left open
+    /// (`files.rs`): reads do not close them, so they do not count against the bound.
+    pub(super) written_held: usize,
     /// Entries loaded or sealed since the entry cache was last trimmed, and how many make a
     /// trim worth its walk over the blocks.
     pub(super) untrimmed: u64,
@@ -105,6 +120,9 @@ impl<H> Blocks<H> {
             purge_old_pending: false,
             reads_since_decay: 0,
             entry_tick: 0,
+            file_tick: 0,
+            held_at_most: 0,
+            written_held: 0,
             untrimmed: 0,
             trim_at,
         }
@@ -154,14 +172,16 @@ impl<H> Block<H> {
         }
     }
 
-    /// Block `index` of `msgs/` on `file`, `len` bytes, with no message yet and its entries
-    /// loaded (empty), marked as having unsynced writes; `seq_ceiling` is the previous block's. Each
-    /// place that makes a block sets what it knows beyond that.
-    pub(super) fn new(number: u64, file: H, len: u64, seq_ceiling: u64) -> Self {
+    /// Block `index` of `msgs/` on `file` (`None`: opened on first use), `len` bytes, with
+    /// no message yet and its entries loaded (empty), marked as having unsynced writes (not
+    /// this process's); `seq_ceiling` is the previous block's. Each place that makes a block
+    /// sets what it knows beyond that.
+    pub(super) fn new(number: u64, file: Option<H>, len: u64, seq_ceiling: u64) -> Self {
         Block {
             number,
             path: block_path(MSGS_DIR, number),
-            file: Arc::new(file),
+            file: file.map(Arc::new),
+            file_used: 0,
             len,
             alloc: len,
             msg_first: 0,
@@ -176,6 +196,7 @@ impl<H> Block<H> {
             deleted_seqs: Vec::new(),
             marks: Vec::new(),
             dirty: true,
+            written: false,
             cache: None,
             shadow: None,
             heat: 0,
@@ -227,6 +248,7 @@ impl<F: Fs> Store<F> {
 
     #[inline(never)]
     pub(super) fn load_entries(&mut self, pos: usize) -> Result<()> {
+        let file = self.open_block(pos)?;
         let floor = self.floor;
         let Store {
             blocks, subjects, ..
@@ -237,7 +259,7 @@ impl<F: Fs> Store<F> {
         let mut memo = SubjectMemo::new();
         let mut bad: Option<(u64, String)> = None;
         let end = scan_block(
-            &*b.file,
+            &*file,
             &b.path,
             BLOCK_HEADER_LEN,
             b.len,

@@ -51,8 +51,11 @@ impl<F: Fs> Store<F> {
     /// set instead of reloading 8 MiB blocks over and over (plain LRU, with that churn, made
     /// random gets slower than no cache at all). A failed load is the read's error (the
     /// fault sweep holds every failed I/O to surfacing somewhere; a block that cannot be read
-    /// whole is worth knowing about), and the block is not cached.
+    /// whole is worth knowing about), and the block is not cached. Also opens the block's
+    /// file if it was closed.
     pub(super) fn prepare_read(&mut self, pos: usize) -> Result<()> {
+        // the read that follows finds the handle held (`files.rs`)
+        self.hold_file(pos)?;
         let limit = self.cfg.block_cache;
         if limit == 0 || pos + 1 >= self.blocks.len() {
             return Ok(());
@@ -85,10 +88,11 @@ impl<F: Fs> Store<F> {
                 }
             }
         }
+        let file = self.open_block(pos)?;
         let b = &mut self.blocks[pos];
         b.uncached_reads = 0;
         let mut bytes = vec![0u8; need as usize].into_boxed_slice();
-        io_at(b.file.read_exact_at(&mut bytes, 0), "read", &b.path)?;
+        io_at(file.read_exact_at(&mut bytes, 0), "read", &b.path)?;
         b.cache = Some(bytes);
         Ok(())
     }

@@ -178,7 +178,8 @@ impl<F: Fs> Store<F> {
             Some(c) => &c[from as usize..to as usize],
             None => {
                 owned.resize((to - from) as usize, 0);
-                io_at(b.file.read_exact_at(&mut owned, from), "read", &b.path)?;
+                let file = self.block_file(pos)?;
+                io_at(file.read_exact_at(&mut owned, from), "read", &b.path)?;
                 &owned
             }
         };

@@ -242,11 +242,14 @@ impl<F: Fs> Store<F> {
         self.sync()?;
         let state = self.state();
         let subjects = subjects_digest(&self.subjects_counted(">")?);
-        let blocks = self
-            .blocks
-            .iter()
-            .map(|b| (block_path(MSGS_DIR, b.number), Arc::clone(&b.file), b.len))
-            .collect();
+        let mut blocks = Vec::with_capacity(self.blocks.len());
+        for pos in 0..self.blocks.len() {
+            // every handle held until the snapshot is written: a block removed meanwhile
+            // (compact, limits) stays readable through it
+            let file = self.open_block(pos)?;
+            let b = &self.blocks[pos];
+            blocks.push((block_path(MSGS_DIR, b.number), file, b.len));
+        }
         Ok(ExportPlan {
             state,
             subjects,

@@ -12,11 +12,13 @@ impl<F: Fs> Store<F> {
         }
         let n = self.wbuf.len();
         let alloc = self.zero_ahead();
+        let file = self.open_block(self.blocks.len() - 1)?;
         let b = self.blocks.last_mut().expect("a buffer implies a block");
         // the newest block is never cached (`prepare_read`); if it ever were, drop the copy
         // rather than let it go stale
         b.cache = None;
-        let r = b.file.write_all_at(&self.wbuf, b.len);
+        b.written = true;
+        let r = file.write_all_at(&self.wbuf, b.len);
         self.wbuf.truncate(n);
         // on failure the file's tail is unknown: stop writing until reopened
         self.dur.latch(r, "write", &b.path)?;
@@ -67,13 +69,16 @@ impl<F: Fs> Store<F> {
     /// marks it for the next sync, which makes the length durable: for a block being sealed,
     /// and before `index.db` records the lengths. Nothing to do when preallocation is off.
     pub(super) fn cut_zeros(&mut self) -> Result<()> {
-        let Some(b) = self.blocks.last_mut() else {
+        let Some(pos) = self.blocks.len().checked_sub(1) else {
             return Ok(());
         };
-        if b.alloc <= b.len {
+        if self.blocks[pos].alloc <= self.blocks[pos].len {
             return Ok(());
         }
-        let r = b.file.set_len(b.len);
+        let file = self.open_block(pos)?;
+        let b = &mut self.blocks[pos];
+        b.written = true;
+        let r = file.set_len(b.len);
         self.dur.latch(r, "set_len", &b.path)?;
         b.alloc = b.len;
         b.dirty = true;
@@ -108,7 +113,8 @@ impl<F: Fs> Store<F> {
         )?;
         self.wbuf.extend_from_slice(&record::block_header(index));
         let hi = self.blocks.last().map_or(0, |b| b.seq_ceiling);
-        let mut block = Block::new(index, file, 0, hi);
+        let mut block = Block::new(index, Some(file), 0, hi);
+        block.written = true;
         block.ts_hi = self.blocks.last().map_or(Some(i64::MIN), |b| b.ts_hi);
         if self.cfg.layered() && self.cfg.sync != SyncPolicy::Never {
             let cap = self.cfg.block_size.min(16 << 20) as usize;
@@ -116,7 +122,8 @@ impl<F: Fs> Store<F> {
         }
         self.blocks.push(block);
         self.dur.msgs_dir_dirty = true;
-        Ok(())
+        // the new block's handle counts against the bound too (`files.rs`)
+        self.note_rolled()
     }
 
     /// What writing record `seq` (checksum `crc`) into block `pos` changes in memory, whoever
@@ -128,6 +135,7 @@ impl<F: Fs> Store<F> {
         b.last_crc = crc;
         b.max_seq = b.max_seq.max(seq);
         b.dirty = true;
+        b.written = true;
     }
 
     /// Indexes message `seq` (timestamp `ts`, subject `sid`), whose record of `len` bytes is at

@@ -30,6 +30,7 @@ mod cache;
 mod entries;
 mod entry_cache;
 mod export;
+mod files;
 mod import;
 mod layout;
 mod limits;

@@ -212,11 +212,14 @@ impl<F: Fs> Store<F> {
     fn reset_to_purged(&mut self, b: PurgedBlock<F::File>, l: u64) {
         self.wbuf.clear();
         self.blocks.retired = std::mem::take(&mut self.blocks.list);
+        self.blocks.held_at_most = 1;
+        self.blocks.written_held = 0;
         self.blocks.list = vec![Block {
             max_seq: l,
             last_crc: b.crc,
             dirty: !b.synced,
-            ..Block::new(b.number, b.file, b.len, 0)
+            written: !b.synced,
+            ..Block::new(b.number, Some(b.file), b.len, 0)
         }];
         self.msgs = 0;
         self.bytes = 0;

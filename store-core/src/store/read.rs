@@ -18,7 +18,8 @@ impl<F: Fs> Store<F> {
             &c[off as usize..off as usize + len]
         } else {
             owned.resize(len, 0);
-            io_at(b.file.read_exact_at(&mut owned, off), "read", &b.path)?;
+            let file = self.block_file(pos)?;
+            io_at(file.read_exact_at(&mut owned, off), "read", &b.path)?;
             &owned
         };
         match decode(bytes) {

@@ -266,8 +266,10 @@ impl<F: Fs> Store<F> {
             entries: Some(entries.into()),
             // a previous process may never have synced it: the next sync does (`new` marks it)
             pinned: sb.pinned,
-            ..Block::new(index, sb.file, sb.len, hi.max(last))
+            ..Block::new(index, Some(sb.file), sb.len, hi.max(last))
         });
+        // every block is scanned with its file open: keep at most the configured number
+        self.note_opened(self.blocks.len() - 1)?;
         self.count_rebuilt_block(self.blocks.len() - 1);
         Ok(())
     }

@@ -161,12 +161,14 @@ impl<F: Fs> Store<F> {
         // the last message would lose the last sequence (found by the fault sweep with records
         // larger than a sector).
         self.sync_inner(S_ERASE)?;
+        let file = self.open_block(pos)?;
         let b = &mut self.blocks[pos];
         // the copies first: an erased payload must not live on in memory (the block cache),
         // nor be written back when the newest block is sealed (its shadow copy)
         patch_copy(&mut b.cache, e.off as usize, &erased);
         patch_copy(&mut b.shadow, e.off as usize, &erased);
-        let r = b.file.write_all_at(&erased, e.off as u64);
+        let r = file.write_all_at(&erased, e.off as u64);
+        b.written = true;
         self.dur.latch(r, "write", &b.path)?;
         if e.off as u64 + e.len as u64 == b.len {
             b.last_crc = crc;

@@ -21,7 +21,8 @@ impl<F: Fs> Store<F> {
     /// back the old file, whose bytes are the same. A leftover `N.seal` is removed at open.
     pub(super) fn rewrite_block(&mut self, pos: usize) -> Result<()> {
         let shadow = self.blocks[pos].shadow.take();
-        if !self.blocks[pos].file.worth_rewriting() {
+        let old = self.open_block(pos)?;
+        if !old.worth_rewriting() {
             return Ok(());
         }
         let (number, len) = (self.blocks[pos].number, self.blocks[pos].len);
@@ -40,7 +41,7 @@ impl<F: Fs> Store<F> {
                 None => {
                     let b = &self.blocks[pos];
                     // a failed read leaves the block as it was: an error, not a poisoned store
-                    io_at(b.file.read_vec_at(&mut buf, n, off), "read", &b.path)?;
+                    io_at(old.read_vec_at(&mut buf, n, off), "read", &b.path)?;
                     &buf[..n]
                 }
             };
@@ -61,9 +62,10 @@ impl<F: Fs> Store<F> {
         let r = self.fs.rename(&tmp, &path);
         self.dur.latch(r, "rename", &tmp)?;
         let b = &mut self.blocks[pos];
-        b.file = Arc::new(f);
+        b.file = Some(Arc::new(f));
         b.alloc = len;
         b.dirty = true;
+        b.written = true;
         self.dur.msgs_dir_dirty = true;
         Ok(())
     }

@@ -10,11 +10,7 @@ use super::*;
 /// the recorded length and ending in the recorded crc, and consistent totals. `Ok(None)`: no
 /// index. An `Err` says why it cannot be used. Returns the snapshot and each block opened
 /// (read-write if `write`).
-pub(crate) fn load_index<F: Fs>(
-    fs: &F,
-    indexes: &[u64],
-    write: bool,
-) -> Result<Option<(Snapshot, Vec<F::File>)>> {
+pub(crate) fn load_index<F: Fs>(fs: &F, indexes: &[u64], write: bool) -> Result<Option<Snapshot>> {
     let f = match fs.open(INDEX_FILE, OpenOptions::read_only()) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -34,9 +30,9 @@ pub(crate) fn load_index<F: Fs>(
     // a forged index.db may hold counts whose sum does not fit: inconsistent, not a panic
     let inconsistent = || Error::corrupt(INDEX_FILE, 0, "totals inconsistent");
     let (mut live, mut bytes, mut hi) = (0u64, 0u64, 0u64);
-    let mut files = Vec::with_capacity(snap.blocks.len());
     for bs in &snap.blocks {
-        files.push(open_vouched_block(fs, bs, write)?);
+        // checked, then closed: the store opens its blocks on use (`files.rs`)
+        open_vouched_block(fs, bs, write)?;
         live = live.checked_add(bs.live).ok_or_else(inconsistent)?;
         bytes = bytes.checked_add(bs.live_bytes).ok_or_else(inconsistent)?;
         hi = hi.max(bs.msg_last);
@@ -52,7 +48,7 @@ pub(crate) fn load_index<F: Fs>(
     if !sequences_possible(&snap, hi) {
         return Err(Error::corrupt(INDEX_FILE, 0, "sequences inconsistent"));
     }
-    Ok(Some((snap, files)))
+    Ok(Some(snap))
 }
 
 /// Opens the block a summary of index.db describes and checks that it still is that block:
@@ -121,12 +117,13 @@ fn sequences_possible(snap: &Snapshot, hi: u64) -> bool {
 impl<F: Fs> Store<F> {
     /// Loads state from `index.db` if it matches the blocks exactly. `Ok(false)`: no index.
     pub(super) fn try_index_db(&mut self, indexes: &[u64]) -> Result<bool> {
-        let Some((snap, files)) = load_index(&self.fs, indexes, true)? else {
+        let Some(snap) = load_index(&self.fs, indexes, true)? else {
             return Ok(false);
         };
         let mut hi = 0;
+        let layered = self.cfg.layered();
         let mut blocks = Vec::with_capacity(snap.blocks.len());
-        for (bs, file) in snap.blocks.iter().zip(files) {
+        for bs in &snap.blocks {
             hi = hi.max(bs.msg_last);
             blocks.push(Block {
                 msg_first: bs.msg_first,
@@ -136,11 +133,17 @@ impl<F: Fs> Store<F> {
                 live: bs.live,
                 live_bytes: bs.live_bytes,
                 last_crc: bs.last_crc,
-                // read on first use; a previous process may never have synced it: the next
-                // sync does (`new` marks it)
+                // read on first use
                 entries: None,
+                // durable: index.db vouches only for blocks as `close` or `checkpoint` left
+                // them, which fsync every block before they write it (a block appended to
+                // since has another length and the index is refused). Through the crypt
+                // layer the next sync still fsyncs it: only a sync in this process tells the
+                // layer its frames are durable, so that a changed byte in them is `Corrupt`
+                // rather than a torn tail.
+                dirty: layered,
                 deleted_seqs: bs.deleted.clone(),
-                ..Block::new(bs.number, file, bs.len, hi)
+                ..Block::new(bs.number, None, bs.len, hi)
             });
         }
         self.blocks.list = blocks;
@@ -185,13 +188,14 @@ impl<F: Fs> Store<F> {
     /// The first live message (sequence, timestamp) of an index-loaded store, read from the
     /// first block with a live message, stopping at it.
     pub(super) fn first_live_probe(&self) -> Result<Option<(u64, i64)>> {
-        let Some(b) = self.blocks.iter().find(|b| b.live > 0) else {
+        let Some(pos) = self.blocks.iter().position(|b| b.live > 0) else {
             return Ok(None);
         };
+        let (b, file) = (&self.blocks[pos], self.block_file(pos)?);
         let floor = self.floor;
         let mut found = None;
         let end = scan_block_chunked(
-            &*b.file,
+            &*file,
             &b.path,
             BLOCK_HEADER_LEN,
             b.len,

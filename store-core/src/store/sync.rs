@@ -171,10 +171,12 @@ impl<F: Fs> Store<F> {
         if self.skip(site) {
             return Ok(());
         }
+        let file = self.open_block(pos)?;
         let b = &mut self.blocks[pos];
-        let r = b.file.sync_data();
+        let r = file.sync_data();
         self.dur.latch(r, "sync_data", &b.path)?;
         b.dirty = false;
+        b.written = false;
         Ok(())
     }
 
@@ -207,10 +209,12 @@ impl<F: Fs> Store<F> {
         }
         let n = self.wbuf.len();
         let alloc = self.zero_ahead();
+        let file = self.open_block(self.blocks.len() - 1)?;
         let newest = self.blocks.last_mut().expect("checked above");
         // as `flush`: the newest block is never cached; never let a copy go stale
         newest.cache = None;
-        let r = newest.file.write_all_at_sync_data(&self.wbuf, newest.len);
+        newest.written = true;
+        let r = file.write_all_at_sync_data(&self.wbuf, newest.len);
         self.wbuf.truncate(n);
         let written = !matches!(r, Err(WriteSyncError::Write(_)));
         if written {
@@ -222,6 +226,7 @@ impl<F: Fs> Store<F> {
         match r {
             Ok(()) => {
                 newest.dirty = false;
+                newest.written = false;
                 Ok(true)
             }
             // as `flush`: the file's tail is now unknown
@@ -291,11 +296,21 @@ impl<F: Fs> Store<F> {
         // one leader at a time (SharedStore): the previous ticket has ended
         debug_assert!(self.dur.group_inflight.is_empty());
         let mut files = Vec::new();
-        for b in self.blocks.iter_mut() {
+        for pos in 0..self.blocks.len() {
+            let b = &self.blocks[pos];
+            if b.dirty && !b.written {
+                // only marked by open (written by an earlier process): synced here, one at a
+                // time, rather than every such block's handle held open for the leader
+                self.sync_file(pos, S_APPEND.data)?;
+                continue;
+            }
             if b.dirty {
+                let file = self.open_block(pos)?;
+                let b = &mut self.blocks[pos];
                 // cleared now: a write after this point marks it again for the next leader
                 b.dirty = false;
-                files.push((Arc::clone(&b.file), b.path.clone()));
+                b.written = false;
+                files.push((file, b.path.clone()));
             }
         }
         // the consumer journal too: acks from many consumers share this fsync

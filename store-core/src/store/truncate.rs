@@ -17,9 +17,11 @@ impl<F: Fs> Store<F> {
             let path = self.blocks[pos].path.clone();
             io_at(self.fs.remove_file(&path), "remove_file", &path)?;
         }
-        let b = &self.blocks[bpos];
         if bpos != tpos {
-            io_at(b.file.set_len(off), "set_len", &b.path)?;
+            let file = self.open_block(bpos)?;
+            let b = &mut self.blocks[bpos];
+            b.written = true;
+            io_at(file.set_len(off), "set_len", &b.path)?;
         }
         self.blocks.clear();
         Ok(())
@@ -120,8 +122,9 @@ impl<F: Fs> Store<F> {
             } else {
                 BLOCK_HEADER_LEN
             };
+            let file = self.block_file(pos)?;
             let end = scan_block(
-                &*b.file,
+                &*file,
                 &b.path,
                 start,
                 b.len,
@@ -163,10 +166,12 @@ impl<F: Fs> Store<F> {
             self.dur.latch(r, "remove_file", &path)?;
             self.blocks.remove(pos);
         }
+        let file = self.open_block(cut_pos)?;
         let b = &mut self.blocks[cut_pos];
         b.cache = None;
         b.shadow = None;
-        let r = b.file.set_len(off);
+        b.written = true;
+        let r = file.set_len(off);
         self.dur.latch(r, "set_len", &b.path)?;
         b.len = off;
         b.alloc = off;
@@ -192,7 +197,7 @@ impl<F: Fs> Store<F> {
         let b = &mut self.blocks[cut_pos];
         if b.len > BLOCK_HEADER_LEN {
             let mut c = [0u8; 4];
-            io_at(b.file.read_exact_at(&mut c, b.len - 4), "read", &b.path)?;
+            io_at(file.read_exact_at(&mut c, b.len - 4), "read", &b.path)?;
             b.last_crc = u32::from_le_bytes(c);
         }
         Ok(())
