@@ -148,11 +148,15 @@ impl Fs for HostFs {
             .open_with(&rel, &o)
             .map_err(|e| self.refusal(&[path], e))?
             .into_std();
-        // Linux lets a directory be opened read-only; the store wants a file or an error.
-        if file
-            .metadata()
-            .map_err(|e| self.refusal(&[path], e))?
-            .is_dir()
+        // Linux lets a directory be opened read-only; the store wants a file or an error. An
+        // open for writing is refused by the kernel itself (EISDIR): no `statx` then, which
+        // every block the store opens would pay.
+        let kernel_refuses = cfg!(unix) && opts.write;
+        if !kernel_refuses
+            && file
+                .metadata()
+                .map_err(|e| self.refusal(&[path], e))?
+                .is_dir()
         {
             return Err(io::Error::new(
                 io::ErrorKind::IsADirectory,

@@ -278,10 +278,12 @@ pub fn type_errors<F: Fs>(fs: &F) {
     fs.create_dir("d").unwrap();
     write_file(fs, "d/f", b"x");
     write_file(fs, "f", b"y");
-    assert_eq!(
-        fs.open("d", OpenOptions::read_only()).err().unwrap().kind(),
-        ErrorKind::IsADirectory
-    );
+    for opts in [OpenOptions::read_only(), rw()] {
+        assert_eq!(
+            fs.open("d", opts).err().unwrap().kind(),
+            ErrorKind::IsADirectory
+        );
+    }
     assert_eq!(
         fs.read_dir("f").unwrap_err().kind(),
         ErrorKind::NotADirectory
