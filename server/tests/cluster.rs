@@ -62,6 +62,10 @@ impl Cluster {
         if id == 1 && !self.formed {
             a.push("--bootstrap".into());
         }
+        // both runtimes in one cluster: node 3 spreads its work over two threads
+        if id == 3 {
+            a.extend(["--threads".into(), "2".into()]);
+        }
         a
     }
 

@@ -55,6 +55,12 @@ struct Serve {
     /// How long an empty node waits for a peer to answer the amnesia guard, in ms.
     #[arg(long, default_value_t = 10_000)]
     join_timeout_ms: u64,
+    /// Threads running the node's HTTP, raft and JSON work. 1 (the default): one thread,
+    /// which the node's work is serialized through anyway (one raft core, one state machine);
+    /// more spread requests over that many. File I/O runs on threads of its own either way
+    /// (the log's I/O thread, the blocking pool for the state machine's).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: u16,
 }
 
 fn opts(s: Serve) -> anyhow::Result<NodeOpts> {
@@ -79,11 +85,18 @@ fn opts(s: Serve) -> anyhow::Result<NodeOpts> {
 
 fn main() -> anyhow::Result<()> {
     let Cmd::Serve(s) = Cli::parse().cmd;
+    let threads = s.threads;
     let o = opts(s)?;
     let id = o.id;
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
+    let mut rt = match threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n.into());
+            b
+        }
+    };
+    rt.enable_all()
         .build()?
         .block_on(seqstore_server::serve(o))
         .with_context(|| format!("node {id}"))
