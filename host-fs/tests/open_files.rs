@@ -9,6 +9,7 @@
 #![cfg(target_os = "linux")]
 
 use seqstore_core::{Config, Error, Store, SyncPolicy};
+use seqstore_fault_fs::Rng;
 use seqstore_fs::HostFs;
 use std::collections::BTreeMap;
 
@@ -20,22 +21,6 @@ const OTHER_FILES: usize = 4;
 /// no fsync) and a roll fsyncs and closes down to half of `open_blocks`.
 fn bound(open_blocks: usize) -> usize {
     open_blocks + open_blocks / 2 + 1 + OTHER_FILES
-}
-
-struct Rng(u64);
-
-impl Rng {
-    /// splitmix64
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 fn fds() -> usize {
@@ -61,7 +46,7 @@ type Model = BTreeMap<u64, (String, Vec<u8>)>;
 fn append(s: &mut Store<HostFs>, rng: &mut Rng, model: &mut Model) {
     let subject = format!("s.{}", rng.below(8));
     let len = 40 + rng.below(700) as usize;
-    let payload: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+    let payload: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
     let seq = s.append(&subject, b"", &payload).unwrap();
     model.insert(seq, (subject, payload));
 }
@@ -128,7 +113,7 @@ fn step(s: &mut Store<HostFs>, rng: &mut Rng, model: &mut Model) -> &'static str
 /// (from index.db, and by rebuild without it), checking every answer and, after every
 /// operation, the descriptors held. Returns the most held beyond `base`.
 fn run(dir: &std::path::Path, seed: u64, open_blocks: usize, ops: usize) -> usize {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut model = Model::new();
     let base = fds();
     let mut s = open(dir, open_blocks).unwrap();
