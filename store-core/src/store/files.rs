@@ -64,13 +64,19 @@ impl<F: Fs> Store<F> {
     }
 
     /// After a roll (the new block's handle opened, the previous newest block now sealed,
-    /// written since its last fsync unless the policy synced it): past `Config::open_blocks`,
-    /// closes the least recently used down to half of it, written blocks too (fsynced first).
-    /// Counted exactly each time: a walk over the blocks per roll.
+    /// written since its last fsync unless the policy synced it): past `Config::open_blocks`
+    /// held, or half of it written, closes the least recently used down to half of it,
+    /// written blocks too (fsynced first). So written handles, which reads leave open, stay
+    /// at most about half the bound. Counted exactly each time: a walk over the blocks per
+    /// roll.
     pub(super) fn note_rolled(&mut self) -> Result<()> {
         let held = self.blocks.iter().filter(|b| b.file.is_some()).count();
-        if held <= self.cfg.open_blocks {
+        let written = (self.blocks.iter())
+            .filter(|b| b.file.is_some() && b.written)
+            .count();
+        if held <= self.cfg.open_blocks && written <= self.cfg.open_blocks / 2 {
             self.blocks.held_at_most = held;
+            self.blocks.written_held = written;
             return Ok(());
         }
         let newest = self.blocks.len() - 1;
