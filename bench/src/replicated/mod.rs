@@ -137,29 +137,29 @@ pub fn run_replicated(opts: &ReplOpts, progress: &dyn Fn(&str)) -> Result<ReplRe
                 max,
             };
             let name = format!("r3_{key}_{r}");
-            let started = "started above for the cells that use it";
+            let unstarted = "started above for the cells that use it";
             let v = match key {
                 "embedded_64" => embedded(&mut ctx, cell),
                 "seqstore_server1_64" => {
                     one.as_ref()
-                        .expect(started)
+                        .expect(unstarted)
                         .publish_cell(&name, cell, &ctx.payload)
                 }
                 k if k.starts_with("seqstore") => {
                     cs.as_ref()
-                        .expect(started)
+                        .expect(unstarted)
                         .publish_cell(&name, cell, &ctx.payload)
                 }
                 k if k.contains("always") => {
                     always
                         .as_ref()
-                        .expect(started)
+                        .expect(unstarted)
                         .1
                         .publish_cell(&name, cell, &ctx.payload)
                 }
                 _ => default
                     .as_ref()
-                    .expect(started)
+                    .expect(unstarted)
                     .1
                     .publish_cell(&name, cell, &ctx.payload),
             }

@@ -4,10 +4,10 @@
 //!
 //! Which handle may be closed: not the newest block's (every append writes it), and not one
 //! that this process wrote through since its last fsync (`Block::written`): a failed
-//! writeback is reported to the handles open when it happened, and a handle opened later
-//! would fsync without seeing it (fsyncgate). A block marked for a sync only because a
-//! previous process may have left it unsynced (`dirty` without `written`) may be closed; the
-//! sync opens it again.
+//! writeback is reported to the handles open when it happened, and on some systems a handle
+//! opened later would fsync without seeing it (fsyncgate). A block marked for a sync only
+//! because a previous process may have left it unsynced (`dirty` without `written`) may be
+//! closed; the sync opens it again.
 
 use super::*;
 
@@ -70,10 +70,7 @@ impl<F: Fs> Store<F> {
     /// at most about half the bound. Counted exactly each time: a walk over the blocks per
     /// roll.
     pub(super) fn note_rolled(&mut self) -> Result<()> {
-        let held = self.blocks.iter().filter(|b| b.file.is_some()).count();
-        let written = (self.blocks.iter())
-            .filter(|b| b.file.is_some() && b.written)
-            .count();
+        let (held, written) = self.held_counts();
         if held <= self.cfg.open_blocks && written <= self.cfg.open_blocks / 2 {
             self.blocks.held_at_most = held;
             self.blocks.written_held = written;
@@ -119,7 +116,7 @@ impl<F: Fs> Store<F> {
     /// the bound makes it one walk per `open_blocks / 2` opens.
     pub(super) fn close_files(&mut self, keep: usize, keep_open: usize, sync: bool) -> Result<()> {
         let newest = self.blocks.len().saturating_sub(1);
-        let held = self.blocks.iter().filter(|b| b.file.is_some()).count();
+        let (held, mut written_held) = self.held_counts();
         let mut close: Vec<(bool, u64, usize)> = (self.blocks.iter().enumerate())
             .filter(|(pos, b)| *pos != newest && *pos != keep_open && b.file.is_some())
             .filter(|(_, b)| sync || !b.written)
@@ -137,15 +134,21 @@ impl<F: Fs> Store<F> {
                 self.dur.latch(r, "sync_data", &b.path)?;
                 b.dirty = false;
                 b.written = false;
+                written_held -= 1;
             }
             b.file = None;
         }
         // written blocks a walk without `sync` left are not counted against the bound until
         // a roll's walk: the next walk comes after as many opens as any other
         self.blocks.held_at_most = held - close.len();
-        self.blocks.written_held = (self.blocks.iter())
-            .filter(|b| b.file.is_some() && b.written)
-            .count();
+        self.blocks.written_held = written_held;
         Ok(())
+    }
+
+    /// Handles held, and how many of them are of blocks written since their last fsync.
+    fn held_counts(&self) -> (usize, usize) {
+        (self.blocks.iter().filter(|b| b.file.is_some())).fold((0, 0), |(held, written), b| {
+            (held + 1, written + usize::from(b.written))
+        })
     }
 }

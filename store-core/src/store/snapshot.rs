@@ -8,8 +8,8 @@ use super::*;
 
 /// Reads `index.db` and checks it against the blocks on disk: the same block files, each of
 /// the recorded length and ending in the recorded crc, and consistent totals. `Ok(None)`: no
-/// index. An `Err` says why it cannot be used. Returns the snapshot and each block opened
-/// (read-write if `write`).
+/// index. An `Err` says why it cannot be used. Each block is opened (read-write if `write`)
+/// to be checked, and closed again: the store opens its blocks on use (`files.rs`).
 pub(crate) fn load_index<F: Fs>(fs: &F, indexes: &[u64], write: bool) -> Result<Option<Snapshot>> {
     let f = match fs.open(INDEX_FILE, OpenOptions::read_only()) {
         Ok(f) => f,
