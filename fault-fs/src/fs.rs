@@ -3,7 +3,7 @@
 use crate::core::{Core, DataKind, DataOp, FileNode, Ino, Node, NsEntry, NsOp, ROOT};
 use crate::image::{self, Cand, Choice, Spec};
 use crate::rng::Rng;
-use crate::{CallSite, Error, FaultFsConfig, FaultKind, Model, OpArg, OpKind, TraceEntry};
+use crate::{CallSite, Error, FaultFsConfig, FaultKind, Model, OpArg, OpKind, Stat, TraceEntry};
 use seqstore_core::split_path;
 use seqstore_core::{DirEntry, Fs, FsFile, FsFileExt, OpenOptions};
 use std::collections::{BTreeMap, BTreeSet};
@@ -448,6 +448,18 @@ impl FaultFs {
         match st.core.node(ino)? {
             Node::File(f) => Ok(f.live.to_vec()),
             Node::Dir(_) => Err(err(ErrorKind::IsADirectory, "is a directory")),
+        }
+    }
+
+    /// What the live tree holds at `path` (`NotFound` when nothing is there). A query, not an
+    /// operation: not traced, no faults. A host serving the tree to a program answers its
+    /// stats this way, without the reads of directories a stat through [`Fs`] would issue.
+    pub fn stat(&self, path: &str) -> io::Result<Stat> {
+        let st = self.lock();
+        let ino = st.core.walk(&components(path)?)?;
+        match st.core.node(ino)? {
+            Node::File(f) => Ok(Stat::File { len: f.live.len() }),
+            Node::Dir(_) => Ok(Stat::Dir),
         }
     }
 

@@ -197,4 +197,6 @@ pub use explore::{
 };
 pub use fs::{FaultFile, FaultFs};
 pub use rng::Rng;
-pub use types::{CallSite, Error, FaultFsConfig, FaultKind, Model, OpArg, OpKind, TraceEntry};
+pub use types::{
+    CallSite, Error, FaultFsConfig, FaultKind, Model, OpArg, OpKind, Stat, TraceEntry,
+};

@@ -339,3 +339,16 @@ impl FaultKind {
         }
     }
 }
+
+/// What [`crate::FaultFs::stat`] found at a path of the live tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Stat {
+    /// A directory.
+    Dir,
+    /// A file of `len` bytes.
+    File {
+        /// Its length.
+        len: u64,
+    },
+}

@@ -1,7 +1,8 @@
-//! `FaultFs::from_dir`, `hard_link` and `exchange`: the extensions for replaying real programs.
+//! `FaultFs::from_dir`, `hard_link`, `exchange` and `stat`: the extensions for replaying and
+//! serving real programs.
 
 use seqstore_core::{Fs, FsFile, OpenOptions};
-use seqstore_fault_fs::{FaultFs, FaultFsConfig, Model};
+use seqstore_fault_fs::{FaultFs, FaultFsConfig, Model, Stat};
 
 fn write(fs: &FaultFs, path: &str, bytes: &[u8], sync: bool) {
     let f = fs.open(path, OpenOptions::read_write_create()).unwrap();
@@ -94,4 +95,21 @@ fn exchange_is_atomic_in_every_image() {
     o.exchange("x", "y").unwrap();
     assert_eq!(o.crash().read_file("x").unwrap(), b"Y");
     assert!(o.exchange("x", "missing").is_err());
+}
+
+#[test]
+fn stat_answers_from_the_live_tree_without_an_operation() {
+    let fs = FaultFs::new(Model::Posix);
+    fs.create_dir("d").unwrap();
+    write(&fs, "d/f", b"12345", false);
+    let ops = fs.op_count();
+    assert_eq!(fs.stat("").unwrap(), Stat::Dir);
+    assert_eq!(fs.stat("d").unwrap(), Stat::Dir);
+    assert_eq!(fs.stat("d/f").unwrap(), Stat::File { len: 5 });
+    for missing in ["e", "d/g", "d/f/x"] {
+        assert!(fs.stat(missing).is_err(), "{missing}");
+    }
+    assert_eq!(fs.op_count(), ops, "a stat is not traced");
+    // the live tree, not the durable one: the crash loses the unsynced file and its name
+    assert!(fs.crash().stat("d/f").is_err());
 }

@@ -13,7 +13,7 @@
 use crate::served::{dir_path, is_dir, resolve, Desc, Kind, Shared};
 use crate::streams::{FileInput, FileOutput};
 use seqstore_core::{Fs, FsFile};
-use seqstore_fault_fs::FaultFile;
+use seqstore_fault_fs::{FaultFile, Stat};
 use seqstore_trace::ops::{Op, OpenFlags, WriteAt};
 use std::io;
 use std::sync::Arc;
@@ -109,12 +109,11 @@ impl View<'_> {
     }
 
     fn stat_path(&self, path: &str) -> FsResult<t::DescriptorStat> {
-        let fs = &self.served.lock().fs;
-        if is_dir(fs, path) {
-            return Ok(stat(t::DescriptorType::Directory, 0));
+        match self.served.lock().fs.stat(path)? {
+            Stat::Dir => Ok(stat(t::DescriptorType::Directory, 0)),
+            Stat::File { len } => Ok(stat(t::DescriptorType::RegularFile, len)),
+            _ => Err(Code::Unsupported.into()),
         }
-        let f = fs.open(path, seqstore_core::OpenOptions::read_only())?;
-        Ok(stat(t::DescriptorType::RegularFile, f.len()?))
     }
 }
 

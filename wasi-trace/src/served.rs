@@ -7,9 +7,9 @@
 //! Linux, and the replay (which also writes through handles) builds the same tree.
 
 use seqstore_core::{Fs, FsFile};
-use seqstore_fault_fs::{FaultFile, FaultFs};
+use seqstore_fault_fs::{FaultFile, FaultFs, Stat};
 use seqstore_trace::ops::{Ofd, Op, OpenFlags, TracedOp, WriteAt};
-pub(crate) use seqstore_trace::replay::{file_options, is_dir};
+pub(crate) use seqstore_trace::replay::file_options;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -225,18 +225,13 @@ pub(crate) fn resolve(base: &str, rel: &str) -> io::Result<String> {
 
 /// Whether `path` exists in `fs` (file or directory).
 pub(crate) fn exists(fs: &FaultFs, path: &str) -> bool {
-    if path.is_empty() {
-        return true;
-    }
-    let parent = seqstore_core::parent_of(path);
-    let name = &path[if parent.is_empty() {
-        0
-    } else {
-        parent.len() + 1
-    }..];
-    fs.read_dir(parent)
-        .map(|es| es.iter().any(|e| e.name == name))
-        .unwrap_or(false)
+    fs.stat(path).is_ok()
+}
+
+/// Whether `path` is a directory of `fs` (what the replay finds by reading it, asked here
+/// without an operation: a guest stats paths often).
+pub(crate) fn is_dir(fs: &FaultFs, path: &str) -> bool {
+    matches!(fs.stat(path), Ok(Stat::Dir))
 }
 
 #[cfg(test)]
