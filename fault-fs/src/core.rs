@@ -2,7 +2,7 @@
 //! version, plus the logs of what is not durable yet. Everything is `Clone` and cheap to clone
 //! (`Arc`s all the way down) because the explorer snapshots it after every operation.
 
-use crate::data::Data;
+use crate::data::{Data, WholePages};
 use crate::rng::Hasher;
 use crate::CallSite;
 use std::collections::BTreeMap;
@@ -49,7 +49,12 @@ pub(crate) struct DataOp {
 
 #[derive(Clone)]
 pub(crate) enum DataKind {
-    Write { off: u64, bytes: Arc<[u8]> },
+    /// `whole`: the pages the write covers whole, shared by the crash images that keep it.
+    Write {
+        off: u64,
+        bytes: Arc<[u8]>,
+        whole: Arc<WholePages>,
+    },
     SetLen(u64),
 }
 

@@ -45,6 +45,12 @@ impl Page {
     }
 }
 
+/// The pages one write covers whole, along the file's page grid, built the first time a crash
+/// image keeps the write (`None`: a page of zeros). Shared by every image that keeps it (the
+/// operation's clones share it), so such images share the pages and their digests instead
+/// of copying and hashing the bytes again.
+pub(crate) type WholePages = OnceLock<Vec<Option<Arc<Page>>>>;
+
 /// Invariant: every byte at or past `len` inside an allocated page is zero, so that extending the
 /// file (by `set_len` or a write past the end) reveals zeros without touching those pages.
 #[derive(Clone, Default)]
@@ -96,15 +102,45 @@ impl Data {
         while done < src.len() {
             let (pi, po) = split(off + done as u64);
             let take = (PAGE - po).min(src.len() - done);
-            let part = &src[done..done + take];
-            // zeros where no page is held change nothing (an absent page reads and hashes as
-            // zeros): a preallocation replayed into thousands of crash images allocates,
-            // copies and hashes no pages
-            if pages[pi].is_some() || !all_zero(part) {
-                let page = pages[pi].get_or_insert_with(|| Arc::new(Page::zeroed()));
-                Arc::make_mut(page).bytes_mut()[po..po + take].copy_from_slice(part);
-            }
+            write_in_page(&mut pages[pi], po, &src[done..done + take]);
             done += take;
+        }
+        self.len = self.len.max(end);
+    }
+
+    /// Writes `bytes[from..to]` at `off + from`: part of the write of `bytes` at `off`, whose
+    /// whole pages `whole` holds (or will hold, built here on first use). The same result as
+    /// [`Data::write`] of that part; the pages the part covers whole are `whole`'s, shared.
+    pub(crate) fn write_part(
+        &mut self,
+        off: u64,
+        bytes: &[u8],
+        (from, to): (usize, usize),
+        whole: &WholePages,
+    ) {
+        let (start, end) = (off + from as u64, off + to as u64);
+        if start >= end {
+            return;
+        }
+        let first_whole = off.div_ceil(PAGE_U64) as usize;
+        let pages = Arc::make_mut(&mut self.pages);
+        let need = end.div_ceil(PAGE_U64) as usize;
+        if pages.len() < need {
+            pages.resize(need, None);
+        }
+        let mut pos = start;
+        while pos < end {
+            let (pi, po) = split(pos);
+            let take = (PAGE - po).min((end - pos) as usize);
+            if take == PAGE {
+                // page-aligned and inside the write: one of its whole pages
+                let w = whole.get_or_init(|| whole_pages(off, bytes));
+                pages[pi] = w[pi - first_whole].clone();
+            } else {
+                let at = (pos - off) as usize;
+                write_in_page(&mut pages[pi], po, &bytes[at..at + take]);
+            }
+            pos += take as u64;
         }
         self.len = self.len.max(end);
     }
@@ -147,6 +183,32 @@ impl Data {
             });
         }
     }
+}
+
+/// Writes `part` into a page at `po`. Zeros where no page is held change nothing (an absent
+/// page reads and hashes as zeros): a preallocation allocates, copies and hashes no pages.
+fn write_in_page(page: &mut Option<Arc<Page>>, po: usize, part: &[u8]) {
+    if page.is_some() || !all_zero(part) {
+        let page = page.get_or_insert_with(|| Arc::new(Page::zeroed()));
+        Arc::make_mut(page).bytes_mut()[po..po + part.len()].copy_from_slice(part);
+    }
+}
+
+/// The pages the write of `bytes` at `off` covers whole, in file order.
+fn whole_pages(off: u64, bytes: &[u8]) -> Vec<Option<Arc<Page>>> {
+    let end = off + bytes.len() as u64;
+    let (first, last) = (off.div_ceil(PAGE_U64), end / PAGE_U64);
+    (first..last.max(first))
+        .map(|i| {
+            let at = (i * PAGE_U64 - off) as usize;
+            let b = &bytes[at..at + PAGE];
+            (!all_zero(b)).then(|| {
+                let mut p = Page::zeroed();
+                p.bytes_mut().copy_from_slice(b);
+                Arc::new(p)
+            })
+        })
+        .collect()
 }
 
 /// Whether every byte of `b` is zero (or'ed 64 bytes at a time: a loop that vectorizes).
@@ -207,8 +269,10 @@ mod tests {
     #[test]
     fn writes_of_zeros_and_data_match_a_plain_buffer() {
         // Zeros written where no page is held allocate none; zeros over written bytes must
-        // still replace them. Random writes (all zeros, data, or data with zero runs), length
-        // changes and snapshots, against a Vec, the hash against a fresh copy's.
+        // still replace them; a part of a write through its shared whole pages is the same
+        // as writing that part. Random writes (all zeros, data, or data with zero runs),
+        // parts of earlier writes, length changes and snapshots, against a Vec, the hash
+        // against a fresh copy's.
         let seed = std::env::var("SEQSTORE_SEED")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -219,6 +283,7 @@ mod tests {
             d.hash_into(&mut h);
             h.finish()
         };
+        let mut writes: Vec<(u64, Vec<u8>, WholePages)> = Vec::new();
         for case in 0..200 {
             let (mut d, mut want) = (Data::default(), Vec::new());
             let mut snaps = Vec::new();
@@ -235,12 +300,27 @@ mod tests {
                             _ => ((i / 700) % 2 * (i % 13)) as u8,
                         };
                         let src: Vec<u8> = (0..len).map(fill).collect();
-                        d.write(off, &src);
-                        let end = off as usize + len;
-                        if !src.is_empty() && want.len() < end {
-                            want.resize(end, 0);
+                        writes.push((off, src, WholePages::new()));
+                        // a new write, or a part of an earlier one (as a crash image keeps
+                        // a write whole or torn), through its shared whole pages
+                        let (off, src, whole) = &writes[rng.below(writes.len() as u64) as usize];
+                        let (mut from, mut to) = (0, src.len());
+                        if rng.below(2) == 0 {
+                            from = rng.below(src.len() as u64 + 1) as usize;
+                            to = from + rng.below((src.len() - from) as u64 + 1) as usize;
+                            d.write_part(*off, src, (from, to), whole);
+                        } else if rng.below(2) == 0 {
+                            d.write_part(*off, src, (from, to), whole);
+                        } else {
+                            d.write(*off, src);
                         }
-                        want[off as usize..off as usize + src.len()].copy_from_slice(&src);
+                        let (start, end) = (*off as usize + from, *off as usize + to);
+                        if start < end {
+                            if want.len() < end {
+                                want.resize(end, 0);
+                            }
+                            want[start..end].copy_from_slice(&src[from..to]);
+                        }
                     }
                 }
                 want.resize(d.len() as usize, 0);

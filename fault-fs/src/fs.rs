@@ -179,6 +179,7 @@ impl Ctx<'_> {
             kind: DataKind::Write {
                 off,
                 bytes: Arc::from(buf),
+                whole: Arc::default(),
             },
         });
         Ok(())
@@ -220,7 +221,7 @@ impl Ctx<'_> {
             let pending = std::mem::take(&mut f.pending);
             for op in pending {
                 match op.kind {
-                    DataKind::Write { off, bytes } => f.durable.write(off, &bytes),
+                    DataKind::Write { off, bytes, .. } => f.durable.write(off, &bytes),
                     DataKind::SetLen(len) => f.durable.set_len(len),
                 }
             }

@@ -55,7 +55,7 @@ pub(crate) fn candidates(core: &Core, sector: u64) -> Vec<Cand> {
         if let Node::File(f) = &**node {
             for (idx, d) in f.pending.iter().enumerate() {
                 let tears = match &d.kind {
-                    DataKind::Write { off, bytes } => {
+                    DataKind::Write { off, bytes, .. } => {
                         let first = (off / sector).saturating_add(1).saturating_mul(sector);
                         let end = off.saturating_add(bytes.len() as u64);
                         (first < end).then(|| (first, (end - 1 - first) / sector + 1))
@@ -237,21 +237,22 @@ fn random_choices(ch: &mut [Choice], cands: &[Cand], model: Model, sector: u64, 
 }
 
 fn apply_data(data: &mut Data, kind: &DataKind, choice: Choice) {
-    match (kind, choice) {
-        (_, Choice::Drop) => {}
-        (DataKind::SetLen(len), _) => data.set_len(*len),
-        (DataKind::Write { off, bytes }, Choice::Keep) => data.write(*off, bytes),
-        (DataKind::Write { off, bytes }, Choice::TornHead(at)) => {
-            let k = at.saturating_sub(*off).min(bytes.len() as u64) as usize;
-            data.write(*off, &bytes[..k]);
-        }
-        (DataKind::Write { off, bytes }, Choice::TornTail(at)) => {
-            let k = at.saturating_sub(*off).min(bytes.len() as u64) as usize;
+    let (off, bytes, whole) = match kind {
+        _ if choice == Choice::Drop => return,
+        DataKind::SetLen(len) => return data.set_len(*len),
+        DataKind::Write { off, bytes, whole } => (*off, bytes, whole),
+    };
+    let cut = |at: u64| at.saturating_sub(off).min(bytes.len() as u64) as usize;
+    match choice {
+        Choice::Drop => {}
+        Choice::Keep => data.write_part(off, bytes, (0, bytes.len()), whole),
+        Choice::TornHead(at) => data.write_part(off, bytes, (0, cut(at)), whole),
+        Choice::TornTail(at) => {
             let end = off + bytes.len() as u64;
             if data.len() < end {
                 data.set_len(end);
             }
-            data.write(off + k as u64, &bytes[k..]);
+            data.write_part(off, bytes, (cut(at), bytes.len()), whole);
         }
     }
 }
