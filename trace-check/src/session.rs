@@ -1,14 +1,16 @@
 //! Replay, exploration and checking of a [`Capture`], independent of how it was captured.
 //!
-//! fault-fs's explorer runs the replay and visits every crash point and image three times
-//! (in memory, cheap), because an external checker is slow and must run in parallel:
+//! The work is split in three passes, because a checker is slow and must run in parallel;
+//! fault-fs's explorer replays the capture and visits every crash point and image (in
+//! memory) in the first and, when an image failed, the third:
 //! 1. *collect*: every distinct (image, marks before the crash) pair is kept — the explorer
 //!    already deduplicates within a crash point; this also deduplicates across points;
-//! 2. *check*: the checker runs on each pair, `jobs` at a time, each image materialized into
-//!    its own temporary directory;
+//! 2. *check*: the checker runs on each pair, `jobs` at a time (a shell checker on the image
+//!    materialized into its own temporary directory, an in-memory one on the image itself);
 //! 3. *report*: the explorer runs again with the verdicts as its checker, so that counting,
 //!    the first violation and its blame (re-checks of the image with each lost operation
-//!    kept, run on demand) are exactly the explorer's.
+//!    kept, run on demand) are exactly the explorer's. When every image passed there is
+//!    nothing to blame, and the first pass's counts are the report.
 
 use crate::check::{check_image, Checker, Verdict};
 use crate::ops::{Capture, TracedOp};
@@ -138,7 +140,7 @@ pub struct TraceReport {
     /// Violating distinct images by the last mark before the crash and the checker's
     /// message, in workload order.
     pub by_last_mark: Vec<MarkGroup>,
-    /// Time spent replaying and building images (all three passes).
+    /// Time spent replaying and building images (the first pass, and the third when it runs).
     pub explore_time: Duration,
     /// Time spent in checkers (wall, parallel).
     pub check_time: Duration,
@@ -214,7 +216,7 @@ pub fn check_capture(
     }
     let t0 = Instant::now();
     // 1. collect the distinct (image, marks) pairs
-    let (pending, keys) = collect(start, cap, &ecfg, cfg)?;
+    let (pending, keys, first_pass) = collect(start, cap, &ecfg, cfg)?;
     let distinct_images = {
         let mut h: Vec<u64> = keys.keys().map(|k| k.0).collect();
         h.sort_unstable();
@@ -227,9 +229,23 @@ pub fn check_capture(
     let verdicts = check_all(&pending, checker, cfg)?;
     let by_last_mark = group_by_last_mark(&pending[..verdicts.len()], &verdicts);
     let check1 = t1.elapsed();
-    // 3. the explorer's count and blame, with the verdicts as its checker
+    // 3. the explorer's count and blame, with the verdicts as its checker; when every image
+    // passed, the first pass already counted exactly what this one would (the same seeded
+    // exploration, no violation to blame)
     let t2 = Instant::now();
-    let fin = final_pass(start, cap, &ecfg, checker, &keys, &verdicts)?;
+    let clean = verdicts.len() == pending.len()
+        && verdicts.iter().all(|v| matches!(v, Verdict::Consistent));
+    let fin = if clean {
+        FinalPass {
+            report: first_pass.0,
+            origin: first_pass.1,
+            extra_runs: 0,
+            extra_time: Duration::ZERO,
+            first_marks: Vec::new(),
+        }
+    } else {
+        final_pass(start, cap, &ecfg, checker, &keys, &verdicts)?
+    };
     let report = &fin.report;
     let first = report
         .violations
@@ -252,16 +268,24 @@ pub fn check_capture(
     })
 }
 
+/// What the first pass found: the pending images, each key's index among them, and the
+/// exploration's report (no violations) with the origin of each fault-fs operation.
+type Collected = (
+    Vec<Pending>,
+    HashMap<Key, usize>,
+    (seqstore_fault_fs::Report, Vec<usize>),
+);
+
 /// Pass 1: every distinct (image, marks) pair the exploration visits, and its index.
 fn collect(
     start: &FaultFs,
     cap: &Capture,
     ecfg: &ExploreConfig,
     cfg: &CheckConfig,
-) -> Result<(Vec<Pending>, HashMap<Key, usize>), Error> {
+) -> Result<Collected, Error> {
     let keys: Mutex<HashMap<Key, usize>> = Mutex::new(HashMap::new());
     let pending: Mutex<Vec<Pending>> = Mutex::new(Vec::new());
-    explore_capture(start, cap, ecfg, |img, ctx| {
+    let explored = explore_capture(start, cap, ecfg, |img, ctx| {
         let key = (img.image_hash(), ctx.events.len());
         let mut k = keys.lock().unwrap_or_else(|e| e.into_inner());
         let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -279,6 +303,7 @@ fn collect(
     Ok((
         pending.into_inner().unwrap_or_else(|e| e.into_inner()),
         keys.into_inner().unwrap_or_else(|e| e.into_inner()),
+        explored,
     ))
 }
 

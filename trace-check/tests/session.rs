@@ -75,6 +75,54 @@ fn the_unsynced_commit_is_caught_and_blamed_on_its_line_in_both_models() {
     }
 }
 
+/// Says every image is consistent, counting its calls.
+struct Passes(std::sync::atomic::AtomicUsize);
+
+impl Checker for Passes {
+    fn check(&self, _image: &Path, _marks: &Path, _k: usize) -> Result<Verdict, Error> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Verdict::Consistent)
+    }
+}
+
+#[test]
+fn a_clean_report_counts_what_a_failing_one_counts() {
+    // When every image passes, the first exploration's counts are the report (no second
+    // exploration): they must be the counts the second one gives a capture with violations,
+    // and the checker runs once per distinct pair, no more.
+    let cap = capture();
+    for model in Model::ALL {
+        let cfg = CheckConfig::new(model);
+        let failing = check_capture(&start(model), &cap, &Committed, &cfg).unwrap();
+        let passes = Passes(Default::default());
+        let clean = check_capture(&start(model), &cap, &passes, &cfg).unwrap();
+        assert!(failing.violations > 0 && clean.violations == 0, "{model}");
+        assert_eq!(
+            (
+                clean.ops,
+                clean.crash_points,
+                clean.images,
+                clean.distinct_images
+            ),
+            (
+                failing.ops,
+                failing.crash_points,
+                failing.images,
+                failing.distinct_images
+            ),
+            "{model}"
+        );
+        assert_eq!(clean.first, None);
+        assert!(clean.by_last_mark.is_empty());
+        let runs = passes.0.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(clean.checker_runs, runs, "{model}");
+        assert!(
+            runs <= failing.checker_runs,
+            "{model}: blame re-checks are extra"
+        );
+    }
+}
+
 /// The capture cut after its first mark: only the synced commit and its mark (no violation).
 fn synced_commit_only() -> Capture {
     let mut cap = capture();
