@@ -164,6 +164,8 @@
 //! directory with everything in it durable; [`FaultFs::hard_link`] (`link(2)`) and
 //! [`FaultFs::exchange`] (`renameat2(RENAME_EXCHANGE)`) are namespace operations with the same
 //! rules as a create and a rename (an exchange is atomic: both names swapped or neither).
+//! For serving the tree to a running program (`wasi-trace/`): [`FaultFs::stat`] answers what
+//! the live tree holds at a path without an operation (not traced, no faults).
 //!
 //! # Not modelled
 //! Symlinks, permissions and timestamps; `close` is not a sync (dropping a handle
