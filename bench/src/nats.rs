@@ -412,17 +412,27 @@ async fn publish_cell(
 /// nats-server's election timeout is 4–9 s.
 const META_LEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Creates the stream; on a cluster, retried every 100 ms until its meta leader answers.
+/// How long one server's refusal to create a stream is retried: creating its file store can
+/// fail for a moment under load (JetStream error 10049); a refusal that lasts is an error
+/// that carries the server's log.
+const CREATE_RETRY: Duration = Duration::from_secs(2);
+
+/// Creates the stream, retried every 100 ms: on a cluster until its meta leader answers, on
+/// one server for [`CREATE_RETRY`].
 async fn create_stream(
     js: &async_nats::jetstream::Context,
     cfg: async_nats::jetstream::stream::Config,
 ) -> Result<()> {
     let t = Instant::now();
+    let patience = if cfg.num_replicas > 1 {
+        META_LEADER_TIMEOUT
+    } else {
+        CREATE_RETRY
+    };
     loop {
         match js.create_stream(cfg.clone()).await {
             Ok(_) => return Ok(()),
-            Err(e) if cfg.num_replicas > 1 && t.elapsed() < META_LEADER_TIMEOUT => {
-                let _ = e;
+            Err(_) if t.elapsed() < patience => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(e) => bail!("create stream {}: {e}", cfg.name),
@@ -477,9 +487,10 @@ pub(crate) fn run_table(
     for r in 0..opts.nats_reps {
         for &c in NATS_CELLS {
             ctx.tick(&format!("{NATS} round {}/{}: {c}", r + 1, opts.nats_reps));
-            let (client, cell) = match c {
+            let (client, server, cell) = match c {
                 "always_1" => (
                     &ca,
+                    &always,
                     Cell {
                         replicas: 1,
                         publishers: 1,
@@ -489,6 +500,7 @@ pub(crate) fn run_table(
                 ),
                 "always_64" => (
                     &ca,
+                    &always,
                     Cell {
                         replicas: 1,
                         publishers: 64,
@@ -498,6 +510,7 @@ pub(crate) fn run_table(
                 ),
                 _ => (
                     &cd,
+                    &default,
                     Cell {
                         replicas: 1,
                         publishers: 64,
@@ -506,7 +519,9 @@ pub(crate) fn run_table(
                     },
                 ),
             };
-            let v = client.publish_cell(&format!("bench_{c}_{r}"), cell, &ctx.payload)?;
+            let v = client
+                .publish_cell(&format!("bench_{c}_{r}"), cell, &ctx.payload)
+                .with_context(|| format!("nats-server's log:\n{}", log_tail(&server.log)))?;
             table.push(c, v);
         }
     }
