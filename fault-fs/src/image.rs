@@ -237,24 +237,26 @@ fn random_choices(ch: &mut [Choice], cands: &[Cand], model: Model, sector: u64, 
 }
 
 fn apply_data(data: &mut Data, kind: &DataKind, choice: Choice) {
-    let (off, bytes, whole) = match kind {
-        _ if choice == Choice::Drop => return,
-        DataKind::SetLen(len) => return data.set_len(*len),
-        DataKind::Write { off, bytes, whole } => (*off, bytes, whole),
+    let (off, bytes, whole) = match (kind, choice) {
+        (_, Choice::Drop) => return,
+        (DataKind::SetLen(len), _) => return data.set_len(*len),
+        (DataKind::Write { off, bytes, whole }, _) => (*off, bytes, whole),
     };
     let cut = |at: u64| at.saturating_sub(off).min(bytes.len() as u64) as usize;
-    match choice {
-        Choice::Drop => {}
-        Choice::Keep => data.write_part(off, bytes, (0, bytes.len()), whole),
-        Choice::TornHead(at) => data.write_part(off, bytes, (0, cut(at)), whole),
+    // the part of the write the image keeps: its head, its tail, or all of it (a dropped
+    // write returned above)
+    let part = match choice {
+        Choice::TornHead(at) => (0, cut(at)),
         Choice::TornTail(at) => {
             let end = off + bytes.len() as u64;
             if data.len() < end {
                 data.set_len(end);
             }
-            data.write_part(off, bytes, (cut(at), bytes.len()), whole);
+            (cut(at), bytes.len())
         }
-    }
+        Choice::Keep | Choice::Drop => (0, bytes.len()),
+    };
+    data.write_part(off, bytes, part, whole);
 }
 
 /// The state a crash leaves: the durable base, plus the durable namespace entries, plus the

@@ -174,14 +174,15 @@ impl Served {
     /// Opens `path` as the guest asked (`f`, the flags that are also recorded).
     pub(crate) fn open(&mut self, path: &str, f: &OpenFlags) -> io::Result<Kind> {
         let fs = &self.fs;
-        let present = exists(fs, path);
+        let found = fs.stat(path).ok();
+        let present = found.is_some();
         if f.create && f.excl && present {
             return Err(io::Error::from(io::ErrorKind::AlreadyExists));
         }
         if !present && !f.create {
             return Err(io::Error::from(io::ErrorKind::NotFound));
         }
-        if present && is_dir(fs, path) {
+        if found == Some(Stat::Dir) {
             // as the replay decides: a directory is opened without write, create or truncate
             if f.write || f.trunc || (f.create && !f.directory) {
                 return Err(io::Error::from(io::ErrorKind::IsADirectory));
@@ -221,11 +222,6 @@ pub(crate) fn resolve(base: &str, rel: &str) -> io::Result<String> {
         }
     }
     Ok(parts.join("/"))
-}
-
-/// Whether `path` exists in `fs` (file or directory).
-pub(crate) fn exists(fs: &FaultFs, path: &str) -> bool {
-    fs.stat(path).is_ok()
 }
 
 /// Whether `path` is a directory of `fs` (what the replay finds by reading it, asked here

@@ -1,7 +1,7 @@
 //! Recovery from the blocks: the rebuild scan and the sequences it finds lost.
 
 use super::blocks::{reserve_by_density, Block, Entry};
-use super::scan::{all_zero, scan_block_chunked, READ_CHUNK};
+use super::scan::{scan_block_chunked, zeros_between, READ_CHUNK};
 use super::subjects::SubjectMemo;
 use super::*;
 
@@ -133,7 +133,7 @@ impl<F: Fs> Store<F> {
         if check_block_header(&path, &h[..hn], index)? != Header::Blank {
             return Ok(Some((file, path, flen)));
         }
-        let nonzero = flen > BLOCK_HEADER_LEN && !all_zero(&file, &path, flen)?;
+        let nonzero = flen > BLOCK_HEADER_LEN && !zeros_between(&file, &path, 0, flen)?;
         if nonzero {
             if self.cfg.recovery == RecoveryMode::Strict {
                 return Err(Error::corrupt(path, 0, "data after a blank header"));

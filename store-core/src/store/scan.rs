@@ -310,12 +310,8 @@ pub(super) fn plausible_header(h: &[u8]) -> bool {
     s + hd + p + REC_OVERHEAD + ttl == len
 }
 
-pub(super) fn all_zero<H: FsFile>(file: &H, path: &str, len: u64) -> Result<bool> {
-    zeros_between(file, path, 0, len)
-}
-
 /// Whether `file` holds only zeros from `from` to `to` (read 64 KiB at a time).
-fn zeros_between<H: FsFile>(file: &H, path: &str, from: u64, to: u64) -> Result<bool> {
+pub(super) fn zeros_between<H: FsFile>(file: &H, path: &str, from: u64, to: u64) -> Result<bool> {
     let mut chunk = vec![0u8; (to.saturating_sub(from) as usize).min(64 << 10)];
     let mut p = from;
     while p < to {
@@ -332,7 +328,7 @@ fn zeros_between<H: FsFile>(file: &H, path: &str, from: u64, to: u64) -> Result<
 /// Whether every byte of `b` is zero: 64 bytes at a time as eight words or'ed together (a
 /// loop the compiler vectorizes natively, and eight loads per 64 bytes in a wasm guest),
 /// since recovery checks every preallocated byte of a block this way.
-pub(crate) fn is_zero(b: &[u8]) -> bool {
+fn is_zero(b: &[u8]) -> bool {
     let mut blocks = b.chunks_exact(64);
     for block in &mut blocks {
         let mut acc = 0u64;
