@@ -545,6 +545,24 @@ pub fn workloads() -> Vec<Workload> {
             ]),
             block_size: 1024,
         },
+        // found by the random explorer (campaign seed 20261282, workload 2059): an ack-all
+        // ack of a redelivered message that leaves nothing pending sets the floor to the last
+        // delivery, in the call's own result as in the store's view of it
+        Workload {
+            name: "consumer-ack-all-redelivered",
+            steps: cat(vec![
+                vec![Step::Open, Step::ConsumerAdd("all", "all")],
+                appends(&["r.a"], 2, 40),
+                vec![
+                    Step::Deliver("all"),
+                    Step::Redeliver("all"),
+                    Step::Ack("all", 0),
+                    Step::Reopen,
+                    Step::Deliver("all"),
+                ],
+            ]),
+            block_size: 1024,
+        },
         // a truncate below the consumer's deliveries, then new messages at the same
         // sequences: the consumer must come back at the cut, not past the new messages
         Workload {

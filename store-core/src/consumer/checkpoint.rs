@@ -60,6 +60,24 @@ impl<F: Fs> Store<F> {
         Ok(())
     }
 
+    /// Before a truncate to `seq`: the consumers' view counts a removed pending message as
+    /// acknowledged (and under `All` everything pending below it), but memory records that
+    /// only at the consumer's next call. A cut below the removed sequence would drop that
+    /// acknowledgement, and the floor shown before the truncate would go back after it: a
+    /// checkpoint first makes the view durable.
+    pub(crate) fn settle_removals_above(&mut self, seq: u64) -> Result<()> {
+        if self
+            .consumers
+            .gone
+            .range(seq.saturating_add(1)..)
+            .next()
+            .is_some()
+        {
+            self.compact_consumers()?;
+        }
+        Ok(())
+    }
+
     /// After a truncate: a consumer that had delivered past the cut is brought back to it,
     /// durably (a checkpoint). Without it, a crash after new appends reached the old
     /// delivered sequence would replay the consumer past messages it never saw.

@@ -169,9 +169,11 @@ impl ConsumerState {
         *r = (*r).max(dc - 1);
         if cfg.max_deliver > 0 && dc > cfg.max_deliver {
             // delivered for the last time: NATS stops tracking it (it will not come again);
-            // the ack floor stays where it is, as in NATS's consumer store
+            // the ack floor stays where it is, as in NATS's consumer store, unless nothing
+            // is left pending
             self.pending.remove(&sseq);
             self.redelivered.remove(&sseq);
+            self.settle();
         }
         Ok(())
     }
@@ -203,7 +205,8 @@ impl ConsumerState {
 
     /// The ack of pending stream sequence `sseq`, first delivered as `dseq`, by NATS's rules
     /// (`consumerFileStore.UpdateAcks`). `All`: every pending message at or below it goes and
-    /// the floor is this message. `Explicit`: it goes; with nothing left pending the floor is
+    /// the floor is this message, or the last delivery when nothing is left pending (a
+    /// redelivery moved it past the message's first consumer sequence). `Explicit`: it goes; with nothing left pending the floor is
     /// the last delivery, else the floor moves only if this message was the one right above
     /// it (its consumer sequence is the floor's + 1), and then to just below the oldest
     /// pending message after it. So a gap in the consumer sequences (a message removed before
@@ -219,6 +222,7 @@ impl ConsumerState {
                 consumer: dseq,
                 stream: sseq,
             };
+            self.settle();
             return;
         }
         self.pending.remove(&sseq);
@@ -239,6 +243,16 @@ impl ConsumerState {
                     };
                 }
             }
+        }
+    }
+
+    /// With nothing pending, everything delivered is acknowledged: the floor is the last
+    /// delivery (what [`ConsumerState::clamp_to_stream`], and so every view of the state,
+    /// shows). Run after each change that can empty the pending set, so that the state a
+    /// call computes is the one the store shows and the journal replays.
+    fn settle(&mut self) {
+        if self.pending.is_empty() {
+            self.ack_floor = self.delivered;
         }
     }
 
@@ -305,9 +319,7 @@ impl ConsumerState {
             };
             self.delivered.consumer = self.delivered.consumer.max(consumer);
             self.delivered.stream = self.delivered.stream.max(floor);
-            if self.pending.is_empty() {
-                self.ack_floor = self.delivered;
-            }
+            self.settle();
             if acked.ack_floor.stream > self.ack_floor.stream {
                 *self = acked;
             }
@@ -319,9 +331,7 @@ impl ConsumerState {
             self.delivered.stream = last;
             self.ack_floor.stream = self.ack_floor.stream.min(last);
         }
-        if self.pending.is_empty() {
-            self.ack_floor = self.delivered;
-        }
+        self.settle();
     }
 
     /// Whether stream sequence `sseq` would be delivered again as a new message: it is above

@@ -269,6 +269,11 @@ impl<F: Fs> Store<F> {
     }
 
     pub(super) fn marker(&mut self, kind: Kind, seq: u64, ts: i64) -> Result<()> {
-        self.write_record(kind, seq, ts, "", &[], &[]).map(|_| ())
+        self.write_record(kind, seq, ts, "", &[], &[])?;
+        if kind == Kind::Floor && seq >= self.floor {
+            // every caller raises the floor to `seq` next
+            self.floor_held_by = self.blocks.last().map(|b| b.number);
+        }
+        Ok(())
     }
 }

@@ -81,6 +81,10 @@ pub struct Store<F: Fs> {
     last_seq: u64,
     last_ts: i64,
     floor: u64,
+    /// The number of a block that holds a floor record for `floor` (`None`: not known, as
+    /// after an open). Recovery knows the floor only from such a record, so a drop of the
+    /// front blocks that would remove the last one writes it again (`remove.rs`).
+    floor_held_by: Option<u64>,
     msgs: u64,
     bytes: u64,
     subjects: SubjectTable,
@@ -196,6 +200,7 @@ impl<F: Fs> Store<F> {
             last_seq: 0,
             last_ts: 0,
             floor: 0,
+            floor_held_by: None,
             msgs: 0,
             bytes: 0,
             subjects: SubjectTable::new(),

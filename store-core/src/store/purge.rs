@@ -224,6 +224,7 @@ impl<F: Fs> Store<F> {
         self.msgs = 0;
         self.bytes = 0;
         self.floor = l;
+        self.floor_held_by = Some(b.number);
         self.first_seq = l + 1;
         self.first_ts = 0;
         self.subjects.clear_counts();

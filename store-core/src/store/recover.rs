@@ -74,6 +74,7 @@ impl<F: Fs> Store<F> {
         self.subjects.clear();
         self.ttl.clear();
         (self.floor, self.msgs, self.bytes) = (0, 0, 0);
+        self.floor_held_by = None;
         let mut memo = SubjectMemo::new();
         let mut scan_buf = Vec::new();
         for (i, &index) in indexes.iter().enumerate() {

@@ -31,6 +31,11 @@ impl<F: Fs> Store<F> {
             let (l, ts) = (self.last_seq, self.last_ts);
             self.marker(Kind::Floor, l, ts)?;
             self.floor = self.floor.max(l);
+        } else if self.floor > 0 && self.floor_held_by.is_none_or(|b| b < self.blocks[n].number) {
+            // the floor's record may be in a dropped block: without it recovery would find
+            // no floor, and the consumers, clamped above it, would go back on reopen
+            let (f, ts) = (self.floor, self.last_ts);
+            self.marker(Kind::Floor, f, ts)?;
         }
         for _ in 0..n {
             self.sync_inner(S_DROP)?;

@@ -152,6 +152,7 @@ impl<F: Fs> Store<F> {
         self.last_seq = snap.last_seq;
         self.last_ts = snap.last_ts;
         self.floor = snap.floor;
+        self.floor_held_by = None;
         self.msgs = snap.msgs;
         self.bytes = snap.bytes;
         for &(seq, deadline) in &snap.ttls {

@@ -36,6 +36,9 @@ impl<F: Fs> Store<F> {
     /// truncate record is fsynced first (the commit point); only then are the later blocks
     /// removed and the cut block shortened. Recovery finishes an interrupted cleanup.
     pub fn truncate(&mut self, seq: u64) -> Result<u64> {
+        // a removal above the cut acknowledged what a consumer had pending (under `All`,
+        // also the messages below the cut): recorded before the cut takes it away
+        self.settle_removals_above(seq)?;
         let n = self.truncate_stream(seq)?;
         // consumers that delivered past the cut come back to it, durably
         self.truncate_consumers()?;
