@@ -58,10 +58,87 @@ pub(super) struct Packed {
     min_len: u32,
     run_off: Vec<u32>,
     run_ts: Vec<i64>,
+    /// `run_ts` by time.
+    time_dir: TimeDir,
     /// (index, sequence) where a stretch of consecutive sequences starts; the first at 0.
     seq_runs: Vec<(u32, u64)>,
     /// Block-local subject id → the store's subject id (in the order they first came).
     dict: Vec<u32>,
+}
+
+/// A directory of a block's run samples by time: bucket `k` of `K` even slices of the
+/// samples' time span names the first sample at or after the slice's start (about two
+/// samples a bucket: 4 bytes per 32 messages). A time search then reads one bucket and the
+/// few samples between two buckets (one cache line when the stream was written at a steady
+/// rate), where a binary search of a large block's samples misses the cache on most of its
+/// path. Uneven times only widen a bucket: the search stays exact.
+#[derive(Clone, Debug, Default)]
+pub(super) struct TimeDir {
+    /// The first sample's time and the span to the last one's (0: no directory).
+    t0: i64,
+    span: u64,
+    /// `K + 1` sample indexes, non-decreasing; `dir[K]` is the number of samples.
+    dir: Vec<u32>,
+}
+
+impl TimeDir {
+    /// Fewer samples than this are searched directly.
+    const MIN_SAMPLES: usize = 64;
+
+    /// The directory of `v` (samples non-decreasing, as a stream's runs are; any order gives
+    /// a directory whose searches stay in range), about two samples a bucket.
+    pub(super) fn new(v: &[i64]) -> TimeDir {
+        let n = v.len();
+        let (Some(&t0), Some(&t1)) = (v.first(), v.last()) else {
+            return TimeDir::default();
+        };
+        if n < Self::MIN_SAMPLES || t1 <= t0 || u32::try_from(n).is_err() {
+            return TimeDir::default();
+        }
+        let span = (i128::from(t1) - i128::from(t0)) as u64;
+        let k = n / 2;
+        let mut dir = Vec::with_capacity(k + 1);
+        let mut r = 0usize;
+        for b in 0..k {
+            let bound = i128::from(t0) + (u128::from(span) * b as u128 / k as u128) as i128;
+            while r < n && i128::from(v[r]) < bound {
+                r += 1;
+            }
+            dir.push(r as u32);
+        }
+        dir.push(n as u32);
+        TimeDir { t0, span, dir }
+    }
+
+    /// `v.partition_point(|&t| t < ts)` for the `v` this directory was made of, non-decreasing
+    /// (any `v` of that length: an index in `0..=v.len()`).
+    pub(super) fn point(&self, v: &[i64], ts: i64) -> usize {
+        if self.span == 0 || self.dir.len() != v.len() / 2 + 1 {
+            return v.partition_point(|&t| t < ts);
+        }
+        if ts <= self.t0 {
+            return 0;
+        }
+        let k = self.dir.len() - 1;
+        let off = (i128::from(ts) - i128::from(self.t0)) as u128;
+        if off > u128::from(self.span) {
+            return v.len();
+        }
+        // bucket b: its bound (t0 + b·span/K, rounded down) is at or below ts, the next
+        // one's at or above it (the last bucket ends at the last sample, which is ts or
+        // later), so the answer lies between their first samples
+        let b = match u64::try_from(off * k as u128) {
+            Ok(x) => (x / self.span) as usize,
+            Err(_) => (off * k as u128 / u128::from(self.span)) as usize,
+        };
+        let b = b.min(k - 1);
+        let (lo, hi) = (self.dir[b] as usize, self.dir[b + 1] as usize);
+        lo + v[lo..hi].partition_point(|&t| t < ts)
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.dir.capacity() * 4
+    }
 }
 
 /// Bits needed for `x`.
@@ -189,6 +266,7 @@ impl Packed {
             words,
             min_len,
             run_off,
+            time_dir: TimeDir::new(&run_ts),
             run_ts,
             seq_runs,
             dict,
@@ -281,10 +359,10 @@ impl Packed {
         run_ts.wrapping_add((v & mask(w.ts)) as i64)
     }
 
-    /// The first index whose timestamp is at or above `ts`: a binary search over the runs'
-    /// samples (one array), then the fields of one run.
+    /// The first index whose timestamp is at or above `ts`: a search of the runs' samples
+    /// (one array, through its [`TimeDir`]), then the fields of one run.
     fn ts_point(&self, ts: i64) -> usize {
-        let r = self.run_ts.partition_point(|&t| t < ts);
+        let r = self.time_dir.point(&self.run_ts, ts);
         if r == 0 {
             return 0;
         }
@@ -304,6 +382,7 @@ impl Packed {
         (self.words.capacity() * 8
             + self.run_off.capacity() * 4
             + self.run_ts.capacity() * 8
+            + self.time_dir.heap_bytes()
             + self.seq_runs.capacity() * 16
             + self.dict.capacity() * 4) as u64
             + std::mem::size_of::<Packed>() as u64
@@ -459,6 +538,7 @@ impl Entries {
                     p.n = n;
                     p.run_off.truncate(n.div_ceil(RUN));
                     p.run_ts.truncate(n.div_ceil(RUN));
+                    p.time_dir = TimeDir::new(&p.run_ts);
                     p.seq_runs.retain(|r| (r.0 as usize) < n);
                 }
             }

@@ -115,6 +115,46 @@ proptest! {
     }
 }
 
+/// Non-decreasing samples as runs of a stream give them: a steady rate with jitter, bursts
+/// of equal times, long pauses, and the extremes of `i64`.
+fn samples() -> impl Strategy<Value = Vec<i64>> {
+    let step = prop_oneof![
+        8 => 900i64..1100,
+        2 => Just(0i64),
+        1 => 0i64..(1 << 40),
+        1 => Just(i64::MAX / 4),
+    ];
+    (any::<i64>(), proptest::collection::vec(step, 0..5000)).prop_map(|(start, steps)| {
+        let mut t = start;
+        let mut v = vec![t];
+        for d in steps {
+            t = t.saturating_add(d);
+            v.push(t);
+        }
+        v
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The time directory's search agrees with `partition_point` on sorted samples at every
+    /// sample's time, just around it, between and beyond; and on samples in any order it
+    /// returns an index in range without panicking.
+    #[test]
+    fn the_time_directory_finds_what_partition_point_finds(v in samples(), noise in proptest::collection::vec(any::<i64>(), 0..300), probes in proptest::collection::vec(any::<i64>(), 0..50)) {
+        let dir = TimeDir::new(&v);
+        let around = v.iter().step_by(7).flat_map(|&t| [t.saturating_sub(1), t, t.saturating_add(1)]);
+        for t in around.chain(probes.iter().copied()).chain([i64::MIN, i64::MAX]) {
+            prop_assert_eq!(dir.point(&v, t), v.partition_point(|&x| x < t), "ts {}", t);
+        }
+        let dir = TimeDir::new(&noise);
+        for t in noise.iter().copied().chain(probes) {
+            prop_assert!(dir.point(&noise, t) <= noise.len());
+        }
+    }
+}
+
 impl Entries {
     fn clone_full(&mut self) -> Vec<Entry> {
         self.full_mut().clone()
