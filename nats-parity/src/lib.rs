@@ -4,7 +4,9 @@
 //! nats-server on a loopback port and on a seqstore `Store` on a temp directory (host-fs).
 //! After every operation the stream states are compared (messages, bytes, first and last
 //! sequence, deleted count, subject count) and the durable pull consumer's info (delivered,
-//! ack floor, ack-pending count, pending count); the operation's own answer is compared too
+//! ack floor, ack-pending count, pending count; the consumer acks explicitly for even seeds
+//! and with `AckAll` for odd ones, and naks lead to redeliveries, [`ack_policy_of`]); the
+//! operation's own answer is compared too
 //! (publish sequence, delete/erase outcome, purged count, fetched sequences, every read).
 //! A failure names the operation and what differed; [`shrink`] cuts the list down to a short
 //! one that still fails.
@@ -57,6 +59,33 @@ pub enum Exception {
     /// Neither the ack floor nor the ack-pending count is compared at that step, and the
     /// consumer is recreated on both sides.
     FilteredPurgeLeavesPending,
+    /// Under `AckAll`, a purge with a filter removed a pending message while older ones were
+    /// pending and stay in the stream: NATS's consumer `purge` takes the removed message out
+    /// of pending and moves the ack floor to it, but leaves the older ones pending (below its
+    /// own floor), where a delete of that message acknowledges them all by the `AckAll`
+    /// rule (processTerm, checked here too). seqstore treats the purge's removal as a
+    /// delete's. Neither the ack floor nor the ack-pending count is compared at that step,
+    /// and the consumer is recreated on both sides.
+    FilteredPurgeAckAllLeavesOlder,
+    /// Under `AckAll`, an ack of a pending message named a consumer sequence at or below the
+    /// ack floor's, or a removal took such a message: an ack of a redelivery put the floor's
+    /// consumer sequence past it (deliver 1 and 2, nak 1, redeliver it as 3, ack that: floor
+    /// (3, 1), 2 pending, delivered as 2). NATS's consumer ignores an ack at or below its
+    /// floor's consumer sequence (a removal's termination acks with the message's first
+    /// one), so the message stays pending in NATS: an ack of it is lost, a removed one
+    /// pends for good. seqstore acknowledges it (floor (3, 2)). Neither the ack floor nor
+    /// the ack-pending count is compared at that step, and the consumer is recreated on both
+    /// sides.
+    AckAllBelowFloor,
+    /// Under `AckAll`, nothing pending, and a redelivery past the delivery the last ack
+    /// named (or past a removed message's first delivery): NATS keeps its floor's consumer
+    /// sequence at that delivery until its next purge (deliver 1, nak it, redeliver it as 2,
+    /// delete it: floor (1, 1), delivered (2, 1)); seqstore's floor is the last delivery
+    /// whenever nothing is pending (2, 1). The same stream sequence, nothing pending on
+    /// either side. Compared: everything else; NATS's floor consumer sequence, lower than
+    /// seqstore's, is taken as seqstore's, and the consumer is recreated on both sides (the
+    /// floors stay apart until the next ack).
+    AckAllFloorAtLastAck,
     /// A purge or compact acknowledged a pending message below the new first sequence and
     /// those acks took the ack floor past the purge point (issue #28's case 7: deliver 1-3,
     /// ack 2, compact 2 gives floor 2). NATS keeps the consumer's own ack floor beside its
@@ -142,6 +171,8 @@ pub struct Harness {
     rt: tokio::runtime::Runtime,
     server: server::Server,
     runs: u64,
+    /// The consumers' ack policy in the runs from here on (`Explicit` or `All`).
+    pub ack: AckPolicy,
 }
 
 impl Harness {
@@ -165,6 +196,7 @@ impl Harness {
             rt,
             server,
             runs: 0,
+            ack: AckPolicy::Explicit,
         })
     }
 
@@ -178,9 +210,9 @@ impl Harness {
     pub fn run(&mut self, ops: &[Op]) -> Result<std::result::Result<Stats, Failure>> {
         self.runs += 1;
         let name = format!("P{}", self.runs);
-        let js = self.js.clone();
+        let (js, ack) = (self.js.clone(), self.ack);
         self.rt.block_on(async move {
-            let mut run = Run::new(js, name).await?;
+            let mut run = Run::new(js, name, ack).await?;
             let r = run.all(ops).await;
             run.finish().await?;
             r
@@ -246,6 +278,8 @@ struct ConsumerView {
 
 /// One run: a NATS stream and its consumer, a seqstore store and its consumer.
 struct Run {
+    /// The consumer's ack policy.
+    ack: AckPolicy,
     js: jetstream::Context,
     name: String,
     consumer: PullConsumer,
@@ -259,6 +293,19 @@ struct Run {
     last_ts: i64,
     /// Pending messages removed since the consumer's last fetch, ack or recreation.
     unrecorded: std::collections::BTreeSet<u64>,
+    /// The messages nakked and not delivered again yet, in the order of their naks: NATS's
+    /// redelivery queue, which a fetch serves before new messages. Every purge and compact
+    /// empties it: NATS's consumer `purge` keeps only the entries at or above its next
+    /// sequence to deliver, which no delivered message is (a nakked message left pending
+    /// comes again only after the ack wait). What the client delivers is the client's
+    /// choice; seqstore keeps no redelivery queue, so the harness follows NATS's.
+    nakked: Vec<u64>,
+    /// The last operation was an `AckAll` ack naming a consumer sequence at or below the
+    /// floor's (see [`Exception::AckAllBelowFloor`]).
+    acked_below_floor: bool,
+    /// The last comparison took NATS's floor as seqstore's
+    /// ([`Exception::AckAllFloorAtLastAck`]): the consumers are recreated.
+    floors_apart: bool,
 }
 
 fn diff(at: usize, what: String) -> std::result::Result<Stats, Failure> {
@@ -266,7 +313,7 @@ fn diff(at: usize, what: String) -> std::result::Result<Stats, Failure> {
 }
 
 impl Run {
-    async fn new(js: jetstream::Context, name: String) -> Result<Run> {
+    async fn new(js: jetstream::Context, name: String, ack: AckPolicy) -> Result<Run> {
         js.create_stream(jetstream::stream::Config {
             name: name.clone(),
             subjects: vec!["orders.>".into(), "audit".into(), "a.>".into()],
@@ -275,7 +322,7 @@ impl Run {
         })
         .await
         .map_err(|e| anyhow!("create stream {name}: {e}"))?;
-        let consumer = add_nats_consumer(&js, &name).await?;
+        let consumer = add_nats_consumer(&js, &name, ack).await?;
         let dir = tempfile::tempdir()?;
         let fs = seqstore_fs::HostFs::create(dir.path())?;
         let clock = ManualClock::new(1);
@@ -283,8 +330,9 @@ impl Run {
             .config(seqstore_core::Config::default())
             .clock(clock.clone())
             .open()?;
-        store.consumer_add(&consumer_cfg())?;
+        store.consumer_add(&consumer_cfg(ack))?;
         Ok(Run {
+            ack,
             js,
             name,
             consumer,
@@ -295,6 +343,9 @@ impl Run {
             stats: Stats::default(),
             last_ts: 1,
             unrecorded: Default::default(),
+            nakked: Vec::new(),
+            acked_below_floor: false,
+            floors_apart: false,
         })
     }
 
@@ -303,7 +354,7 @@ impl Run {
         self.finish().await?;
         let name = format!("{}_", self.name);
         let stats = std::mem::take(&mut self.stats);
-        *self = Run::new(self.js.clone(), name).await?;
+        *self = Run::new(self.js.clone(), name, self.ack).await?;
         self.stats = stats;
         Ok(())
     }
@@ -363,7 +414,12 @@ impl Run {
                     continue;
                 }
             }
+            let older_left = self.ack == AckPolicy::All && self.removed_above_live(&before)?;
+            let below_floor = std::mem::take(&mut self.acked_below_floor)
+                || (self.ack == AckPolicy::All && self.removed_below_floor(&before)?);
             let exception = match filtered && removed_pending {
+                _ if below_floor => Some(Exception::AckAllBelowFloor),
+                true if older_left => Some(Exception::FilteredPurgeAckAllLeavesOlder),
                 true if before.ack_floor.stream < first => Some(Exception::FilteredPurgeAckFloor),
                 true if purged >= 2 => Some(Exception::FilteredPurgeLeavesPending),
                 _ if overtaken => Some(Exception::PurgeOvertakesRemovalAck),
@@ -382,9 +438,36 @@ impl Run {
             if let Some(e) = exception {
                 *self.stats.exceptions.entry(e).or_default() += 1;
                 self.recreate().await?;
+            } else if std::mem::take(&mut self.floors_apart) {
+                self.recreate().await?;
             }
         }
         Ok(Ok(std::mem::take(&mut self.stats)))
+    }
+
+    /// Whether a message pending in `before` is gone from the stream while an older one
+    /// pending then is still in it.
+    fn removed_above_live(&mut self, before: &seqstore_core::ConsumerState) -> Result<bool> {
+        let mut live_below = false;
+        for &q in before.pending.keys() {
+            match self.seq_get(q)? {
+                Some(_) => live_below = true,
+                None if live_below => return Ok(true),
+                None => {}
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether a message pending in `before` with a first consumer sequence at or below the
+    /// floor's is gone from the stream.
+    fn removed_below_floor(&mut self, before: &seqstore_core::ConsumerState) -> Result<bool> {
+        for (&q, p) in &before.pending {
+            if p.sequence <= before.ack_floor.consumer && self.seq_get(q)?.is_none() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     fn seq_state(&self) -> StreamView {
@@ -520,10 +603,25 @@ impl Run {
                     }
                 }
             }
+            if self.ack == AckPolicy::All
+                && s.ack_pending == 0
+                && n.ack_pending == 0
+                && n.ack_floor.1 == s.ack_floor.1
+                && n.ack_floor.0 < s.ack_floor.0
+            {
+                *self
+                    .stats
+                    .exceptions
+                    .entry(Exception::AckAllFloorAtLastAck)
+                    .or_default() += 1;
+                n.ack_floor.0 = s.ack_floor.0;
+                self.floors_apart = true;
+            }
             let same = match exception {
                 None
                 | Some(Exception::FirstOfPurgedEmptyStream)
                 | Some(Exception::DeliveredPastRemoved)
+                | Some(Exception::AckAllFloorAtLastAck)
                 | Some(Exception::LastOfFullWildcard)
                 | Some(Exception::PurgeFloorsApart)
                 | Some(Exception::FirstSeqOfRemovedMessage) => n == s,
@@ -534,7 +632,9 @@ impl Run {
                         ..n
                     } == s
                 }
-                Some(Exception::FilteredPurgeLeavesPending) => {
+                Some(Exception::FilteredPurgeLeavesPending)
+                | Some(Exception::FilteredPurgeAckAllLeavesOlder)
+                | Some(Exception::AckAllBelowFloor) => {
                     ConsumerView {
                         ack_floor: s.ack_floor,
                         ack_pending: s.ack_pending,
@@ -554,13 +654,14 @@ impl Run {
     async fn recreate(&mut self) -> Result<()> {
         self.delivered.clear();
         self.unrecorded.clear();
+        self.nakked.clear();
         self.js
             .delete_consumer_from_stream(CONSUMER, &self.name)
             .await
             .map_err(|e| anyhow!("delete consumer: {e}"))?;
-        self.consumer = add_nats_consumer(&self.js, &self.name).await?;
+        self.consumer = add_nats_consumer(&self.js, &self.name, self.ack).await?;
         self.store.consumer_delete(CONSUMER)?;
-        self.store.consumer_add(&consumer_cfg())?;
+        self.store.consumer_add(&consumer_cfg(self.ack))?;
         Ok(())
     }
 
@@ -677,6 +778,7 @@ impl Run {
                 same(&format!("removed {seq}"), n.to_string(), s.to_string())
             }
             Op::Purge(form) => {
+                self.nakked.clear();
                 let f = |i: u8| FILTERS[i as usize % FILTERS.len()];
                 let s = |k: u16| pick_seq(k, first, last);
                 let (body, filter, up_to, keep) = match form {
@@ -705,6 +807,7 @@ impl Run {
                 same(&format!("purged by {body}"), n.to_string(), p.to_string())
             }
             Op::Compact(k) => {
+                self.nakked.clear();
                 let seq = pick_seq(k, first, last);
                 let v = self
                     .api(format!("STREAM.PURGE.{}", self.name), json!({ "seq": seq }))
@@ -732,12 +835,24 @@ impl Run {
                     self.delivered.insert(pair.1, m);
                 }
                 let mut want = Vec::new();
-                for _ in 0..n {
+                while want.len() < n {
                     let st = self.store.consumer_state(CONSUMER)?;
+                    let d = st.delivered.consumer + 1;
+                    // a nakked message first, if it is still pending (a removal or an ack of
+                    // it took it out of NATS's redelivery queue too)
+                    if !self.nakked.is_empty() {
+                        let q = self.nakked.remove(0);
+                        if st.pending.contains_key(&q) {
+                            let dc = st.redelivered.get(&q).copied().unwrap_or(0) + 2;
+                            self.store
+                                .update_delivered(CONSUMER, d, q, dc, self.last_ts)?;
+                            want.push((d, q));
+                        }
+                        continue;
+                    }
                     let Some(m) = self.store.next_matching(">", st.delivered.stream + 1)? else {
                         break;
                     };
-                    let d = st.delivered.consumer + 1;
                     self.store
                         .update_delivered(CONSUMER, d, m.seq, 1, self.last_ts)?;
                     want.push((d, m.seq));
@@ -750,7 +865,7 @@ impl Run {
                 if st.pending.is_empty() {
                     return Ok(Ok(()));
                 }
-                let (&q, p) = st
+                let (&q, _) = st
                     .pending
                     .iter()
                     .nth(k as usize % st.pending.len())
@@ -760,8 +875,44 @@ impl Run {
                         "seqstore has {q} pending, NATS never delivered it"
                     )));
                 };
+                // the ack names the delivery it answers: the last one of q
+                let d = m.info().map_err(|e| anyhow!("message info: {e}"))?;
+                let d = d.consumer_sequence;
+                self.acked_below_floor = self.ack == AckPolicy::All && d <= st.ack_floor.consumer;
                 m.double_ack().await.map_err(|e| anyhow!("ack {q}: {e}"))?;
-                self.store.update_acks(CONSUMER, p.sequence, q)?;
+                self.store.update_acks(CONSUMER, d, q)?;
+                match self.ack {
+                    // an ack of q acknowledges every delivery at or below it
+                    AckPolicy::All => {
+                        self.delivered.retain(|&x, _| x > q);
+                        self.nakked.retain(|&x| x > q);
+                    }
+                    _ => self.nakked.retain(|&x| x != q),
+                }
+                self.stats.non_trivial += 1;
+                Ok(())
+            }
+            Op::Nak(k) => {
+                let st = self.store.consumer_state(CONSUMER)?;
+                let waiting: Vec<u64> = st
+                    .pending
+                    .keys()
+                    .copied()
+                    .filter(|q| !self.nakked.contains(q))
+                    .collect();
+                if waiting.is_empty() {
+                    return Ok(Ok(()));
+                }
+                let q = waiting[k as usize % waiting.len()];
+                let Some(m) = self.delivered.get(&q) else {
+                    return Ok(Err(format!(
+                        "seqstore has {q} pending, NATS never delivered it"
+                    )));
+                };
+                m.double_ack_with(jetstream::AckKind::Nak(None))
+                    .await
+                    .map_err(|e| anyhow!("nak {q}: {e}"))?;
+                self.nakked.push(q);
                 self.stats.non_trivial += 1;
                 Ok(())
             }
@@ -884,20 +1035,28 @@ impl Run {
     }
 }
 
-fn consumer_cfg() -> ConsumerConfig {
+fn consumer_cfg(ack: AckPolicy) -> ConsumerConfig {
     ConsumerConfig {
-        ack_policy: AckPolicy::Explicit,
+        ack_policy: ack,
         ..ConsumerConfig::new(CONSUMER)
     }
 }
 
-/// The durable pull consumer on NATS: explicit acks, every message, and an ack wait long
+/// The durable pull consumer on NATS: `ack` (explicit or all), every message, and an ack wait long
 /// enough that nothing is redelivered during a run.
-async fn add_nats_consumer(js: &jetstream::Context, stream: &str) -> Result<PullConsumer> {
+async fn add_nats_consumer(
+    js: &jetstream::Context,
+    stream: &str,
+    ack: AckPolicy,
+) -> Result<PullConsumer> {
+    let ack_policy = match ack {
+        AckPolicy::All => jetstream::consumer::AckPolicy::All,
+        _ => jetstream::consumer::AckPolicy::Explicit,
+    };
     js.create_consumer_on_stream(
         jetstream::consumer::pull::Config {
             durable_name: Some(CONSUMER.into()),
-            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ack_policy,
             ack_wait: Duration::from_secs(3600),
             ..Default::default()
         },
@@ -915,16 +1074,28 @@ pub fn seed_from_env(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The consumers' ack policy of the runs seeded with `seed`: `Explicit` for even seeds, `All`
+/// for odd ones.
+pub fn ack_policy_of(seed: u64) -> AckPolicy {
+    match seed % 2 {
+        0 => AckPolicy::Explicit,
+        _ => AckPolicy::All,
+    }
+}
+
 /// Runs `n` generated operations from `seed`; on a difference shrinks it and returns the
 /// report of the shrunk list (the seed, the operation list, what differed).
 pub fn check(h: &mut Harness, seed: u64, n: usize) -> Result<std::result::Result<Stats, String>> {
     let ops = ops::generate(seed, n);
+    h.ack = ack_policy_of(seed);
     match h.run(&ops)? {
         Ok(stats) => Ok(Ok(stats)),
         Err(fail) => {
             let mut report = format!(
-                "seqstore and nats-server differ (replay: SEQSTORE_SEED={seed}, {n} operations)\n\
-                 {fail}\n"
+                "seqstore and nats-server differ (replay: SEQSTORE_SEED={seed}, {n} operations, \
+                 ack policy {})\n\
+                 {fail}\n",
+                h.ack.name()
             );
             match shrink(h, &ops, 300)? {
                 Some((small, f)) => {

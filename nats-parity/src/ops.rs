@@ -63,6 +63,9 @@ pub enum Op {
     Fetch(u8),
     /// The consumer acks its `k`-th pending message (explicit ack).
     Ack(u16),
+    /// The consumer naks its `k`-th pending message (NATS `-NAK`, no delay): the next fetch
+    /// delivers it again before anything new.
+    Nak(u16),
     /// The consumer is deleted and added again.
     Recreate,
     /// Get a picked sequence.
@@ -136,7 +139,8 @@ pub fn generate(seed: u64, n: usize) -> Vec<Op> {
             }),
             45..=47 => Op::Compact(r.u16()),
             48..=59 => Op::Fetch(1 + r.u8(3)),
-            60..=69 => Op::Ack(r.u16()),
+            60..=66 => Op::Ack(r.u16()),
+            67..=69 => Op::Nak(r.u16()),
             70 => Op::Recreate,
             71..=75 => Op::Get(r.u16()),
             76..=80 => Op::Last(r.u8(f)),

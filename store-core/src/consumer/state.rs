@@ -180,7 +180,7 @@ impl ConsumerState {
 
     /// Acknowledges stream sequence `sseq`, delivered as consumer sequence `dseq` (its first
     /// delivery's or a redelivery's). Under `All` every pending message at or below it is
-    /// acknowledged with it.
+    /// acknowledged with it, and the floor's consumer sequence is `dseq`, as in NATS.
     pub fn update_acks(&mut self, cfg: &ConsumerConfig, dseq: u64, sseq: u64) -> Result<()> {
         if cfg.ack_policy == AckPolicy::None {
             return Err(Error::NoAckPolicy {
@@ -199,14 +199,23 @@ impl ConsumerState {
                 seq: sseq,
             });
         }
-        self.ack(cfg.ack_policy, p.sequence, sseq);
+        // `All` puts the floor at the delivery the ack names (NATS's AckAll: a redelivery's
+        // consumer sequence when that is what was acked); `Explicit` counts by the first one
+        let floor_dseq = match cfg.ack_policy {
+            AckPolicy::All => dseq,
+            _ => p.sequence,
+        };
+        self.ack(cfg.ack_policy, floor_dseq, sseq);
         Ok(())
     }
 
-    /// The ack of pending stream sequence `sseq`, first delivered as `dseq`, by NATS's rules
-    /// (`consumerFileStore.UpdateAcks`). `All`: every pending message at or below it goes and
-    /// the floor is this message, or the last delivery when nothing is left pending (a
-    /// redelivery moved it past the message's first consumer sequence). `Explicit`: it goes; with nothing left pending the floor is
+    /// The ack of pending stream sequence `sseq` by NATS's rules
+    /// (`consumerFileStore.UpdateAcks`), `dseq` being the delivery the floor takes: the one
+    /// the ack named under `All`, else the message's first. `All`: every pending message at
+    /// or below it goes and the floor is (`dseq`, `sseq`) — never below the floor's own
+    /// consumer sequence — or the last delivery when nothing is left pending (NATS keeps
+    /// the acked delivery there until its next purge when a redelivery is past it: a
+    /// difference the differential test lists). `Explicit`: it goes; with nothing left pending the floor is
     /// the last delivery, else the floor moves only if this message was the one right above
     /// it (its consumer sequence is the floor's + 1), and then to just below the oldest
     /// pending message after it. So a gap in the consumer sequences (a message removed before
@@ -218,8 +227,10 @@ impl ConsumerState {
             for s in std::mem::replace(&mut self.pending, rest).into_keys() {
                 self.redelivered.remove(&s);
             }
+            // (a redelivery acked before may have put the floor's consumer sequence past
+            // this message's: the floor does not go back)
             self.ack_floor = SequencePair {
-                consumer: dseq,
+                consumer: dseq.max(self.ack_floor.consumer),
                 stream: sseq,
             };
             self.settle();

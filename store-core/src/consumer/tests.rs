@@ -560,3 +560,31 @@ fn machine_step(st: &mut ConsumerState, c: &ConsumerConfig, next: &mut impl FnMu
         }
     }
 }
+
+/// `AckAll` with a redelivery, as the differential test found nats-server 2.15.1 to answer
+/// (seed 781 there): an ack puts the floor at the delivery it names, a redelivery's when
+/// that is what was acked; an older delivery's ack later does not take the floor back (NATS
+/// ignores it: ARCHITECTURE.md, D12). Across a reopen, the journal replays the same.
+#[test]
+fn ack_all_takes_the_floor_to_the_delivery_acked() {
+    let fs = MemFs::new();
+    let mut s = open(&fs);
+    fill(&mut s, 2);
+    s.consumer_add(&cfg("all", AckPolicy::All)).unwrap();
+    s.update_delivered("all", 1, 1, 1, 0).unwrap();
+    s.update_delivered("all", 2, 2, 1, 0).unwrap();
+    s.update_delivered("all", 3, 1, 2, 0).unwrap();
+    s.update_acks("all", 3, 1).unwrap();
+    let pair = |c, q| SequencePair {
+        consumer: c,
+        stream: q,
+    };
+    let st = s.consumer_state("all").unwrap();
+    assert_eq!((st.ack_floor, st.pending.len()), (pair(3, 1), 1));
+    s.update_acks("all", 2, 2).unwrap();
+    let st = s.consumer_state("all").unwrap();
+    assert_eq!((st.ack_floor, st.pending.len()), (pair(3, 2), 0));
+    drop(std::mem::replace(&mut s, open(&MemFs::new())));
+    let s = open(&fs);
+    assert_eq!(s.consumer_state("all").unwrap(), st);
+}
