@@ -52,8 +52,63 @@ impl<'b> Runner<'b> {
             .ok_or_else(|| "no store open (the workload must start with Open)".to_string())
     }
 
-    /// Runs one step.
+    /// Runs one step, and checks that no consumer's ack floor or delivered sequence went
+    /// back across it: only a truncate moves them down (to its cut), and only a reset, a
+    /// delete or an add of that consumer starts it over. A reopen shows what was there.
     pub fn step(
+        &mut self,
+        fs: &FaultFs,
+        step: &Step,
+        j: &mut Journal<Event>,
+    ) -> Result<(), String> {
+        let before = self.consumer_marks()?;
+        self.run_step(fs, step, j)?;
+        if *step == Step::Open {
+            return Ok(());
+        }
+        let after = self.consumer_marks()?;
+        for (name, (floor, delivered)) in before {
+            let restarted = matches!(*step,
+                Step::ConsumerReset(n, _) | Step::ConsumerDelete(n) | Step::ConsumerAdd(n, _)
+                    if n == name);
+            let Some(&(f, d)) = after.get(name).filter(|_| !restarted) else {
+                continue;
+            };
+            let cut = match *step {
+                Step::Truncate(seq) => seq,
+                _ => u64::MAX,
+            };
+            if f < floor.min(cut) || d < delivered.min(cut) {
+                return Err(format!(
+                    "{step:?}: consumer {name} went back: ack floor {floor} -> {f}, delivered \
+                     {delivered} -> {d}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Each consumer's (ack floor, delivered) stream sequences as the store shows them now
+    /// (none before the store is open, or on a backend without consumers).
+    fn consumer_marks(&mut self) -> Result<BTreeMap<&'static str, (u64, u64)>, String> {
+        let mut out = BTreeMap::new();
+        if self.store.is_none() || !self.backend.has_consumers() {
+            return Ok(out);
+        }
+        for (name, _) in self.consumer_names.clone() {
+            let s = self.store()?;
+            match s.consumer(ConsumerCall::State(name)) {
+                Ok(Some(st)) => {
+                    out.insert(name, (st.ack_floor.stream, st.delivered.stream));
+                }
+                Ok(None) | Err(Error::ConsumerNotFound { .. }) => {}
+                Err(e) => return Err(format!("consumer {name}: state: {e}")),
+            }
+        }
+        Ok(out)
+    }
+
+    fn run_step(
         &mut self,
         fs: &FaultFs,
         step: &Step,
