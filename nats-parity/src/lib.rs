@@ -414,7 +414,11 @@ impl Run {
                     continue;
                 }
             }
-            let older_left = self.ack == AckPolicy::All && self.removed_above_live(&before)?;
+            // (read only where it decides: a filtered purge that removed a pending message)
+            let older_left = filtered
+                && removed_pending
+                && self.ack == AckPolicy::All
+                && self.removed_above_live(&before)?;
             let below_floor = std::mem::take(&mut self.acked_below_floor)
                 || (self.ack == AckPolicy::All && self.removed_below_floor(&before)?);
             let exception = match filtered && removed_pending {

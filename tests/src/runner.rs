@@ -54,7 +54,8 @@ impl<'b> Runner<'b> {
 
     /// Runs one step, and checks that no consumer's ack floor or delivered sequence went
     /// back across it: only a truncate moves them down (to its cut), and only a reset, a
-    /// delete or an add of that consumer starts it over. A reopen shows what was there.
+    /// delete or an add of that consumer starts it over. A reopen shows at least what was
+    /// there.
     pub fn step(
         &mut self,
         fs: &FaultFs,

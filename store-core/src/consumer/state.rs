@@ -215,12 +215,13 @@ impl ConsumerState {
     /// or below it goes and the floor is (`dseq`, `sseq`) — never below the floor's own
     /// consumer sequence — or the last delivery when nothing is left pending (NATS keeps
     /// the acked delivery there until its next purge when a redelivery is past it: a
-    /// difference the differential test lists). `Explicit`: it goes; with nothing left pending the floor is
-    /// the last delivery, else the floor moves only if this message was the one right above
-    /// it (its consumer sequence is the floor's + 1), and then to just below the oldest
-    /// pending message after it. So a gap in the consumer sequences (a message removed before
-    /// it was delivered) holds the floor until everything below the next pending message is
-    /// acknowledged: NATS's floor, not the highest one the pending set would allow.
+    /// difference the differential test lists). `Explicit`: it goes; with nothing left
+    /// pending the floor is the last delivery, else the floor moves only if this message was
+    /// the one right above it (its consumer sequence is the floor's + 1), and then to just
+    /// below the oldest pending message after it. So a gap in the consumer sequences (a
+    /// message removed before it was delivered) holds the floor until everything below the
+    /// next pending message is acknowledged: NATS's floor, not the highest one the pending
+    /// set would allow.
     fn ack(&mut self, policy: AckPolicy, dseq: u64, sseq: u64) {
         if policy == AckPolicy::All {
             let rest = self.pending.split_off(&(sseq + 1));
