@@ -114,17 +114,50 @@ impl Batcher {
     /// Proposes `op` (with whatever else is waiting) and returns its own response once the
     /// entry is committed and applied.
     pub async fn write(&self, op: Op) -> Result<Written, WriteError> {
-        let req = Request { ts: 0, op };
-        let (size, op) = (req.encoded_len(), req.op);
-        if size > MAX_REQUEST_BYTES {
-            return Err(WriteError::TooLarge {
-                size,
-                max: MAX_REQUEST_BYTES,
-            });
+        let mut queued = self.write_all(vec![op])?;
+        queued.pop().ok_or(WriteError::Closed)?.await
+    }
+
+    /// Queues `ops` in their order, behind whatever is waiting, and returns one future per
+    /// operation for its response. All or nothing: if any operation is larger than
+    /// [`MAX_REQUEST_BYTES`], none is queued. Consecutive operations share entries as
+    /// [`Batcher::write`]s do; the futures may be awaited in any order.
+    pub fn write_all(&self, ops: Vec<Op>) -> Result<Vec<Queued>, WriteError> {
+        let mut sized = Vec::with_capacity(ops.len());
+        for op in ops {
+            let req = Request { ts: 0, op };
+            let size = req.encoded_len();
+            if size > MAX_REQUEST_BYTES {
+                return Err(WriteError::TooLarge {
+                    size,
+                    max: MAX_REQUEST_BYTES,
+                });
+            }
+            sized.push((req.op, size));
         }
-        let (reply, rx) = oneshot::channel();
-        (self.tx.send(Pending { op, size, reply })).map_err(|_| WriteError::Closed)?;
-        rx.await.map_err(|_| WriteError::Closed)?
+        let mut queued = Vec::with_capacity(sized.len());
+        for (op, size) in sized {
+            let (reply, rx) = oneshot::channel();
+            (self.tx.send(Pending { op, size, reply })).map_err(|_| WriteError::Closed)?;
+            queued.push(Queued(rx));
+        }
+        Ok(queued)
+    }
+}
+
+/// One queued write's response (see [`Batcher::write_all`]).
+#[derive(Debug)]
+pub struct Queued(oneshot::Receiver<Result<Written, WriteError>>);
+
+impl std::future::Future for Queued {
+    type Output = Result<Written, WriteError>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.map_err(|_| WriteError::Closed)?)
     }
 }
 

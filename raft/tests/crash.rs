@@ -488,21 +488,26 @@ fn seed() -> u64 {
 #[test]
 fn fixed_workloads_are_clean_under_both_models() {
     for (name, steps) in workloads() {
-        for model in Model::ALL {
-            let r = run(model, 7, &steps, small(Ablation::Full));
+        for (model, inline) in Model::ALL.into_iter().flat_map(|m| [(m, false), (m, true)]) {
+            let r = run(
+                model,
+                7,
+                &steps,
+                small(Ablation::Full).with_inline_io(inline),
+            );
             assert!(
                 r.workload_error.is_none(),
-                "{name} {model:?}: {:?}",
+                "{name} {model:?} inline {inline}: {:?}",
                 r.workload_error
             );
             assert!(
                 r.is_clean(),
-                "{name} {model:?}: {} violations, first: {}",
+                "{name} {model:?} inline {inline}: {} violations, first: {}",
                 r.violation_count,
                 r.violations[0]
             );
             eprintln!(
-                "{name} {model:?}: {} crash points, {} images",
+                "{name} {model:?} inline {inline}: {} crash points, {} images",
                 r.crash_points, r.images
             );
         }
@@ -516,9 +521,16 @@ fn random_workloads_are_clean_under_both_models() {
     for k in 0..120 {
         let s = base.wrapping_add(k);
         let steps = random_workload(s);
+        // odd seeds run the log's I/O inline (the server's mode), even ones on its thread
+        let inline = s % 2 == 1;
         for model in Model::ALL {
-            let r = run(model, s, &steps, small(Ablation::Full));
-            let why = format!("SEQSTORE_SEED={s} {model:?} {steps:?}");
+            let r = run(
+                model,
+                s,
+                &steps,
+                small(Ablation::Full).with_inline_io(inline),
+            );
+            let why = format!("SEQSTORE_SEED={s} {model:?} inline {inline} {steps:?}");
             assert!(r.workload_error.is_none(), "{why}: {:?}", r.workload_error);
             assert!(r.is_clean(), "{why}: {}", r.violations[0]);
             (points, images) = (points + r.crash_points, images + r.images);
