@@ -7,6 +7,10 @@
 //!   membership twice is harmless) are retried on any failure until the client's retry budget
 //!   is spent. Other writes are retried only when the server certainly did nothing with them:
 //!   the connection was refused, or a node answered `not_leader`/`unavailable`.
+//! - **Concurrent appends share requests.** A [`Client`] is cheap to clone and meant to be
+//!   shared by many tasks; appends to one stream made while its previous request is out
+//!   travel together as one batch request, each with its own answer ([`Client::append`]).
+//!   It needs a tokio runtime.
 //! - **An append is never retried blindly.** Once it may have reached a leader (a timeout, a
 //!   broken connection, `unknown_outcome`), its outcome is unknown: it may be committed or
 //!   not, and a second send could store it twice. That is [`Error::Unknown`]; the caller
@@ -14,6 +18,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod batch;
 pub mod transport;
 pub mod wire;
 
@@ -21,7 +26,8 @@ use bytes::Bytes;
 use http::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 pub use transport::{SendError, Transport};
 use wire::*;
@@ -64,15 +70,23 @@ pub enum Error {
     Unreachable(String),
 }
 
-/// A client for one cluster.
-#[derive(Debug)]
+/// A client for one cluster. Clones share its connections, the leader it follows and the
+/// batching of appends (see [`Client::append`]), as tasks sharing one NATS connection do.
+#[derive(Clone, Debug)]
 pub struct Client {
+    shared: Arc<Shared>,
+    timeout: Duration,
+    retry_for: Duration,
+}
+
+#[derive(Debug)]
+struct Shared {
     nodes: Vec<String>,
     /// The leader's base URL, or the index of the node to try next.
     target: Mutex<(Option<String>, usize)>,
     transport: Transport,
-    timeout: Duration,
-    retry_for: Duration,
+    /// Appends waiting to be sent, per stream.
+    queues: Mutex<HashMap<String, batch::Queue>>,
 }
 
 /// What an answer means for the loop in [`Client::call`].
@@ -91,13 +105,16 @@ impl Client {
     /// A client for the nodes at `urls` (`http://host:port`), sending `token` if given.
     /// Each request waits at most 5 s, and a call retries for at most 20 s.
     pub fn new<S: AsRef<str>>(urls: &[S], token: Option<String>) -> Self {
+        let nodes = (urls.iter())
+            .map(|u| u.as_ref().trim_end_matches('/').to_string())
+            .collect();
         Client {
-            nodes: urls
-                .iter()
-                .map(|u| u.as_ref().trim_end_matches('/').to_string())
-                .collect(),
-            target: Mutex::new((None, 0)),
-            transport: Transport::new(token),
+            shared: Arc::new(Shared {
+                nodes,
+                target: Mutex::new((None, 0)),
+                transport: Transport::new(token),
+                queues: Mutex::new(HashMap::new()),
+            }),
             timeout: Duration::from_secs(5),
             retry_for: Duration::from_secs(20),
         }
@@ -117,16 +134,16 @@ impl Client {
 
     /// The base URL the next request goes to.
     fn pick(&self) -> String {
-        let t = self.target.lock().unwrap_or_else(|e| e.into_inner());
+        let t = self.shared.target.lock().unwrap_or_else(|e| e.into_inner());
         match &t.0 {
             Some(l) => l.clone(),
-            None => self.nodes[t.1 % self.nodes.len().max(1)].clone(),
+            None => self.shared.nodes[t.1 % self.shared.nodes.len().max(1)].clone(),
         }
     }
 
     /// Forgets `base` as the leader and moves on to the next node.
     fn skip_node(&self, base: &str) {
-        let mut t = self.target.lock().unwrap_or_else(|e| e.into_inner());
+        let mut t = self.shared.target.lock().unwrap_or_else(|e| e.into_inner());
         if t.0.as_deref() == Some(base) || t.0.is_none() {
             t.0 = None;
             t.1 = t.1.wrapping_add(1);
@@ -134,7 +151,11 @@ impl Client {
     }
 
     fn follow(&self, leader: String) {
-        self.target.lock().unwrap_or_else(|e| e.into_inner()).0 = Some(leader);
+        self.shared
+            .target
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0 = Some(leader);
     }
 
     /// One call through the leader; `retry`: the call is idempotent (see the crate doc).
@@ -145,7 +166,7 @@ impl Client {
         body: Option<Vec<u8>>,
         retry: bool,
     ) -> Result<Bytes, Error> {
-        if self.nodes.is_empty() {
+        if self.shared.nodes.is_empty() {
             return Err(Error::NoLeader("no node URLs given".into()));
         }
         let body = Bytes::from(body.unwrap_or_default());
@@ -154,7 +175,7 @@ impl Client {
         while Instant::now() < deadline {
             let base = self.pick();
             let url = format!("{base}{path}");
-            let sent = self.transport.send(
+            let sent = self.shared.transport.send(
                 method.clone(),
                 &url,
                 "application/json",
@@ -255,10 +276,74 @@ impl Client {
 
     /// Appends a message; its sequence once committed. Never retried once it may have reached
     /// a leader: [`Error::Unknown`] then.
+    ///
+    /// Appends to one stream made concurrently through this client (or its clones) while
+    /// earlier ones are in flight travel together, in batches of up to 256, as one request
+    /// each (`POST /streams/{name}/batch`): each still gets its own sequence or error, once
+    /// committed. A lone append is sent as itself. Within a batch the messages are
+    /// sequenced in the order their calls were made.
     pub async fn append(&self, stream: &str, req: &AppendRequest) -> Result<u64, Error> {
+        batch::append(self, stream, req).await
+    }
+
+    /// One append in a request of its own.
+    async fn append_one(&self, stream: &str, req: &AppendRequest) -> Result<u64, Error> {
         let p = format!("/streams/{stream}/messages");
         let r: SeqReply = self.json(Method::POST, &p, Some(req), false).await?;
         Ok(r.seq)
+    }
+
+    /// Appends `reqs` in their order, in requests of at most [`wire::MAX_BATCH`] messages:
+    /// each message's sequence, or why it was not stored. The outer error is a whole
+    /// request's ([`Error::Unknown`]: none of the messages of that request and after is known
+    /// to be stored or not). A message the leader could not commit because it lost its
+    /// leadership is sent again alone, so its sequence may come after later messages'.
+    pub async fn append_batch(
+        &self,
+        stream: &str,
+        reqs: &[AppendRequest],
+    ) -> Result<Vec<Result<u64, Error>>, Error> {
+        let mut out = Vec::with_capacity(reqs.len());
+        for chunk in reqs.chunks(MAX_BATCH) {
+            out.extend(self.batch_request(stream, chunk).await?);
+        }
+        Ok(out)
+    }
+
+    /// One `POST /streams/{name}/batch` (at most [`wire::MAX_BATCH`] messages).
+    async fn batch_request(
+        &self,
+        stream: &str,
+        reqs: &[AppendRequest],
+    ) -> Result<Vec<Result<u64, Error>>, Error> {
+        if reqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let p = format!("/streams/{stream}/batch");
+        let body = AppendBatch {
+            messages: reqs.to_vec(),
+        };
+        let r: AppendBatchReply = self.json(Method::POST, &p, Some(&body), false).await?;
+        if r.results.len() != reqs.len() {
+            let m = format!("{} results for {} messages", r.results.len(), reqs.len());
+            return Err(Error::Unknown(m));
+        }
+        let mut out = Vec::with_capacity(reqs.len());
+        for (res, req) in r.results.into_iter().zip(reqs) {
+            out.push(match (res.seq, res.error) {
+                (Some(seq), None) => Ok(seq),
+                (_, Some(e)) => match judge_error(res.status.unwrap_or(500), e) {
+                    Verdict::Redirect(_) | Verdict::Elsewhere(_) => {
+                        self.append_one(stream, req).await
+                    }
+                    Verdict::Unknown(m) => Err(Error::Unknown(m)),
+                    Verdict::Fail(e) => Err(e),
+                    Verdict::Done(_) => Err(Error::Decode("an error that is not one".into())),
+                },
+                (None, None) => Err(Error::Decode("a result without seq or error".into())),
+            });
+        }
+        Ok(out)
     }
 
     /// Message `seq`, `None` if there is none.
@@ -431,7 +516,7 @@ impl Client {
 
     async fn one_node<T: DeserializeOwned>(&self, base: &str, path: &str) -> Result<T, Error> {
         let url = format!("{}{path}", base.trim_end_matches('/'));
-        let t = &self.transport;
+        let t = &self.shared.transport;
         let sent = t.send(
             Method::GET,
             &url,
@@ -482,7 +567,11 @@ fn judge(status: StatusCode, body: Bytes) -> Verdict {
         let text = String::from_utf8_lossy(&body).into_owned();
         return Verdict::Fail(Error::Decode(format!("HTTP {status}: {text}")));
     };
-    let e = e.error;
+    judge_error(status.as_u16(), e.error)
+}
+
+/// What an error answer of this HTTP status means (never [`Verdict::Done`]).
+fn judge_error(status: u16, e: ErrorInfo) -> Verdict {
     match e.kind.as_str() {
         kind::NOT_LEADER => match e.leader_url {
             Some(u) => Verdict::Redirect(u),
@@ -494,7 +583,7 @@ fn judge(status: StatusCode, body: Bytes) -> Verdict {
         kind::STREAM_EXISTS => Verdict::Fail(Error::StreamExists(e.message)),
         kind::UNAUTHORIZED => Verdict::Fail(Error::Unauthorized),
         _ => Verdict::Fail(Error::Api {
-            status: status.as_u16(),
+            status,
             kind: e.kind,
             message: e.message,
         }),

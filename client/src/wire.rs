@@ -194,6 +194,40 @@ pub struct SeqReply {
     pub seq: u64,
 }
 
+/// `POST /streams/{name}/batch`: several appends in one request, sequenced in their order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppendBatch {
+    /// The messages (at most [`MAX_BATCH`]).
+    pub messages: Vec<AppendRequest>,
+}
+
+/// The most messages one [`AppendBatch`] may carry.
+pub const MAX_BATCH: usize = 4096;
+
+/// The answer to an [`AppendBatch`]: one result per message, in its order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendBatchReply {
+    /// Each message's sequence or why it was not stored.
+    pub results: Vec<BatchResult>,
+}
+
+/// One message's result in an [`AppendBatchReply`]: `{"seq": N}` once committed, or
+/// `{"error": {...}}` when this message was not stored (refused by the stream, or not
+/// committed: `not_leader`) or may have been (`unknown_outcome`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchResult {
+    /// The sequence, when committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// Why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+    /// With `error`: the HTTP status the same error has as a whole answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+}
+
 /// `{removed}`: how many messages a delete, purge, compact or expire removed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemovedReply {

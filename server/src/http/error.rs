@@ -28,6 +28,11 @@ impl ApiError {
         }
     }
 
+    /// The status and the body's error (a batch's per-message result).
+    pub fn into_parts(self) -> (StatusCode, ErrorInfo) {
+        (self.status, self.info)
+    }
+
     /// 400.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, kind::BAD_REQUEST, message)

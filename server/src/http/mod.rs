@@ -17,7 +17,7 @@ use axum::Router;
 use error::ApiError;
 use openraft::error::{CheckIsLeaderError, RaftError};
 use seqstore_client::wire::kind;
-use seqstore_raft::batch::{Batcher, WriteError};
+use seqstore_raft::batch::{Batcher, WriteError, Written};
 use seqstore_raft::{Op, Response};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -77,28 +77,36 @@ impl App {
     /// entry. Any other failure after the proposal is `unknown_outcome`: the entry may still
     /// be committed by this or a later leader.
     pub async fn write(&self, op: Op) -> Result<Response, ApiError> {
+        let mut all = self.write_all(vec![op]).await?;
+        all.pop()
+            .unwrap_or_else(|| Err(ApiError::internal("a write without a response")))
+    }
+
+    /// Proposes `ops` in their order (consecutive in the log, sharing entries with whatever
+    /// else is queued) and returns each one's response as [`App::write`] would. The outer
+    /// error is the whole request's: nothing proposed (`not_leader`, `too_large`), or not all
+    /// committed in time (`unknown_outcome`: each may or may not be).
+    pub async fn write_all(
+        &self,
+        ops: Vec<Op>,
+    ) -> Result<Vec<Result<Response, ApiError>>, ApiError> {
         self.check_leader()?;
-        let written = tokio::time::timeout(self.write_timeout, self.batcher.write(op)).await;
-        let r = match written {
-            Err(_) => return Err(ApiError::unknown_outcome("not committed in time")),
-            Ok(Err(WriteError::NotLeader { leader, node })) => {
-                return Err(ApiError::not_leader(leader, node.as_ref()))
+        let queued = self.batcher.write_all(ops).map_err(written_error)?;
+        let all = async {
+            let mut out = Vec::with_capacity(queued.len());
+            for q in queued {
+                out.push(q.await);
             }
-            Ok(Err(e @ WriteError::TooLarge { .. })) => {
-                return Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    kind::TOO_LARGE,
-                    e.to_string(),
-                ))
-            }
-            Ok(Err(WriteError::Closed)) => return Err(ApiError::unavailable("shutting down")),
-            Ok(Err(e)) => return Err(ApiError::unknown_outcome(e.to_string())),
-            Ok(Ok(w)) => w.response,
+            out
         };
-        match r {
+        let written = tokio::time::timeout(self.write_timeout, all)
+            .await
+            .map_err(|_| ApiError::unknown_outcome("not committed in time"))?;
+        let one = |w: Result<Written, WriteError>| match w.map_err(written_error)?.response {
             Response::Err(e) => Err(e.into()),
             r => Ok(r),
-        }
+        };
+        Ok(written.into_iter().map(one).collect())
     }
 
     /// Waits until a read here is linearizable: this node is the leader (confirmed by a
@@ -122,6 +130,20 @@ impl App {
         tokio::task::spawn_blocking(move || sm.with_core(f))
             .await
             .map_err(|e| ApiError::internal(format!("read task: {e}")))
+    }
+}
+
+/// The answer for a write the batcher did not commit (see [`App::write`]).
+fn written_error(e: WriteError) -> ApiError {
+    match e {
+        WriteError::NotLeader { leader, node } => ApiError::not_leader(leader, node.as_ref()),
+        e @ WriteError::TooLarge { .. } => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            kind::TOO_LARGE,
+            e.to_string(),
+        ),
+        WriteError::Closed => ApiError::unavailable("shutting down"),
+        e => ApiError::unknown_outcome(e.to_string()),
     }
 }
 

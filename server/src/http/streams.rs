@@ -26,6 +26,7 @@ pub fn routes() -> Router<App> {
             get(info).put(create).delete(delete_stream),
         )
         .route("/streams/{name}/messages", post(append))
+        .route("/streams/{name}/batch", post(append_batch))
         .route(
             "/streams/{name}/messages/{seq}",
             get(get_msg).delete(delete_msg),
@@ -160,24 +161,66 @@ async fn delete_stream(State(app): State<App>, P(name): P<String>) -> R<serde_js
     done(app.write(Op::DeleteStream { name }).await?)
 }
 
+/// The log's operation for an append request (a malformed payload is the caller's 400).
+fn append_op(stream: String, req: AppendRequest) -> Result<Op, ApiError> {
+    Ok(Op::Append {
+        payload: req.payload_bytes().map_err(ApiError::bad_request)?,
+        headers: req.header_bytes().map_err(ApiError::bad_request)?,
+        stream,
+        subject: req.subject,
+        ttl_ms: req.ttl_ms,
+    })
+}
+
+fn seq_of(r: Response) -> Result<u64, ApiError> {
+    match r {
+        Response::Seq(seq) => Ok(seq),
+        other => Err(ApiError::internal(format!("unexpected response {other:?}"))),
+    }
+}
+
 async fn append(
     State(app): State<App>,
     P(stream): P<String>,
     JsonBody(req): JsonBody<AppendRequest>,
 ) -> R<SeqReply> {
-    let payload = req.payload_bytes().map_err(ApiError::bad_request)?;
-    let headers = req.header_bytes().map_err(ApiError::bad_request)?;
-    let op = Op::Append {
-        stream,
-        subject: req.subject,
-        headers,
-        payload,
-        ttl_ms: req.ttl_ms,
-    };
-    match app.write(op).await? {
-        Response::Seq(seq) => Ok(Json(SeqReply { seq })),
-        other => Err(ApiError::internal(format!("unexpected response {other:?}"))),
+    let seq = seq_of(app.write(append_op(stream, req)?).await?)?;
+    Ok(Json(SeqReply { seq }))
+}
+
+/// Several appends in one request: all are decoded before any is proposed (a malformed one
+/// fails the request and stores nothing); then each gets its own result.
+async fn append_batch(
+    State(app): State<App>,
+    P(stream): P<String>,
+    JsonBody(req): JsonBody<AppendBatch>,
+) -> R<AppendBatchReply> {
+    let n = req.messages.len();
+    if n == 0 || n > MAX_BATCH {
+        let m = format!("a batch holds 1 to {MAX_BATCH} messages, not {n}");
+        return Err(ApiError::bad_request(m));
     }
+    let ops = (req.messages.into_iter())
+        .map(|m| append_op(stream.clone(), m))
+        .collect::<Result<Vec<_>, _>>()?;
+    let results = (app.write_all(ops).await?.into_iter())
+        .map(|r| match r.and_then(seq_of) {
+            Ok(seq) => BatchResult {
+                seq: Some(seq),
+                error: None,
+                status: None,
+            },
+            Err(e) => {
+                let (status, info) = e.into_parts();
+                BatchResult {
+                    seq: None,
+                    error: Some(info),
+                    status: Some(status.as_u16()),
+                }
+            }
+        })
+        .collect();
+    Ok(Json(AppendBatchReply { results }))
 }
 
 async fn get_msg(State(app): State<App>, P((name, seq)): P<(String, u64)>) -> R<Msg> {
