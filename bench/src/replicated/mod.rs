@@ -2,7 +2,8 @@
 //! processes, every entry fsynced by the leader and a follower before it commits) against a
 //! real 3-node NATS JetStream cluster (three nats-server processes with routes, an R3 file
 //! stream) under `sync_interval: always` and under the default config, driven by one client
-//! harness: `k` concurrent clients, each awaiting its acknowledgement before its next append.
+//! harness: `k` concurrent clients, each awaiting its acknowledgement before its next append,
+//! sharing one client (one NATS connection; one `seqstore_client::Client`).
 //! Not part of `--quick` or CI: it starts nine server processes.
 //!
 //! Every process of a cell shares this machine's cores with the client, as the reference
@@ -67,6 +68,7 @@ pub(crate) const CELLS: &[(&str, u64)] = &[
     ("seqstore_r3_1", 1),
     ("nats_r3_always_64", 64),
     ("seqstore_r3_64", 64),
+    ("seqstore_r3_64_apart", 64),
     ("nats_r3_default_1", 1),
     ("nats_r3_default_64", 64),
     ("seqstore_server1_64", 64),
@@ -143,13 +145,14 @@ pub fn run_replicated(opts: &ReplOpts, progress: &dyn Fn(&str)) -> Result<ReplRe
                 "seqstore_server1_64" => {
                     one.as_ref()
                         .expect(unstarted)
-                        .publish_cell(&name, cell, &ctx.payload)
+                        .publish_cell(&name, cell, &ctx.payload, false)
                 }
-                k if k.starts_with("seqstore") => {
-                    cs.as_ref()
-                        .expect(unstarted)
-                        .publish_cell(&name, cell, &ctx.payload)
-                }
+                k if k.starts_with("seqstore") => cs.as_ref().expect(unstarted).publish_cell(
+                    &name,
+                    cell,
+                    &ctx.payload,
+                    k.ends_with("_apart"),
+                ),
                 k if k.contains("always") => {
                     always
                         .as_ref()

@@ -37,6 +37,9 @@ fn describe(key: &str) -> &'static str {
         "nats_r3_default_64" => "NATS R3, default config (no fsync before the ack), 64 clients",
         "seqstore_r3_1" => "seqstore 3-node cluster (log fsynced before commit), 1 client",
         "seqstore_r3_64" => "seqstore 3-node cluster (log fsynced before commit), 64 clients",
+        "seqstore_r3_64_apart" => {
+            "seqstore 3-node cluster, 64 clients with a connection each (no batching across them)"
+        }
         "seqstore_server1_64" => {
             "seqstore-server, one node (log fsynced before commit), 64 clients"
         }

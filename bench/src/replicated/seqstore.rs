@@ -1,7 +1,9 @@
 //! seqstore's side of `--replicated`: three `seqstore-server` processes on loopback (the
 //! release binary next to this one, or `--seqstore-server`), driven through
 //! `seqstore-client` the way the NATS cells are driven through async-nats: `k` concurrent
-//! clients, each awaiting its append's sequence before the next.
+//! clients, each awaiting its append's sequence before the next. As the NATS publishers share
+//! one connection, the clients share one `seqstore_client::Client` (which gathers their
+//! concurrent appends into batch requests); the `apart` cell gives each client its own.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -100,10 +102,17 @@ impl Cluster {
     }
 
     /// Appends into a fresh stream `name`, then the stream deleted. Returns acknowledged
-    /// appends per second; the stream must hold exactly the acknowledged appends.
-    pub(crate) fn publish_cell(&self, name: &str, cell: Cell, payload: &[u8]) -> Result<f64> {
+    /// appends per second; the stream must hold exactly the acknowledged appends. `apart`:
+    /// each client has a `Client` of its own, instead of one shared.
+    pub(crate) fn publish_cell(
+        &self,
+        name: &str,
+        cell: Cell,
+        payload: &[u8],
+        apart: bool,
+    ) -> Result<f64> {
         self.rt
-            .block_on(publish_cell(&self.leader, name, cell, payload))
+            .block_on(publish_cell(&self.leader, name, cell, payload, apart))
     }
 }
 
@@ -124,7 +133,13 @@ async fn formed(urls: &[String], voters: usize) -> Result<String> {
     bail!("no leader of {voters} voters within {FORMED_TIMEOUT:?}")
 }
 
-async fn publish_cell(leader: &str, name: &str, cell: Cell, payload: &[u8]) -> Result<f64> {
+async fn publish_cell(
+    leader: &str,
+    name: &str,
+    cell: Cell,
+    payload: &[u8],
+    apart: bool,
+) -> Result<f64> {
     let c = Client::new(&[leader], None);
     c.create_stream(name, &StreamConfig::default())
         .await
@@ -137,8 +152,12 @@ async fn publish_cell(leader: &str, name: &str, cell: Cell, payload: &[u8]) -> R
     let t = Instant::now();
     let mut tasks = Vec::new();
     for k in 0..cell.publishers {
-        // a client each, as each NATS publisher awaits its own PubAck
-        let c = Client::new(&[leader], None);
+        // each awaits its own answer, as each NATS publisher awaits its own PubAck
+        let c = if apart {
+            Client::new(&[leader], None)
+        } else {
+            c.clone()
+        };
         let req = AppendRequest::new(format!("{name}.{:06}", k % 64), payload);
         let name = name.to_string();
         tasks.push(tokio::spawn(async move {
