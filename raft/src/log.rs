@@ -115,6 +115,9 @@ impl LogConfig {
             // Appends are made durable by `sync` once per batch (group commit); truncate,
             // compact and purge fsync in every policy.
             .with_sync(SyncPolicy::Never)
+            // zeros ahead of the newest block, as under `Always`: an append's fsync then has
+            // no new file length to commit (one device flush instead of a journal commit)
+            .with_preallocate_under_never(true)
             // an entry is one message: room for the largest request a stream takes
             // (`types::MAX_REQUEST_BYTES`) plus the entry's own fields
             .with_max_payload(LOG_MAX_PAYLOAD);

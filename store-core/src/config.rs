@@ -83,13 +83,17 @@ pub struct Config {
     /// than the cache settle on a fixed set. See `Store::get`.
     pub block_cache: u64,
     /// Bytes of zeros written ahead of the newest block's end, in steps of this size, under
-    /// `Always` and `Interval` (default 1 MiB; 0: never; never under `Never`, nor through
-    /// encryption or compression). An fdatasync after a write inside the file's length has
-    /// no new file length to commit, so on common filesystems (ext4, xfs) it is cheaper than
-    /// one after a write that extends the file. A
-    /// block is cut back to its records when it is sealed and at checkpoint; recovery reads
-    /// the zeros as unwritten space.
+    /// `Always` and `Interval` (default 1 MiB; 0: never; under `Never` only with
+    /// [`Config::preallocate_under_never`]; never through encryption or compression). An
+    /// fdatasync after a write inside the file's length has no new file length to commit,
+    /// so on common filesystems (ext4, xfs) it is cheaper than one after a write that
+    /// extends the file. A block is cut back to its records when it is sealed and at
+    /// checkpoint; recovery reads the zeros as unwritten space.
     pub preallocate: u64,
+    /// Write [`Config::preallocate`]'s zeros under `SyncPolicy::Never` too (default
+    /// `false`: without fsyncs there is nothing to make cheaper). For an embedder that calls
+    /// [`crate::Store::sync`] itself after each batch of appends, as a raft log does.
+    pub preallocate_under_never: bool,
     /// Heap bytes of sealed blocks' in-memory entries (where each record is, its subject,
     /// whether it is deleted; packed, about 5 bytes a message for a dense stream, at most 8
     /// but for blocks too irregular to pack, which take 32) kept loaded (default 8 MiB, about
@@ -136,6 +140,7 @@ impl Default for Config {
             write_buffer: 256 << 10,
             block_cache: 64 << 20,
             preallocate: 1 << 20,
+            preallocate_under_never: false,
             entry_cache: 8 << 20,
             open_blocks: 64,
             encryption: None,
@@ -233,6 +238,11 @@ impl Config {
     /// Sets [`Config::preallocate`].
     pub fn with_preallocate(mut self, bytes: u64) -> Self {
         self.preallocate = bytes;
+        self
+    }
+    /// Sets [`Config::preallocate_under_never`].
+    pub fn with_preallocate_under_never(mut self, on: bool) -> Self {
+        self.preallocate_under_never = on;
         self
     }
     /// Sets [`Config::entry_cache`].

@@ -1452,7 +1452,7 @@ fn preallocated_zeros_fill_ahead_and_are_cut_at_seal_close_and_recovery() {
     assert_eq!((s.state().msgs, s.recovery_report().cuts.len()), (2003, 0));
     assert!(!ends_in_zeros(&fs, &newest));
     drop(s);
-    // off: under `Never`, and with a step of 0
+    // off: under `Never` (unless asked for), and with a step of 0
     for c in [
         Config {
             sync: SyncPolicy::Never,
@@ -1469,6 +1469,58 @@ fn preallocated_zeros_fill_ahead_and_are_cut_at_seal_close_and_recovery() {
         s.sync().unwrap();
         assert!(!ends_in_zeros(&fs, &blocks(&fs)[0]));
     }
+}
+
+/// Under `Never` with `preallocate_under_never` (a raft log's configuration), the zeros go
+/// ahead at each explicit sync's write, sealed blocks end at their records, and a crash with
+/// zeros in the newest block recovers every synced message.
+#[test]
+fn preallocation_under_never_fills_ahead_when_asked() {
+    let cfg = Config {
+        block_size: 64 << 10,
+        preallocate: 16 << 10,
+        sync: SyncPolicy::Never,
+        preallocate_under_never: true,
+        ..Config::default()
+    };
+    let fs = MemFs::new();
+    let mut s = open(&fs, cfg.clone());
+    s.append("a", b"", b"x").unwrap();
+    s.sync().unwrap();
+    let first = blocks(&fs)[0].clone();
+    assert_eq!(
+        fs.bytes(&first).len(),
+        16 << 10,
+        "zeros ahead of the record"
+    );
+    let payload = [7u8; 100];
+    for i in 0..2000 {
+        s.append("a", b"", &payload).unwrap();
+        if i % 50 == 0 {
+            s.sync().unwrap();
+        }
+    }
+    s.sync().unwrap();
+    let names = blocks(&fs);
+    assert!(names.len() >= 3, "{names:?}");
+    for sealed in &names[..names.len() - 1] {
+        assert!(
+            !ends_in_zeros(&fs, sealed),
+            "{sealed}: sealed blocks end at records"
+        );
+    }
+    let newest = names.last().unwrap().clone();
+    assert!(
+        ends_in_zeros(&fs, &newest),
+        "the newest block has zeros ahead"
+    );
+    std::mem::forget(s);
+    fs.locks.release_all();
+    let s = open(&fs, cfg);
+    let r = s.recovery_report();
+    assert!(r.cuts.is_empty() && r.skipped.is_empty(), "{r:?}");
+    assert_eq!((s.state().msgs, s.state().last_seq), (2001, 2001));
+    assert!(!ends_in_zeros(&fs, &newest), "recovery cut the zeros");
 }
 
 /// One process owns a store: a second `Store` on the same filesystem, `verify` and `restore`

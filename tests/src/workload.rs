@@ -724,6 +724,9 @@ pub fn config(block_size: u64, sync: SyncPolicy, ablation: Ablation) -> Config {
         // (a quarter of the block, at most 4 KiB: 256 to 4096 bytes over the block sizes),
         // and that keep the crash images small.
         .with_preallocate((block_size / 4).min(4096))
+        // Tiny blocks preallocate under `Never` too (the raft log's configuration); larger
+        // ones keep the default, none.
+        .with_preallocate_under_never(block_size < 4096)
         // Tiny blocks run with the fewest block files open (2): nearly every operation on a
         // sealed block closes another's handle and opens its own, recovery's and every sync's
         // included, under every crash point. Not with an fsync removed: a roll then fsyncs

@@ -30,10 +30,11 @@ impl<F: Fs> Store<F> {
     }
 
     /// The step of [`Config::preallocate`] that applies to this store: 0 under `Never` (no
-    /// fsync to speed up) and through the crypt layer (whose frames zeros are not).
+    /// fsync to speed up) unless [`Config::preallocate_under_never`], and through the crypt
+    /// layer (whose frames zeros are not).
     fn prealloc_step(&self) -> u64 {
         let c = &self.cfg;
-        if c.sync == SyncPolicy::Never || c.layered() {
+        if (c.sync == SyncPolicy::Never && !c.preallocate_under_never) || c.layered() {
             return 0;
         }
         c.preallocate
