@@ -16,7 +16,8 @@ use crate::{Client, Error};
 use std::collections::VecDeque;
 use tokio::sync::oneshot;
 
-/// Requests in flight per stream: the next batch gathers while these are committed.
+/// Senders (so requests in flight) per stream, at most; the second starts only while a full
+/// batch waits, so below that load one request at a time carries everything queued.
 pub(crate) const IN_FLIGHT: usize = 2;
 /// The most times a sender yields to let answered callers append again.
 pub(crate) const SETTLE_YIELDS: usize = 32;
@@ -279,10 +280,27 @@ mod tests {
         });
         let (url, seen) = peer(answer, Duration::ZERO).await;
         let c = Client::new(&[url], None);
-        let r = c.append_batch("s", &[req(0), req(1)]).await.unwrap();
+        let r = c.append_batch("s", &[req(0), req(1)]).await;
         assert_eq!(r, vec![Ok(7), Ok(8)]);
         let paths = seen.lock().unwrap().clone();
         assert_eq!(paths, vec!["/streams/s/batch", "/streams/s/messages"]);
+    }
+
+    /// `append_batch` past one request: a failure that did nothing (an unknown stream) is
+    /// every message's, and the later requests are not sent.
+    #[tokio::test]
+    async fn append_batch_stops_after_a_failure_that_did_nothing() {
+        let answer: Answer = Arc::new(|_, _| {
+            let e = r#"{"error":{"kind":"unknown_stream","message":"no stream"}}"#;
+            Some((404, e.to_string()))
+        });
+        let (url, seen) = peer(answer, Duration::ZERO).await;
+        let c = Client::new(&[url], None);
+        let reqs: Vec<_> = (0..crate::wire::MAX_BATCH + 1).map(req).collect();
+        let r = c.append_batch("s", &reqs).await;
+        assert_eq!(r.len(), reqs.len());
+        assert!(r.iter().all(|r| matches!(r, Err(Error::UnknownStream(_)))));
+        assert_eq!(seen.lock().unwrap().len(), 1, "the second request was sent");
     }
 
     /// A batch whose answer never comes is sent once, and every append in it is `Unknown`.

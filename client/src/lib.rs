@@ -294,20 +294,35 @@ impl Client {
     }
 
     /// Appends `reqs` in their order, in requests of at most [`wire::MAX_BATCH`] messages:
-    /// each message's sequence, or why it was not stored. The outer error is a whole
-    /// request's ([`Error::Unknown`]: none of the messages of that request and after is known
-    /// to be stored or not). A message the leader could not commit because it lost its
-    /// leadership is sent again alone, so its sequence may come after later messages'.
+    /// each message's sequence, or why it was not stored. A request that fails gives its
+    /// error to each of its messages ([`Error::Unknown`] when its answer was lost: each may
+    /// be stored or not); after any other failure (nothing was done: no leader, an unknown
+    /// stream, a refused request) the later requests are not sent and their messages get
+    /// the same error. A message the leader could not commit because it lost its leadership
+    /// is sent again alone, so its sequence may come after later messages'.
     pub async fn append_batch(
         &self,
         stream: &str,
         reqs: &[AppendRequest],
-    ) -> Result<Vec<Result<u64, Error>>, Error> {
+    ) -> Vec<Result<u64, Error>> {
         let mut out = Vec::with_capacity(reqs.len());
+        let mut stopped: Option<Error> = None;
         for chunk in reqs.chunks(MAX_BATCH) {
-            out.extend(self.batch_request(stream, chunk).await?);
+            let r = match &stopped {
+                Some(e) => Err(e.clone()),
+                None => self.batch_request(stream, chunk).await,
+            };
+            match r {
+                Ok(r) => out.extend(r),
+                Err(e) => {
+                    out.extend(chunk.iter().map(|_| Err(e.clone())));
+                    if !matches!(e, Error::Unknown(_)) {
+                        stopped = Some(e);
+                    }
+                }
+            }
         }
-        Ok(out)
+        out
     }
 
     /// One `POST /streams/{name}/batch` (at most [`wire::MAX_BATCH`] messages).
