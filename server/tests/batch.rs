@@ -22,19 +22,6 @@ fn one_node(p: &mut Procs) -> (String, String) {
     (addr, url)
 }
 
-async fn until_leader(c: &Client, url: &str) {
-    let t = std::time::Instant::now();
-    while t.elapsed() < UP {
-        if let Ok(s) = c.status_of(url).await {
-            if s.leader == Some(s.id) {
-                return;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{url}: no leader within {UP:?}");
-}
-
 /// One generated append: its subject, payload, and whether the stream must refuse it.
 #[derive(Clone, Debug)]
 struct Gen {

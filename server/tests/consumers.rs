@@ -13,19 +13,6 @@ use std::time::Duration;
 
 const UP: Duration = Duration::from_secs(15);
 
-async fn leader(c: &Client, url: &str) {
-    let t = std::time::Instant::now();
-    while t.elapsed() < UP {
-        if let Ok(s) = c.status_of(url).await {
-            if s.leader == Some(s.id) {
-                return;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{url}: no leader within {UP:?}");
-}
-
 fn kind_of(e: &Error) -> String {
     match e {
         Error::Api { kind, .. } => kind.clone(),
@@ -118,7 +105,7 @@ fn consumers_over_http_survive_a_restart() {
         .expect("runtime");
     let c = Client::new(&[url.as_str()], None);
     rt.block_on(async {
-        leader(&c, &url).await;
+        until_leader(&c, &url).await;
         scenario(&c).await;
     });
     let before = rt.block_on(c.consumer_info("s", "w")).expect("info");
@@ -126,7 +113,7 @@ fn consumers_over_http_survive_a_restart() {
     p.spawn(1, &args);
     wait_up(&addr, UP);
     rt.block_on(async {
-        leader(&c, &url).await;
+        until_leader(&c, &url).await;
         let after = c.consumer_info("s", "w").await.expect("info after restart");
         assert_eq!(
             after, before,

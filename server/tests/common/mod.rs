@@ -215,6 +215,21 @@ pub fn wait_up(addr: &str, limit: Duration) {
     panic!("{addr} not up within {limit:?}");
 }
 
+/// Waits until the node at `url` leads (through `seqstore-client`), at most 15 s.
+pub async fn until_leader(c: &seqstore_client::Client, url: &str) {
+    let limit = Duration::from_secs(15);
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if let Ok(s) = c.status_of(url).await {
+            if s.leader == Some(s.id) {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{url}: no leader within {limit:?}");
+}
+
 pub fn exists(p: &Path) -> bool {
     p.exists()
 }
