@@ -36,6 +36,8 @@ pub(crate) struct Queue {
 #[derive(Debug)]
 struct Waiting {
     req: AppendRequest,
+    /// [`encoded_size`] of `req`, counted before the queue's lock is taken.
+    size: usize,
     reply: oneshot::Sender<Result<u64, Error>>,
 }
 
@@ -43,13 +45,15 @@ struct Waiting {
 /// waits for this append's result.
 pub(crate) async fn append(c: &Client, stream: &str, req: &AppendRequest) -> Result<u64, Error> {
     let (reply, rx) = oneshot::channel();
+    let waiting = Waiting {
+        req: req.clone(),
+        size: encoded_size(req),
+        reply,
+    };
     let start = {
         let mut qs = c.shared.queues.lock().unwrap_or_else(|e| e.into_inner());
         let q = qs.entry(stream.to_string()).or_default();
-        q.waiting.push_back(Waiting {
-            req: req.clone(),
-            reply,
-        });
+        q.waiting.push_back(waiting);
         // a second sender only for a full batch: below that, the next round trip carries
         // more of the callers in one request
         let start = q.senders == 0 || (q.senders < IN_FLIGHT && q.waiting.len() >= MAX_MSGS);
@@ -107,11 +111,10 @@ fn take(c: &Client, stream: &str) -> Option<Vec<Waiting>> {
     let q = qs.get_mut(stream)?;
     let (mut batch, mut bytes) = (Vec::new(), 0);
     while let Some(w) = q.waiting.front() {
-        let size = encoded_size(&w.req);
-        if !batch.is_empty() && (batch.len() == MAX_MSGS || bytes + size > MAX_BYTES) {
+        if !batch.is_empty() && (batch.len() == MAX_MSGS || bytes + w.size > MAX_BYTES) {
             break;
         }
-        bytes += size;
+        bytes += w.size;
         batch.extend(q.waiting.pop_front());
     }
     if batch.is_empty() {

@@ -89,6 +89,12 @@ struct Shared {
     queues: Mutex<HashMap<String, batch::Queue>>,
 }
 
+/// [`AppendBatch`]'s JSON, borrowing its messages (a batch is not copied to be sent).
+#[derive(Serialize)]
+struct BatchBody<'a> {
+    messages: &'a [AppendRequest],
+}
+
 /// What an answer means for the loop in [`Client::call`].
 enum Verdict {
     Done(Bytes),
@@ -335,9 +341,7 @@ impl Client {
             return Ok(Vec::new());
         }
         let p = format!("/streams/{stream}/batch");
-        let body = AppendBatch {
-            messages: reqs.to_vec(),
-        };
+        let body = BatchBody { messages: reqs };
         let r: AppendBatchReply = self.json(Method::POST, &p, Some(&body), false).await?;
         if r.results.len() != reqs.len() {
             let m = format!("{} results for {} messages", r.results.len(), reqs.len());
@@ -621,6 +625,20 @@ pub fn query_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_borrowed_batch_body_is_an_append_batch() {
+        let messages = vec![
+            AppendRequest::new("a", b"x"),
+            AppendRequest::new("b", &[0xff]),
+        ];
+        let sent = serde_json::to_vec(&BatchBody {
+            messages: &messages,
+        })
+        .unwrap();
+        let read: AppendBatch = serde_json::from_slice(&sent).unwrap();
+        assert_eq!(read, AppendBatch { messages });
+    }
 
     #[test]
     fn query_escape_keeps_unreserved_and_encodes_wildcards() {
