@@ -163,13 +163,19 @@ fn sim_seeds() {
     };
     let started = std::time::Instant::now();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    // the lowest seed found failing so far: no worker runs seeds above it
+    let lowest = std::sync::atomic::AtomicU64::new(u64::MAX);
     let failed = std::thread::scope(|sc| {
         let workers: Vec<_> = (0..threads.min(runs.max(1)))
             .map(|k| {
+                let lowest = &lowest;
                 sc.spawn(move || {
                     let mut seed = first + k;
-                    while seed < first + runs {
+                    while seed < first + runs
+                        && seed < lowest.load(std::sync::atomic::Ordering::Relaxed)
+                    {
                         if let Some(f) = one_seed(seed) {
+                            lowest.fetch_min(seed, std::sync::atomic::Ordering::Relaxed);
                             return Some(f);
                         }
                         seed += threads;
