@@ -2,16 +2,31 @@
 //!
 //! cap-std does not build for `wasm32-wasip2` on this toolchain; the runtime's preopen confines
 //! every access instead, and [`split_path`] still refuses `..` and absolute paths.
-//! `std::os::wasi::fs::FileExt` (positioned I/O) is unstable (`wasi_ext`), so `read_at` /
-//! `write_all_at` seek and read/write the file's cursor under a `Mutex`.
+//! `std::os::wasi::fs::FileExt` (positioned I/O) is unstable (`wasi_ext`), so `read_at` and
+//! `write_all_at` call wasi-libc's `pread` and `pwrite`, which std links already: one
+//! positioned call to the runtime (preview 2's `descriptor.read` and `write`), where a seek and
+//! a read would drop and reopen the file's stream each time, and share a cursor.
 
 use crate::lock::{marker_name, native_holder_from_wasi, parse_claim, wasi_holder};
 use crate::{entry_name, path_error, with_path};
 use seqstore_core::split_path;
 use seqstore_core::{DirEntry, Fs, FsFile, FsFileExt, FsLock, LockError, LockHolder, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+
+// wasi-libc's positioned I/O (`off_t` is 64 bits there); errors set errno.
+#[allow(unsafe_code)]
+extern "C" {
+    fn pread(fd: i32, buf: *mut u8, len: usize, offset: i64) -> isize;
+    fn pwrite(fd: i32, buf: *const u8, len: usize, offset: i64) -> isize;
+}
+
+/// `offset` as wasi-libc's `off_t`.
+fn off_t(offset: u64) -> io::Result<i64> {
+    i64::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset past i64"))
+}
 
 /// `ENOTCAPABLE` of wasi-libc (WASI preview 1's `errno::notcapable`): a sandbox escape refused
 /// by the runtime. Reported as `PermissionDenied`, like the native backend's escapes.
@@ -293,29 +308,16 @@ impl Drop for WasiLock {
     }
 }
 
-/// An open file of a [`HostFs`]. Positioned I/O is a seek and a read or write of the shared
-/// cursor, under a lock so that two threads' seeks and transfers do not interleave. Length and
-/// sync calls do not use the cursor and do not take the lock.
+/// An open file of a [`HostFs`]. Reads and writes are positioned (`pread`, `pwrite`): they
+/// never use or move the file's cursor, so threads sharing a file need no lock.
 #[derive(Debug)]
 pub struct HostFile {
     file: std::fs::File,
-    cursor: Mutex<()>,
 }
 
 impl HostFile {
     fn new(file: std::fs::File) -> HostFile {
-        HostFile {
-            file,
-            cursor: Mutex::new(()),
-        }
-    }
-
-    /// Holds the cursor, even if a thread panicked while holding it (every use seeks first, so
-    /// nothing a panic interrupted can leak into the next use).
-    fn lock(&self) -> MutexGuard<'_, ()> {
-        self.cursor
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        HostFile { file }
     }
 
     /// The underlying std file.
@@ -331,22 +333,46 @@ impl HostFile {
 
 impl FsFile for HostFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let _cursor = self.lock();
-        let mut file = &self.file;
-        file.seek(SeekFrom::Start(offset))?;
+        let off = off_t(offset)?;
         loop {
-            match file.read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                r => return r,
+            // SAFETY: `buf` is valid for writes of `buf.len()` bytes, and the descriptor is
+            // this file's own, open for as long as `self`.
+            #[allow(unsafe_code)]
+            let n = unsafe { pread(self.file.as_raw_fd(), buf.as_mut_ptr(), buf.len(), off) };
+            match usize::try_from(n) {
+                Ok(n) => return Ok(n),
+                Err(_) => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
             }
         }
     }
 
-    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let _cursor = self.lock();
-        let mut file = &self.file;
-        file.seek(SeekFrom::Start(offset))?;
-        file.write_all(buf)
+    fn write_all_at(&self, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            let off = off_t(offset)?;
+            // SAFETY: `buf` is valid for reads of `buf.len()` bytes, and the descriptor is
+            // this file's own, open for as long as `self`.
+            #[allow(unsafe_code)]
+            let n = unsafe { pwrite(self.file.as_raw_fd(), buf.as_ptr(), buf.len(), off) };
+            match usize::try_from(n) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    buf = &buf[n..];
+                    offset += n as u64;
+                }
+                Err(_) => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn len(&self) -> io::Result<u64> {
