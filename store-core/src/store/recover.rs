@@ -1,7 +1,7 @@
 //! Recovery from the blocks: the rebuild scan and the sequences it finds lost.
 
 use super::blocks::{reserve_by_density, Block, Entry};
-use super::scan::{scan_block_chunked, zeros_between, READ_CHUNK};
+use super::scan::{scan_block_chunked, zeros_between, Reads, READ_CHUNK};
 use super::subjects::SubjectMemo;
 use super::*;
 
@@ -171,7 +171,7 @@ impl<F: Fs> Store<F> {
             &path,
             BLOCK_HEADER_LEN,
             flen,
-            READ_CHUNK,
+            Reads::upto(READ_CHUNK),
             scan_buf,
             |off, r| {
                 last_crc = r.crc;

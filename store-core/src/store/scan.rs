@@ -4,6 +4,28 @@ use super::*;
 
 pub(super) const READ_CHUNK: usize = 1 << 20;
 
+/// How much a scan reads at a time: `first` bytes, then twice as much at each read, up to
+/// `max`. A block that holds little before its preallocated zeros (the live block) is then
+/// checked through small reads into a small buffer, not one read of the whole block: in a
+/// wasm guest every byte read crosses into its memory, and a MiB of buffer is that much guest
+/// memory the runtime must reset after the run. A full block costs a few more reads (64 KiB,
+/// 128 KiB, ... before the first whole chunk).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Reads {
+    pub(super) first: usize,
+    pub(super) max: usize,
+}
+
+impl Reads {
+    /// Up to `max` bytes a read, starting at 64 KiB (or `max` if smaller).
+    pub(super) fn upto(max: usize) -> Reads {
+        Reads {
+            first: max.min(64 << 10),
+            max,
+        }
+    }
+}
+
 /// What scanning a block found at its end.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ScanEnd {
@@ -37,7 +59,7 @@ pub(crate) fn scan_block<H: FsFileExt>(
         path,
         start,
         len,
-        READ_CHUNK,
+        Reads::upto(READ_CHUNK),
         &mut Vec::new(),
         visit,
         skipped,
@@ -55,7 +77,7 @@ pub(super) struct Window {
     pub(super) frame_at: usize,
 }
 
-/// `scan_block` reading `chunk` bytes at a time (small when the caller stops early).
+/// `scan_block` with the read sizes given (small when the caller stops early).
 ///
 /// One loop over the window of bytes read, longer than 70 lines on purpose: every arm (a
 /// record, a short read, zeros, damage and resync) moves the same window and offset, and
@@ -67,7 +89,7 @@ pub(crate) fn scan_block_chunked<H: FsFileExt>(
     path: &str,
     start: u64,
     len: u64,
-    chunk: usize,
+    reads: Reads,
     buf: &mut Vec<u8>,
     mut visit: impl FnMut(u64, &record::Record<'_>) -> Result<ControlFlow<()>>,
     mut skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
@@ -95,9 +117,11 @@ pub(crate) fn scan_block_chunked<H: FsFileExt>(
         frame_at: 0,
     };
     let mut pos = start;
-    // `want` bytes from pos, at least a chunk, at most what the block has
-    let fill = |buf: &mut Vec<u8>, w: &mut Window, pos: u64, want: usize| -> Result<()> {
-        let n = (want.max(chunk) as u64).min(len - pos) as usize;
+    let mut step = reads.first.clamp(1, reads.max.max(1));
+    // `want` bytes from pos, at least a step, at most what the block has
+    let mut fill = |buf: &mut Vec<u8>, w: &mut Window, pos: u64, want: usize| -> Result<()> {
+        let n = (want.max(step) as u64).min(len - pos) as usize;
+        step = step.saturating_mul(2).min(reads.max);
         if batch {
             w.crcs.clear();
             io_at(file.read_framed_at(buf, n, pos, &mut w.crcs), "read", path)?;
@@ -404,14 +428,19 @@ mod tests {
             let fs = MemFs::new();
             let f = fs.open("b", OpenOptions::read_write_create()).unwrap();
             f.write_all_at(&bytes, 0).unwrap();
-            let chunk = 1 + (next() % bytes.len() as u64) as usize;
+            // the first read anywhere in the block, the largest up to twice the block
+            let first = 1 + (next() % bytes.len() as u64) as usize;
+            let reads = Reads {
+                first,
+                max: first + (next() % (2 * bytes.len() as u64)) as usize,
+            };
             let (mut seen, mut skipped) = (Vec::new(), Vec::new());
             let end = scan_block_chunked(
                 &f,
                 "b",
                 0,
                 bytes.len() as u64,
-                chunk,
+                reads,
                 &mut Vec::new(),
                 |off, _| {
                     seen.push(off);
@@ -423,7 +452,7 @@ mod tests {
                 },
             )
             .unwrap();
-            let ctx = format!("SEQSTORE_SEED={seed} case {case}: chunk {chunk}");
+            let ctx = format!("SEQSTORE_SEED={seed} case {case}: {reads:?}");
             assert_eq!(seen, offs, "{ctx}");
             assert_eq!(
                 skipped,

@@ -1,7 +1,7 @@
 //! `index.db`: written at checkpoint, validated and trusted at open.
 
 use super::blocks::Block;
-use super::scan::scan_block_chunked;
+use super::scan::{scan_block_chunked, Reads};
 use super::subjects::SubjectInfo;
 use super::sync::S_SYNC;
 use super::*;
@@ -200,7 +200,7 @@ impl<F: Fs> Store<F> {
             &b.path,
             BLOCK_HEADER_LEN,
             b.len,
-            16 << 10,
+            Reads::upto(16 << 10),
             &mut Vec::new(),
             |_, r| {
                 let live = r.kind == Kind::Msg
