@@ -11,7 +11,7 @@ use crate::lock::{marker_name, native_holder_from_wasi, parse_claim, wasi_holder
 use crate::{entry_name, path_error, with_path};
 use seqstore_core::split_path;
 use seqstore_core::{DirEntry, Fs, FsFile, FsFileExt, FsLock, LockError, LockHolder, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -265,8 +265,8 @@ impl Fs for HostFs {
             .write(true)
             .create_new(true)
             .open(&marker);
-        let mut file = match created {
-            Ok(file) => file,
+        let file = match created {
+            Ok(file) => HostFile::new(file),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 let found = read_small(&marker)?;
                 return Err(LockError::Held(LockHolder {
@@ -279,7 +279,7 @@ impl Fs for HostFs {
         };
         // the marker is ours from here: dropping `held` removes it
         let held = WasiLock(marker.clone());
-        file.write_all(b"a WASI process (seqstore-guest)\n")?;
+        file.write_all_at(b"a WASI process (seqstore-guest)\n", 0)?;
         if let Some(pid) = parse_claim(&read_small(&lock_path)?) {
             return Err(LockError::Held(LockHolder {
                 path: shown(&lock_path),
@@ -291,11 +291,19 @@ impl Fs for HostFs {
     }
 }
 
-/// The bytes of a small file; empty if it is missing.
+/// The bytes of a small file; empty if it is missing. Positioned reads, as every read here:
+/// `std::fs::read` would also stat the file for its size and read through a stream.
 fn read_small(path: &Path) -> io::Result<Vec<u8>> {
-    match std::fs::read(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
-        r => r,
+    let file = match std::fs::File::open(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        r => HostFile::new(r?),
+    };
+    let (mut out, mut buf) = (Vec::new(), [0u8; 512]);
+    loop {
+        match file.read_at(&mut buf, out.len() as u64)? {
+            0 => return Ok(out),
+            n => out.extend_from_slice(&buf[..n]),
+        }
     }
 }
 
@@ -375,8 +383,11 @@ impl FsFile for HostFile {
         Ok(())
     }
 
+    /// The end of the file, by a seek: one `stat` call to the runtime, where
+    /// `File::metadata` makes two (wasi-libc also hashes the metadata for an inode number).
+    /// Nothing here uses the cursor the seek moves.
     fn len(&self) -> io::Result<u64> {
-        Ok(self.file.metadata()?.len())
+        (&self.file).seek(SeekFrom::End(0))
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
