@@ -339,24 +339,29 @@ impl HostFile {
     }
 }
 
-impl FsFile for HostFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let off = off_t(offset)?;
-        loop {
-            // SAFETY: `buf` is valid for writes of `buf.len()` bytes, and the descriptor is
-            // this file's own, open for as long as `self`.
-            #[allow(unsafe_code)]
-            let n = unsafe { pread(self.file.as_raw_fd(), buf.as_mut_ptr(), buf.len(), off) };
-            match usize::try_from(n) {
-                Ok(n) => return Ok(n),
-                Err(_) => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
+/// Runs one `pread`/`pwrite` (its result: a count, or -1 with errno set) until it is not
+/// interrupted.
+fn retrying(mut call: impl FnMut() -> isize) -> io::Result<usize> {
+    loop {
+        match usize::try_from(call()) {
+            Ok(n) => return Ok(n),
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
                 }
             }
         }
+    }
+}
+
+impl FsFile for HostFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let off = off_t(offset)?;
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes, and the descriptor is this
+        // file's own, open for as long as `self`.
+        #[allow(unsafe_code)]
+        retrying(|| unsafe { pread(self.file.as_raw_fd(), buf.as_mut_ptr(), buf.len(), off) })
     }
 
     fn write_all_at(&self, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
@@ -365,20 +370,14 @@ impl FsFile for HostFile {
             // SAFETY: `buf` is valid for reads of `buf.len()` bytes, and the descriptor is
             // this file's own, open for as long as `self`.
             #[allow(unsafe_code)]
-            let n = unsafe { pwrite(self.file.as_raw_fd(), buf.as_ptr(), buf.len(), off) };
-            match usize::try_from(n) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    buf = &buf[n..];
-                    offset += n as u64;
-                }
-                Err(_) => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
-                }
+            let n = retrying(|| unsafe {
+                pwrite(self.file.as_raw_fd(), buf.as_ptr(), buf.len(), off)
+            })?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
             }
+            buf = &buf[n..];
+            offset += n as u64;
         }
         Ok(())
     }
