@@ -31,31 +31,23 @@ fn memory_child_entry() {
     }
 }
 
-/// Whether a nats-server is there; without one, skip (or fail under CI=true), as
-/// trace-check's tests do.
-fn need_nats() -> bool {
-    match crate::nats::find_server(None) {
-        Ok(_) => true,
-        Err(why) => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "nats-server is missing under CI=true (.ci/run installs it): {why}"
-            );
-            eprintln!("SKIPPED: {why}");
-            false
-        }
-    }
+/// The real nats-server, installed when missing; `None` after the line that skips `test` (a
+/// failure under CI=true).
+fn need_nats(test: &str) -> Option<std::path::PathBuf> {
+    seqstore_test_setup::nats(test).map(|n| n.server)
 }
 
 #[test]
 fn tiny_run_produces_every_key() {
     let dir = tempfile::tempdir().expect("tempdir");
+    let nats_server = need_nats("tiny_run_produces_every_key's NATS rows");
+    let have_nats = nats_server.is_some();
     let opts = BenchOpts {
         dir: Some(dir.path().to_path_buf()),
         mem_child: test_child(),
+        nats_server,
         ..BenchOpts::tiny()
     };
-    let have_nats = crate::nats::find_server(None).is_ok();
     let lines = std::cell::RefCell::new(Vec::<String>::new());
     let report = run(&opts, &|s| lines.borrow_mut().push(s.to_string())).expect("run");
     let j = report.to_json();
@@ -297,13 +289,14 @@ fn nats_config_and_version() {
 /// The NATS rows in a tiny configuration against the real server, and the server gone after.
 #[test]
 fn nats_rows_against_a_real_server() {
-    if !need_nats() {
+    let Some(bin) = need_nats("nats_rows_against_a_real_server") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let opts = BenchOpts {
         dir: Some(dir.path().to_path_buf()),
         only: vec!["nats_publish".into()],
+        nats_server: Some(bin.clone()),
         ..BenchOpts::tiny()
     };
     let report = run(&opts, &|_| {}).expect("run");
@@ -323,7 +316,6 @@ fn nats_rows_against_a_real_server() {
     assert_eq!(std::fs::read_dir(dir.path()).expect("ls").count(), 0);
 
     // a server is killed and reaped when its guard drops
-    let bin = crate::nats::find_server(None).expect("server");
     let sd = tempfile::tempdir_in(dir.path()).expect("tempdir");
     let s = crate::nats::Server::start(&bin, sd, true).expect("start");
     let pid = s.pid();

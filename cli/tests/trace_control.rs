@@ -5,7 +5,8 @@
 //! broken under posix only without directory fsyncs. This is also the check of the fsyncs
 //! host-fs really issues on Linux.
 //!
-//! Needs strace (Debian's); skipped with a message when it is missing, except under CI=true.
+//! Needs strace: installed when missing (seqstore-test-setup), else the test is skipped with a
+//! line saying so (a failure under CI=true).
 
 use seqstore_core::Ablation;
 use seqstore_crash_matrix::{demo_cells, run_cell, Native};
@@ -31,17 +32,9 @@ fn python() -> &'static str {
     }
 }
 
-/// Whether strace is there; under CI=true its absence is a failure.
-fn have_strace() -> bool {
-    if seqstore_trace::strace::find_strace().is_some() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "strace is missing under CI=true (.ci/run installs it)"
-    );
-    eprintln!("SKIPPED: strace is not installed (apt-get install -y strace)");
-    false
+/// Whether strace is there (installed when missing); under CI=true its absence is a failure.
+fn have_strace(test: &str) -> bool {
+    seqstore_test_setup::strace(test).is_some()
 }
 
 /// `seqstore trace --json` of the CLI workload with `ablation`, and the directory holding its
@@ -122,7 +115,7 @@ fn replay_shows_the_violation(f: &Value) {
 
 #[test]
 fn the_traced_cli_and_the_in_process_explorer_agree_per_ablation() {
-    if !have_strace() {
+    if !have_strace("the_traced_cli_and_the_in_process_explorer_agree_per_ablation") {
         return;
     }
     for spec in demo_cells(0x5eed) {

@@ -33,21 +33,6 @@ pub fn find_server() -> std::result::Result<PathBuf, String> {
     }
 }
 
-/// The server for a test: `Some`, or `None` after printing why the test is skipped; under
-/// `CI=true` a missing server is a failure instead.
-pub fn server_or_skip(test: &str) -> Option<PathBuf> {
-    match find_server() {
-        Ok(p) => Some(p),
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("{test}: CI=true and {why}")
-        }
-        Err(why) => {
-            println!("{test}: skipped: {why}");
-            None
-        }
-    }
-}
-
 /// A running nats-server. Dropping it kills the process and waits for it, then removes its
 /// directory.
 pub struct Server {

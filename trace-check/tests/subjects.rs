@@ -13,14 +13,16 @@ fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts")
 }
 
-/// `what` is available; otherwise skip (or fail under CI=true).
-fn need(what: &str, found: bool) -> bool {
+/// `what` is available; otherwise skip `test` (or fail under CI=true).
+fn need(test: &str, what: &str, found: bool) -> bool {
     if !found {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "{what} is missing under CI=true (.ci/run installs it)"
+            "SKIPPED {test}: {what} is missing [under CI=true a skip is a failure]"
         );
-        eprintln!("SKIPPED: {what} is not installed");
+        use std::io::Write;
+        let line = format!("SKIPPED {test}: {what} is missing\n");
+        let _ = std::io::stderr().write_all(line.as_bytes());
     }
     found
 }
@@ -75,8 +77,8 @@ fn python() -> Option<String> {
 
 #[test]
 fn sqlite_wal_full_is_clean_and_synchronous_off_is_not() {
-    let have = seqstore_trace::strace::find_strace().is_some();
-    if !need("strace", have) || !need("/usr/bin/python3", python().is_some()) {
+    let test = "sqlite_wal_full_is_clean_and_synchronous_off_is_not";
+    if seqstore_test_setup::strace(test).is_none() || !need(test, "python3", python().is_some()) {
         return;
     }
     let py = python().unwrap();
@@ -99,37 +101,28 @@ fn sqlite_wal_full_is_clean_and_synchronous_off_is_not() {
     }
 }
 
-/// nats-server and a Python with nats-py: `$NATS_SERVER_BIN` (set by .ci/run), else PATH;
-/// the Python next to it in its virtualenv.
-fn nats() -> Option<(String, String)> {
-    let server = std::env::var_os("NATS_SERVER_BIN")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::split_paths(&std::env::var_os("PATH")?)
-                .map(|d| d.join("nats-server"))
-                .find(|p| p.is_file())
-        })?;
-    let py = server.with_file_name("python");
-    (server.is_file() && py.is_file())
-        .then(|| (server.display().to_string(), py.display().to_string()))
-}
-
 #[test]
 fn nats_server_2_15_1_purge_rows() {
-    let have = seqstore_trace::strace::find_strace().is_some();
-    if !need("strace", have)
-        || !need(
-            "nats-server with nats-py (NATS_SERVER_BIN)",
-            nats().is_some(),
-        )
-    {
+    let test = "nats_server_2_15_1_purge_rows";
+    if seqstore_test_setup::strace(test).is_none() {
         return;
     }
-    let (server, py) = nats().unwrap();
-    std::env::set_var("NATS_SERVER_BIN", &server);
+    let Some(nats) = seqstore_test_setup::nats(test) else {
+        return;
+    };
+    // the scripts start the server named by NATS_SERVER_BIN
+    let (server, py) = (nats.server.display(), nats.python.display());
     let s = scripts();
-    let wl = vec![py.clone(), s.join("nats_workload.py").display().to_string()];
-    let check = format!("{py} {}", s.join("nats_check.py").display());
+    let wl = vec![
+        "env".into(),
+        format!("NATS_SERVER_BIN={server}"),
+        py.to_string(),
+        s.join("nats_workload.py").display().to_string(),
+    ];
+    let check = format!(
+        "NATS_SERVER_BIN='{server}' {py} {}",
+        s.join("nats_check.py").display()
+    );
     // fewer images per crash point than the demo (16 + 4 instead of 64 + 8): the checker
     // starts a nats-server per image, and CI has a time budget
     let default = run(&wl, "default", &check, 8, false);

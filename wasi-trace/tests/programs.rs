@@ -99,12 +99,9 @@ fn the_capture_replays_to_the_tree_the_run_left_at_every_prefix() {
 /// checker, one process per image: the verdicts must be the WASI route's.
 #[test]
 fn the_strace_route_on_native_builds_gives_the_same_verdicts() {
-    if seqstore_trace::strace::find_strace().is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "strace is missing under CI=true (.ci/run installs it)"
-        );
-        eprintln!("SKIPPED: strace is not installed");
+    if seqstore_test_setup::strace("the_strace_route_on_native_builds_gives_the_same_verdicts")
+        .is_none()
+    {
         return;
     }
     let bin = common::subjects_native();

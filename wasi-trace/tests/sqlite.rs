@@ -9,8 +9,9 @@
 //!
 //! Built here with Debian's clang (and wasi-libc's headers) for `wasm32-wasi`, linked with the
 //! wasi-libc and rust-lld of Rust's own wasm32-wasip1 target: Debian's wasi-libc (2022) traps
-//! inside wasmtime 48's adapter on its first file read. `.ci/run` installs clang, wasi-libc
-//! and libclang-rt-14-dev-wasm32; without them the test is skipped (a failure under CI=true).
+//! inside wasmtime 48's adapter on its first file read. The test installs clang, wasi-libc,
+//! libclang-rt-14-dev-wasm32 and the wasm32-wasip1 target when they are missing
+//! (seqstore-test-setup); where it cannot, it is skipped (a failure under CI=true).
 
 mod common;
 
@@ -52,13 +53,14 @@ fn amalgamation(work: &Path) -> PathBuf {
     PathBuf::from(&meta[start..end]).join("sqlite3")
 }
 
-/// The subject as a preview-1 module, or `None` when the C toolchain is missing.
-fn build() -> Option<PathBuf> {
-    let builtins =
-        run(Command::new("clang").args(["--target=wasm32-wasi", "-print-libgcc-file-name"]))?;
-    if !Path::new(&builtins).exists() || !Path::new("/usr/include/wasm32-wasi/stdio.h").exists() {
+/// The subject as a preview-1 module, or `None` (after the skip line) when the C toolchain is
+/// missing and cannot be installed.
+fn build(test: &str) -> Option<PathBuf> {
+    if !seqstore_test_setup::clang_wasi(test) {
         return None;
     }
+    let builtins =
+        run(Command::new("clang").args(["--target=wasm32-wasi", "-print-libgcc-file-name"]))?;
     let work = common::work_dir("wasi-subjects-sqlite");
     let src = amalgamation(&work);
     let sysroot = PathBuf::from(run(Command::new("rustc").args(["--print", "sysroot"]))?);
@@ -124,12 +126,7 @@ fn check(p: &Program, mode: &str, model: Model) -> TraceReport {
 
 #[test]
 fn sqlite_full_keeps_commits_under_ordered_and_off_loses_them() {
-    let Some(wasm) = build() else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "clang/wasi-libc missing under CI=true (.ci/run installs them)"
-        );
-        eprintln!("SKIPPED: clang for wasm32-wasi (Debian clang, wasi-libc, libclang-rt-14-dev-wasm32) is missing");
+    let Some(wasm) = build("sqlite_full_keeps_commits_under_ordered_and_off_loses_them") else {
         return;
     };
     let p = Program::load(&wasm).unwrap();
