@@ -8,7 +8,9 @@
 //!
 //! `SEQSTORE_SEED=N` replays (it seeds the workload explorations, from which every recovery's
 //! exploration seed and the samples are derived; failures print it);
-//! `SEQSTORE_WORKLOAD=<name>` runs one workload of the matrix only.
+//! `SEQSTORE_WORKLOAD=<name>` runs one workload of the matrix only. A default run takes a
+//! seeded sample of the matrix's cells; `SEQSTORE_TEST_SIZE=full` (CI) runs every cell and
+//! checks that the sweep reached every kind of recovery write.
 //! The bigger sweep (~15 s in release):
 //! `cargo test -p seqstore-crash-matrix --no-default-features --release --test recovery_crash -- --ignored`.
 
@@ -25,9 +27,18 @@ fn seed() -> u64 {
         .unwrap_or(0x5eed)
 }
 
+/// Cells of the matrix a default run takes (of 78).
+const QUICK_CELLS: usize = 24;
+
 fn cells(seed: u64) -> Vec<CellSpec> {
     let w = std::env::var("SEQSTORE_WORKLOAD").ok();
-    matrix_cells(w.as_deref(), None, seed)
+    let all = matrix_cells(w.as_deref(), None, seed);
+    seqstore_test_setup::sample("matrix cells", all, QUICK_CELLS, seed)
+}
+
+/// Every cell of the matrix ran: the counts below are the whole sweep's.
+fn whole_matrix() -> bool {
+    std::env::var("SEQSTORE_WORKLOAD").is_err() && seqstore_test_setup::full_size()
 }
 
 fn run(what: &str, seed: u64, opts: &Opts) -> Stats {
@@ -52,7 +63,7 @@ fn run(what: &str, seed: u64, opts: &Opts) -> Stats {
 #[test]
 fn crash_during_recovery_of_every_matrix_image() {
     let st = run("crashes", seed(), &Opts::crashes());
-    if std::env::var("SEQSTORE_WORKLOAD").is_err() {
+    if whole_matrix() {
         // the sweep reaches every kind of recovery write, not just crash point 0
         assert!(st.images1 > 4000 && st.writing > 1000, "{st:?}");
         assert!(
@@ -76,7 +87,7 @@ fn crash_during_recovery_of_every_matrix_image() {
 #[test]
 fn io_errors_during_recovery() {
     let st = run("I/O errors", seed(), &Opts::faults(5));
-    if std::env::var("SEQSTORE_WORKLOAD").is_err() {
+    if whole_matrix() {
         assert!(st.fault_recoveries > 200 && st.fault_cases > 5000, "{st:?}");
     }
 }
@@ -96,7 +107,7 @@ fn crash_during_recovery_that_enforces_limits() {
     );
     o.limits_every = 2;
     let st = run("limits", seed(), &o);
-    if std::env::var("SEQSTORE_WORKLOAD").is_err() {
+    if whole_matrix() {
         assert!(st.limited_writing > 1000, "{st:?}");
     }
 }
