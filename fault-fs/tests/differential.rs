@@ -3,9 +3,7 @@
 //! equal trees at the end. proptest persists failing cases under `*.proptest-regressions` next
 //! to this file and prints the minimal failing sequence; rerunning replays the persisted seed.
 
-mod common;
-
-use common::{op, Side};
+use crate::common::{op, Side};
 use proptest::prelude::*;
 use seqstore_fault_fs::{FaultFs, Model};
 

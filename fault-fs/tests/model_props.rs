@@ -1,9 +1,7 @@
 //! Properties of the crash model over random operation sequences (proptest persists failing
 //! cases in `model_props.proptest-regressions` and replays them first).
 
-mod common;
-
-use common::{op, Op, Side};
+use crate::common::{op, Op, Side};
 use proptest::prelude::*;
 use seqstore_core::{Fs, FsFile, OpenOptions};
 use seqstore_fault_fs::{FaultFs, Model};

@@ -9,8 +9,7 @@
 //!   response (distinct, consecutive sequences); a write too large for the log is refused
 //!   before it is proposed; a 1 MiB payload (a stream's default limit) commits.
 
-#[path = "support/nowhere.rs"]
-mod nowhere;
+use crate::nowhere;
 
 use openraft::testing::log_id;
 use openraft::{BasicNode, Config, EntryPayload, Raft};

@@ -13,11 +13,7 @@
 //! acknowledged before its fsync would do), the answer does arrive while the fsync is held back,
 //! so the check can fail.
 
-#[macro_use]
-#[path = "sim/wrap.rs"]
-mod wrap;
-#[path = "support/nowhere.rs"]
-mod nowhere;
+use crate::nowhere;
 
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse};
 use openraft::storage::LogFlushed;

@@ -15,22 +15,13 @@
 //! without waiting for the state machine's snapshot (see `snapshot_install_then_purge`).
 //! A failure prints its seed, its step, its violations, and a schedule shrunk by skipping
 //! steps while it still fails (`SEQSTORE_SIM_SHRINK=0`: not shrunk). Soak:
-//! `SEQSTORE_RUNS=100000 cargo test --release -p seqstore-raft --test sim -- sim_seeds`.
+//! `SEQSTORE_RUNS=100000 cargo test --release -p seqstore-raft --test raft -- sim::sim_seeds`.
 
-#[macro_use]
-#[path = "sim/wrap.rs"]
-mod wrap;
-#[path = "sim/book.rs"]
 mod book;
-#[path = "sim/deferred.rs"]
 mod deferred;
-#[path = "sim/eager.rs"]
 mod eager;
-#[path = "sim/net.rs"]
 mod net;
-#[path = "sim/trace.rs"]
 mod trace;
-#[path = "sim/world.rs"]
 mod world;
 
 use seqstore_raft::log::Ablation;
@@ -117,7 +108,7 @@ fn report(opts: &Opts, o: &Outcome, fails: Fails<'_>) -> String {
     };
     let skip: Vec<String> = s.skip.iter().map(|x| x.to_string()).collect();
     format!(
-        "seed {} failed at step {} of {} ({:?}, {:?}):\n  {}\nshrunk to {} steps, {} skipped; its events:\n  {}\nreplay: SEQSTORE_SEED={} SEQSTORE_SIM_STEPS={} SEQSTORE_SIM_SKIP={} cargo test -p seqstore-raft --test sim -- sim_seeds",
+        "seed {} failed at step {} of {} ({:?}, {:?}):\n  {}\nshrunk to {} steps, {} skipped; its events:\n  {}\nreplay: SEQSTORE_SEED={} SEQSTORE_SIM_STEPS={} SEQSTORE_SIM_SKIP={} cargo test -p seqstore-raft --test raft -- sim::sim_seeds",
         opts.seed,
         o.failed_at.unwrap_or(0),
         opts.steps,

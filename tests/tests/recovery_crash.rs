@@ -12,7 +12,7 @@
 //! seeded sample of the matrix's cells; `SEQSTORE_TEST_SIZE=full` (CI) runs every cell and
 //! checks that the sweep reached every kind of recovery write.
 //! The bigger sweep (~15 s in release):
-//! `cargo test -p seqstore-crash-matrix --no-default-features --release --test recovery_crash -- --ignored`.
+//! `cargo test -p seqstore-crash-matrix --no-default-features --release --test proofs -- recovery_crash:: --ignored`.
 
 use seqstore_core::{Ablation, Config, Limits, RecoveryMode};
 use seqstore_crash_matrix::recovery::{self, Opts, Stats};
@@ -197,7 +197,7 @@ fn a_non_idempotent_recovery_is_caught() {
 
 /// The bigger sweep (not in CI): every part above at once, with more images per crash point,
 /// every writing recovery failed at every operation, limits on every image.
-/// `cargo test -p seqstore-crash-matrix --no-default-features --release --test recovery_crash -- --ignored`
+/// `cargo test -p seqstore-crash-matrix --no-default-features --release --test proofs -- recovery_crash:: --ignored`
 #[test]
 #[ignore]
 fn full_sweep() {

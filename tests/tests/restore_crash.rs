@@ -193,7 +193,7 @@ fn an_io_error_at_every_operation_of_restore_is_typed_and_leaves_no_partial_stor
 
 /// Writes the seed corpus of the `restore_archive` fuzz target (`fuzz/corpus/restore_archive/`):
 /// real snapshots of small stores. Run by hand after a format change:
-/// `cargo test -p seqstore-crash-matrix --no-default-features --test restore_crash -- --ignored`.
+/// `cargo test -p seqstore-crash-matrix --no-default-features --test proofs -- restore_crash:: --ignored`.
 #[test]
 #[ignore]
 fn regenerate_restore_archive_corpus() {

@@ -1,7 +1,7 @@
 //! What a user can find in a store directory, and what the store does with it: a table of
 //! damaged and hostile layouts, each with its documented outcome, checked for `Store::open` in
 //! both recovery modes and for the read-only `verify`. The outcome table is printed
-//! (`cargo test -p seqstore-crash-matrix --test robustness_dirs -- --nocapture`).
+//! (`cargo test -p seqstore-crash-matrix --test proofs -- robustness_dirs:: --nocapture`).
 //!
 //! Outcomes: the store opens (repairing what it can) and lists what it found in its
 //! `RecoveryReport` (cuts, skipped records, lost sequences, ignored files, a completed or rolled

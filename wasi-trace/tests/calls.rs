@@ -6,9 +6,7 @@
 //! `SEQSTORE_SEED=<n>` runs one seed; `SEQSTORE_RUNS=<k>` sets how many (default 48). A
 //! failing seed is shrunk to the shortest prefix of its calls that still fails.
 
-mod common;
-
-use common::{program, tree};
+use crate::common::{program, tree};
 use seqstore_fault_fs::{FaultFs, FaultFsConfig, Journal, Model};
 use seqstore_trace::replay::Replayer;
 use seqstore_wasi_trace::{run_on_dir, Recorder, RunConfig};

@@ -4,9 +4,7 @@
 //! replace done right fails outright, and the one that skips the directory fsync loses its
 //! rename under `posix`, as its preview-2 build does.
 
-mod common;
-
-use common::{program, subjects_wasm_p1};
+use crate::common::{program, subjects_wasm_p1};
 use seqstore_fault_fs::{FaultFs, Model};
 use seqstore_trace::session::{check_capture, CheckConfig};
 use seqstore_wasi_trace::{Program, Recorder, RunConfig, WasmChecker};

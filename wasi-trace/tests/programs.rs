@@ -2,9 +2,9 @@
 //! their WASI checkers in-process: the verdicts each program's fsyncs call for, under both
 //! crash models. And the tool's own proof: what a run left equals what its capture replays.
 
-mod common;
+use crate::common;
 
-use common::{program, tree};
+use crate::common::{program, tree};
 use seqstore_fault_fs::{FaultFs, Journal, Model};
 use seqstore_trace::capture::capture_strace;
 use seqstore_trace::check::CommandChecker;

@@ -12,9 +12,9 @@
 //!   names are lost) and stays clean under `ordered`; with every fsync taken out it fails
 //!   under both.
 
-mod common;
+use crate::common;
 
-use common::program;
+use crate::common::program;
 use seqstore_fault_fs::{FaultFs, Model};
 use seqstore_trace::ops::{Capture, Op};
 use seqstore_trace::session::{check_capture, CheckConfig, TraceReport};

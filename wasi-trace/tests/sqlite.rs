@@ -13,7 +13,7 @@
 //! libclang-rt-14-dev-wasm32 and the wasm32-wasip1 target when they are missing
 //! (seqstore-test-setup); where it cannot, it is skipped (a failure under CI=true).
 
-mod common;
+use crate::common;
 
 use seqstore_fault_fs::{FaultFs, Model};
 use seqstore_trace::session::{check_capture, CheckConfig, TraceReport};
