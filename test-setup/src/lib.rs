@@ -134,6 +134,13 @@ pub fn nats(test: &str) -> Option<Nats> {
     )
 }
 
+/// For a need this crate does not install: `Ok` is returned as `Some`; `Err(why)` skips `test`
+/// with the same line as every other skip (`what` is missing (`why`); `add` adds it), logged
+/// for `cargo test-all`, or panics under `CI=true`.
+pub fn require<T>(test: &str, what: &str, add: &str, found: Result<T, String>) -> Option<T> {
+    answer(test, what, add, found)
+}
+
 /// The found (or installed) thing, or the skip: a line, or a panic under `CI=true`.
 fn answer<T>(test: &str, what: &str, add: &str, result: Result<T, String>) -> Option<T> {
     answer_in(ci(), log_file().as_deref(), test, what, add, result)

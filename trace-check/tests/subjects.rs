@@ -13,20 +13,6 @@ fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts")
 }
 
-/// `what` is available; otherwise skip `test` (or fail under CI=true).
-fn need(test: &str, what: &str, found: bool) -> bool {
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "SKIPPED {test}: {what} is missing [under CI=true a skip is a failure]"
-        );
-        use std::io::Write;
-        let line = format!("SKIPPED {test}: {what} is missing\n");
-        let _ = std::io::stderr().write_all(line.as_bytes());
-    }
-    found
-}
-
 /// Runs `workload DIR extra...` under strace once and checks the capture in both models, with
 /// at most `images` enumerated images per crash point (and a quarter as many random ones),
 /// stopping at the first violation if `first`.
@@ -78,10 +64,15 @@ fn python() -> Option<String> {
 #[test]
 fn sqlite_wal_full_is_clean_and_synchronous_off_is_not() {
     let test = "sqlite_wal_full_is_clean_and_synchronous_off_is_not";
-    if seqstore_test_setup::strace(test).is_none() || !need(test, "python3", python().is_some()) {
+    if seqstore_test_setup::strace(test).is_none() {
         return;
     }
-    let py = python().unwrap();
+    let found = python().ok_or_else(|| "neither /usr/bin nor /usr/local/bin has one".to_string());
+    let Some(py) =
+        seqstore_test_setup::require(test, "python3", "apt-get install -y python3", found)
+    else {
+        return;
+    };
     let s = scripts();
     let wl = vec![
         py.clone(),
