@@ -2,15 +2,9 @@
 //! model, natively and through `SharedStore` (acks by group commit), clean; and each consumer
 //! fsync removed alone must show a violation (the negative controls).
 
+use crate::seed;
 use seqstore_core::Ablation;
 use seqstore_crash_matrix::*;
-
-fn seed() -> u64 {
-    std::env::var("SEQSTORE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed)
-}
 
 fn consumer_cells(seed: u64) -> Vec<CellSpec> {
     workloads()

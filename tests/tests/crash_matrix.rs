@@ -3,14 +3,8 @@
 //! runs; through the other backends (group commit, the wasm guest, the encrypted store) a
 //! default run takes a seeded sample of the cells, and `SEQSTORE_TEST_SIZE=full` (CI) all.
 
+use crate::seed;
 use seqstore_crash_matrix::*;
-
-fn seed() -> u64 {
-    std::env::var("SEQSTORE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed)
-}
 
 /// The cells a backend other than the native one runs: a seeded sample in a default run.
 fn sampled_cells(seed: u64) -> Vec<CellSpec> {

@@ -1,14 +1,8 @@
 //! The headline: the purge keeps the sequence at every crash point, and each fsync is shown
 //! necessary by removing it (the expected ablation table: `Expected::of`).
 
+use crate::seed;
 use seqstore_crash_matrix::*;
-
-fn seed() -> u64 {
-    std::env::var("SEQSTORE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed)
-}
 
 #[test]
 fn seed_scenario_ablation_table() {

@@ -14,18 +14,12 @@
 //! The bigger sweep (~15 s in release):
 //! `cargo test -p seqstore-crash-matrix --no-default-features --release --test proofs -- recovery_crash:: --ignored`.
 
+use crate::seed;
 use seqstore_core::{Ablation, Config, Limits, RecoveryMode};
 use seqstore_crash_matrix::recovery::{self, Opts, Stats};
 use seqstore_crash_matrix::*;
 use std::path::PathBuf;
 use std::time::Instant;
-
-fn seed() -> u64 {
-    std::env::var("SEQSTORE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed)
-}
 
 /// Cells of the matrix a default run takes (of 78).
 const QUICK_CELLS: usize = 24;

@@ -6,18 +6,12 @@
 //!
 //! `SEQSTORE_SEED=N` replays (it seeds the source workload and the explorations).
 
+use crate::seed;
 use seqstore_core::{
     restore, AckPolicy, Config, ConsumerConfig, ConsumerState, Error, Fs, Store, StoredMsg,
     StreamState,
 };
 use seqstore_fault_fs::{explore, ExploreConfig, FaultFs, FaultKind, Model};
-
-fn seed() -> u64 {
-    std::env::var("SEQSTORE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed)
-}
 
 fn cfg() -> Config {
     Config::default()

@@ -11,6 +11,7 @@
 //!
 //! `SEQSTORE_SEED` seeds the random crash images (printed on failure).
 
+use crate::seed;
 use seqstore_core::{Ablation, Config, Error, ManualClock, StoredMsg, StreamState, SyncPolicy};
 use seqstore_crash_matrix::payload;
 use seqstore_crash_matrix::*;
@@ -19,13 +20,6 @@ use std::io::ErrorKind;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-fn seed() -> u64 {
-    std::env::var("SEQSTORE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed)
-}
 
 // ------------------------------------------------------------------ a backend that keeps errors
 

@@ -2,16 +2,10 @@
 //! sequences, a crash at any operation boundary, `check_image` against the journal) found,
 //! each as a small crash-matrix workload explored at every crash point under both models.
 
+use crate::seed;
 use seqstore_core::{Ablation, SyncPolicy};
 use seqstore_crash_matrix::*;
 use seqstore_fault_fs::Model;
-
-fn seed() -> u64 {
-    std::env::var("SEQSTORE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed)
-}
 
 fn explore_all(name: &'static str, steps: Vec<Step>, block_size: u64) {
     let seed = seed();
