@@ -1,8 +1,7 @@
 //! seqstore against the real nats-server 2.15.1 (`NATS_SERVER_BIN`, else the workspace's
 //! `.venv-nats`, made when missing; where it cannot be, the tests print a skip line, and fail
-//! under `CI=true`). Every
-//! run prints its seed; `SEQSTORE_SEED=S` replays it, and a difference is shrunk to a short
-//! list of operations that still differs.
+//! under `CI=true`). Every run prints its seed; `SEQSTORE_SEED=S` replays it, and a difference
+//! is shrunk to a short list of operations that still differs.
 
 use seqstore_nats_parity::{check, seed_from_env, Harness};
 use std::path::PathBuf;

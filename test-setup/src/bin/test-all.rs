@@ -44,9 +44,12 @@ fn main() -> ExitCode {
         Ok(s) => format!("FAILED ({s})"),
         Err(e) => format!("could not run cargo: {e}"),
     };
+    let command = std::iter::once("cargo test --workspace".to_string())
+        .chain(args.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
     println!(
-        "test-all: cargo test --workspace {}: {verdict} in {}m{:02}s; {} test(s) skipped",
-        args.join(" "),
+        "test-all: {command}: {verdict} in {}m{:02}s; {} test(s) skipped",
         took / 60,
         took % 60,
         skips.len()
