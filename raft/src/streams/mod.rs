@@ -509,13 +509,11 @@ fn materialize<F: Fs>(
             .map_err(|e| Error::io("create_dir", &dir, e))?;
         let sub = SubFs::new(fs.clone(), dir);
         let cfg = si.config.store_config();
-        // restore opens the store on a clock of its own; reopen it on the state machine's
-        let (restored, _) = seqstore_core::restore(sub.clone(), cfg.clone(), &si.data[..])?;
-        restored.close()?;
-        let store = Store::builder(sub)
+        // restored and opened on the state machine's clock
+        let (store, _) = Store::builder(sub)
             .config(cfg)
             .clock(clock.clone())
-            .open()?;
+            .restore(&si.data[..])?;
         let s = Stream {
             config: si.config,
             store,

@@ -10,7 +10,7 @@ use crate::{Clock, Config, Fs, Result, Store};
 /// directory's, `seqstore_fs::SystemClock`), else a logical counter (an in-memory or simulated
 /// filesystem: time then moves only as the store counts it); [`StoreBuilder::clock`] sets
 /// another. The configuration is `Config::default()` unless [`StoreBuilder::config`] sets one.
-#[must_use = "a builder does nothing until `open` or `open_layered`"]
+#[must_use = "a builder does nothing until `open`, `open_layered` or `restore`"]
 pub struct StoreBuilder<F: Fs> {
     fs: F,
     cfg: Config,
@@ -54,6 +54,13 @@ impl<F: Fs> StoreBuilder<F> {
     pub fn open(self) -> Result<Store<F>> {
         let clock = Self::take_clock(self.clock, &self.fs);
         Store::open_with_clock(self.fs, self.cfg, clock)
+    }
+
+    /// Restores the snapshot read from `input` into the empty root of `fs` and opens it with
+    /// this builder's configuration and clock (what [`crate::restore`] does and checks).
+    pub fn restore(self, input: impl std::io::Read) -> Result<(Store<F>, crate::SnapshotInfo)> {
+        let clock = Self::take_clock(self.clock, &self.fs);
+        super::import::restore_with_clock(self.fs, self.cfg, clock, input)
     }
 
     /// Opens (or creates) the store through the encryption and compression layer its

@@ -45,7 +45,21 @@ fn bad(reason: impl Into<String>) -> Error {
 ///
 /// Restore holds the store's lock (the file `LOCK`) from before its first write to the
 /// returned store's close: a directory another process has open is [`Error::Locked`].
+///
+/// The store is opened on the clock [`Store::open`] would take (the filesystem's wall clock,
+/// else a logical counter); [`StoreBuilder::restore`](crate::StoreBuilder::restore) restores
+/// with another.
 pub fn restore<F: Fs>(fs: F, cfg: Config, input: impl Read) -> Result<(Store<F>, SnapshotInfo)> {
+    Store::builder(fs).config(cfg).restore(input)
+}
+
+/// [`restore`], opening the restored store on `clock`.
+pub(crate) fn restore_with_clock<F: Fs>(
+    fs: F,
+    cfg: Config,
+    clock: Box<dyn crate::Clock>,
+    input: impl Read,
+) -> Result<(Store<F>, SnapshotInfo)> {
     cfg.validate()?;
     let lock = super::take_lock(&fs)?;
     check_empty(&fs)?;
@@ -60,7 +74,6 @@ pub fn restore<F: Fs>(fs: F, cfg: Config, input: impl Read) -> Result<(Store<F>,
             return Err(e);
         }
     };
-    let clock = Box::new(super::LogicalClock::default());
     let mut store = Store::open_locked(fs, cfg, clock, lock)?;
     let got = (
         store.state(),
