@@ -57,6 +57,8 @@ mod snapshot_tests;
 mod store;
 pub mod subject;
 #[cfg(test)]
+mod tail_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_write;

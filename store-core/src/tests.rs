@@ -64,11 +64,22 @@ fn append_get_state_and_both_recovery_paths() {
     assert_eq!(s.get(7).unwrap().payload, b"m6");
     assert_eq!(s.append("orders.0", b"", b"x").unwrap(), 101);
     drop(s);
-    // the index is stale now: rebuild, and say why
+    // the index does not cover the last append: open reads that alone (the tail)
+    let mut s = open(&fs, small());
+    let r = s.recovery_report();
+    assert!(
+        r.used_index && r.tail_scanned > 0 && r.index_rejected.is_none(),
+        "{r:?}"
+    );
+    assert_eq!(s.state().last_seq, 101);
+    assert_eq!(s.get(101).unwrap().payload, b"x");
+    s.compact(60).unwrap();
+    drop(s);
+    // blocks the index lists are gone: rebuild, and say why
     let s = open(&fs, small());
     assert!(!s.recovery_report().used_index);
     assert!(s.recovery_report().index_rejected.is_some());
-    assert_eq!(s.state().last_seq, 101);
+    assert_eq!((s.state().first_seq, s.state().last_seq), (60, 101));
 }
 
 #[test]

@@ -48,6 +48,7 @@ mod snapshot;
 mod subj_counts;
 mod subjects;
 mod sync;
+mod tail;
 mod truncate;
 mod ttl;
 mod types;
@@ -152,8 +153,9 @@ impl<F: Fs> Store<F> {
     /// counter; [`StoreBuilder`] for another clock or the encryption layer).
     ///
     /// Recovery, in order: finish or roll back an interrupted purge (from the directories it
-    /// finds); load `index.db` if it matches the blocks exactly, else rebuild from the blocks
-    /// (cutting torn tails, reporting lost sequences); fsync both directories so that nothing
+    /// finds); load `index.db` if the blocks it lists are as it recorded them, reading only what
+    /// was written after it (after a crash: the last block's growth and any newer blocks),
+    /// else rebuild from the blocks (cutting torn tails, reporting lost sequences); fsync both directories so that nothing
     /// acknowledged later can depend on a name that is not durable; re-enforce limits, and
     /// fsync what they removed.
     ///

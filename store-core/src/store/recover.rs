@@ -13,11 +13,13 @@ pub(super) struct Rebuild {
     /// the first void record), and the position of the block holding the truncate record.
     pub(super) void_from: Option<(usize, u64)>,
     pub(super) truncate_block: usize,
+    /// Truncate records applied (the tail path leaves those to the rebuild).
+    pub(super) truncates: u32,
 }
 
 impl<F: Fs> Store<F> {
     pub(super) fn load(&mut self) -> Result<()> {
-        let indexes = self.list_blocks()?;
+        let mut indexes = self.list_blocks()?;
         match self.try_index_db(&indexes) {
             Ok(true) => {
                 self.report.used_index = true;
@@ -31,7 +33,14 @@ impl<F: Fs> Store<F> {
             Err(e @ Error::Io { .. }) if !matches!(&e, Error::Io { path, .. } if path == INDEX_FILE) => {
                 return Err(e)
             }
-            Err(e) => self.report.index_rejected = Some(e.to_string()),
+            Err(e) => {
+                // (a tail path that gave way leaves its state to the rebuild below)
+                self.report.index_rejected = Some(e.to_string());
+                self.report.tail_scanned = 0;
+                // the tail path removes a block whose header never became durable, as the
+                // rebuild does: list what is left
+                indexes = self.list_blocks_quiet()?;
+            }
         }
         self.blocks.clear();
         let mut tries = 0;
@@ -123,7 +132,10 @@ impl<F: Fs> Store<F> {
 
     /// Opens block `index` for the rebuild. A block whose header never became durable is
     /// removed (nothing after it counts either; data there is reported as cut): `None`.
-    fn open_for_rebuild(&mut self, index: u64) -> Result<Option<(F::File, String, u64)>> {
+    pub(super) fn open_for_rebuild(
+        &mut self,
+        index: u64,
+    ) -> Result<Option<(F::File, String, u64)>> {
         let path = block_path(MSGS_DIR, index);
         let rw = OpenOptions::new().read(true).write(true);
         let file = io_at(self.fs.open(&path, rw), "open", &path)?;
@@ -152,7 +164,7 @@ impl<F: Fs> Store<F> {
     }
 
     /// Scans one block through the replay rules, building its entries.
-    fn rebuild_block(
+    pub(super) fn rebuild_block(
         &mut self,
         rb: &mut Rebuild,
         memo: &mut SubjectMemo,
@@ -207,7 +219,7 @@ impl<F: Fs> Store<F> {
 
     /// Reports what the scan of a block skipped, cuts its damaged or unwritten tail, and adds
     /// it to the blocks.
-    fn finish_rebuilt_block(
+    pub(super) fn finish_rebuilt_block(
         &mut self,
         mut sb: ScannedBlock<F::File>,
         index: u64,
@@ -369,7 +381,7 @@ impl<F: Fs> Store<F> {
     /// One record of the rebuild scan: the replay rules decide whether it counts; a message
     /// becomes an entry, a tombstone marks one (in this block or an earlier one), a floor
     /// removes what it covers, a truncate notes where its void records start.
-    fn visit_record(
+    pub(super) fn visit_record(
         &mut self,
         rb: &mut Rebuild,
         memo: &mut SubjectMemo,
@@ -441,6 +453,7 @@ impl<F: Fs> Store<F> {
             rb.truncate_block = at.pos;
         }
         rb.replay.truncate(r.seq, r.ts);
+        rb.truncates += 1;
         Ok(())
     }
 }
@@ -458,13 +471,28 @@ pub(super) struct ScannedBlock<H> {
     pinned: bool,
 }
 
+impl<H> ScannedBlock<H> {
+    /// What in this block the rebuild would report or refuse: a skipped record, damage before
+    /// its end, a sequence out of order.
+    pub(super) fn unclean(&self) -> Option<String> {
+        if let Some((off, reason, _)) = self.skipped.first() {
+            return Some(format!("{} at {off}: {reason}", self.path));
+        }
+        if let ScanEnd::Damaged { offset, reason } = &self.end {
+            return Some(format!("{} at {offset}: {reason}", self.path));
+        }
+        self.pinned
+            .then(|| format!("{}: a sequence out of order", self.path))
+    }
+}
+
 /// Where a record is: its offset, in which block (position among the blocks so far, path,
 /// length of the file).
-struct RecordAt<'a> {
-    off: u64,
-    flen: u64,
-    pos: usize,
-    path: &'a str,
+pub(super) struct RecordAt<'a> {
+    pub(super) off: u64,
+    pub(super) flen: u64,
+    pub(super) pos: usize,
+    pub(super) path: &'a str,
 }
 
 impl RecordAt<'_> {

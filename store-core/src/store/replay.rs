@@ -40,6 +40,19 @@ pub(crate) struct Replay {
 
 impl Replay {
     /// The next records come from a new block file.
+    /// The replay after a stream prefix that `index.db` summarizes: its floor and its last
+    /// sequence and time (taken as the last message's, so that a message after it that skips
+    /// sequences is a gap).
+    pub(crate) fn resume(floor: u64, last_seq: u64, last_ts: i64) -> Replay {
+        Replay {
+            floor,
+            max_seq: last_seq,
+            max_ts: last_ts,
+            prev_msg: last_seq,
+            ..Default::default()
+        }
+    }
+
     pub(crate) fn start_block(&mut self) {
         self.block_msg_max = 0;
     }

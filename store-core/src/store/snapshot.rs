@@ -4,6 +4,7 @@ use super::blocks::Block;
 use super::scan::{scan_block_chunked, Reads};
 use super::subjects::SubjectInfo;
 use super::sync::S_SYNC;
+use super::tail::Tail;
 use super::*;
 
 /// Reads `index.db` and checks it against the blocks on disk: the same block files, each of
@@ -11,6 +12,51 @@ use super::*;
 /// index. An `Err` says why it cannot be used. Each block is opened (read-write if `write`)
 /// to be checked, and closed again: the store opens its blocks on use (`files.rs`).
 pub(crate) fn load_index<F: Fs>(fs: &F, indexes: &[u64], write: bool) -> Result<Option<Snapshot>> {
+    let Some(snap) = read_index(fs)? else {
+        return Ok(None);
+    };
+    let listed: Vec<u64> = snap.blocks.iter().map(|b| b.number).collect();
+    if listed != indexes {
+        return Err(Error::corrupt(INDEX_FILE, 0, "stale: block files differ"));
+    }
+    for bs in &snap.blocks {
+        // checked, then closed: the store opens its blocks on use (`files.rs`)
+        open_vouched_block(fs, bs, write, false)?;
+    }
+    check_totals(&snap)?;
+    Ok(Some(snap))
+}
+
+/// [`load_index`] for an open that reads what was written after `index.db` (`tail.rs`): the
+/// blocks it lists must be the first block files, each as it recorded them, except that the
+/// last may have grown (its recorded length still ending in its recorded record); the blocks
+/// after them and that growth are the [`Tail`].
+fn load_index_tail<F: Fs>(fs: &F, indexes: &[u64]) -> Result<Option<(Snapshot, Tail)>> {
+    let Some(snap) = read_index(fs)? else {
+        return Ok(None);
+    };
+    let n = snap.blocks.len();
+    let listed = snap.blocks.iter().map(|b| b.number);
+    if n > indexes.len() || !listed.eq(indexes[..n].iter().copied()) {
+        return Err(Error::corrupt(INDEX_FILE, 0, "stale: block files differ"));
+    }
+    let mut tail = Tail {
+        new_blocks: indexes[n..].to_vec(),
+        ..Tail::default()
+    };
+    for (i, bs) in snap.blocks.iter().enumerate() {
+        let last = i + 1 == n;
+        let flen = open_vouched_block(fs, bs, true, last)?;
+        if flen > bs.len {
+            tail.grown_to = Some(flen);
+        }
+    }
+    check_totals(&snap)?;
+    Ok(Some((snap, tail)))
+}
+
+/// Reads and decodes `index.db`. `Ok(None)`: there is none.
+fn read_index<F: Fs>(fs: &F) -> Result<Option<Snapshot>> {
     let f = match fs.open(INDEX_FILE, OpenOptions::read_only()) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -22,17 +68,16 @@ pub(crate) fn load_index<F: Fs>(fs: &F, indexes: &[u64], write: bool) -> Result<
     }
     let mut b = vec![0u8; len as usize];
     io_at(f.read_exact_at(&mut b, 0), "read", INDEX_FILE)?;
-    let snap = Snapshot::decode(INDEX_FILE, &b)?;
-    let listed: Vec<u64> = snap.blocks.iter().map(|b| b.number).collect();
-    if listed != indexes {
-        return Err(Error::corrupt(INDEX_FILE, 0, "stale: block files differ"));
-    }
+    Snapshot::decode(INDEX_FILE, &b).map(Some)
+}
+
+/// The totals of a decoded index.db hold together: its blocks' counts sum to the stream's, its
+/// subjects' too, and its sequences describe a possible stream.
+fn check_totals(snap: &Snapshot) -> Result<()> {
     // a forged index.db may hold counts whose sum does not fit: inconsistent, not a panic
     let inconsistent = || Error::corrupt(INDEX_FILE, 0, "totals inconsistent");
     let (mut live, mut bytes, mut hi) = (0u64, 0u64, 0u64);
     for bs in &snap.blocks {
-        // checked, then closed: the store opens its blocks on use (`files.rs`)
-        open_vouched_block(fs, bs, write)?;
         live = live.checked_add(bs.live).ok_or_else(inconsistent)?;
         bytes = bytes.checked_add(bs.live_bytes).ok_or_else(inconsistent)?;
         hi = hi.max(bs.msg_last);
@@ -45,16 +90,16 @@ pub(crate) fn load_index<F: Fs>(fs: &F, indexes: &[u64], write: bool) -> Result<
     if live != snap.msgs || bytes != snap.bytes || subj_msgs != snap.msgs {
         return Err(inconsistent());
     }
-    if !sequences_possible(&snap, hi) {
+    if !sequences_possible(snap, hi) {
         return Err(Error::corrupt(INDEX_FILE, 0, "sequences inconsistent"));
     }
-    Ok(Some(snap))
+    Ok(())
 }
 
 /// Opens the block a summary of index.db describes and checks that it still is that block:
-/// the same length, a valid header, the same last record (its crc), a summary that holds
-/// together.
-fn open_vouched_block<F: Fs>(fs: &F, bs: &BlockSummary, write: bool) -> Result<F::File> {
+/// the same length (or, if `grown` may be, at least that length), a valid header, the same
+/// record at that length (its crc), a summary that holds together. Returns the file's length.
+fn open_vouched_block<F: Fs>(fs: &F, bs: &BlockSummary, write: bool, grown: bool) -> Result<u64> {
     let path = block_path(MSGS_DIR, bs.number);
     let file = io_at(
         fs.open(&path, OpenOptions::new().read(true).write(write)),
@@ -62,7 +107,12 @@ fn open_vouched_block<F: Fs>(fs: &F, bs: &BlockSummary, write: bool) -> Result<F
         &path,
     )?;
     let flen = io_at(file.len(), "len", &path)?;
-    if flen != bs.len || flen < BLOCK_HEADER_LEN {
+    let len_ok = if grown {
+        flen >= bs.len
+    } else {
+        flen == bs.len
+    };
+    if !len_ok || bs.len < BLOCK_HEADER_LEN {
         return Err(Error::corrupt(path, flen, "stale: block length differs"));
     }
     // the header too: a block the index vouches for must still be a block
@@ -71,17 +121,21 @@ fn open_vouched_block<F: Fs>(fs: &F, bs: &BlockSummary, write: bool) -> Result<F
     if check_block_header(&path, &h, bs.number)? != Header::Valid {
         return Err(Error::corrupt(path, 0, "block header blank"));
     }
-    if flen > BLOCK_HEADER_LEN {
+    if bs.len > BLOCK_HEADER_LEN {
         let mut c = [0u8; 4];
-        io_at(file.read_exact_at(&mut c, flen - 4), "read", &path)?;
+        io_at(file.read_exact_at(&mut c, bs.len - 4), "read", &path)?;
         if u32::from_le_bytes(c) != bs.last_crc {
-            return Err(Error::corrupt(path, flen - 4, "stale: last record differs"));
+            return Err(Error::corrupt(
+                path,
+                bs.len - 4,
+                "stale: last record differs",
+            ));
         }
     }
     if bs.msg_first > bs.msg_last || bs.live > bs.msg_last.saturating_sub(bs.msg_first) + 1 {
         return Err(Error::corrupt(INDEX_FILE, 0, "block summary inconsistent"));
     }
-    Ok(file)
+    Ok(flen)
 }
 
 /// What a crc cannot check: an index.db forged (or written by a buggy build) with a valid
@@ -115,11 +169,23 @@ fn sequences_possible(snap: &Snapshot, hi: u64) -> bool {
 }
 
 impl<F: Fs> Store<F> {
-    /// Loads state from `index.db` if it matches the blocks exactly. `Ok(false)`: no index.
+    /// Loads state from `index.db` if it matches the blocks, then reads what was written after
+    /// it (`tail.rs`). `Ok(false)`: no index.
     pub(super) fn try_index_db(&mut self, indexes: &[u64]) -> Result<bool> {
-        let Some(snap) = load_index(&self.fs, indexes, true)? else {
+        let Some((snap, tail)) = load_index_tail(&self.fs, indexes)? else {
             return Ok(false);
         };
+        self.install_snapshot(&snap, tail.grown_to)?;
+        if !tail.is_empty() {
+            self.replay_tail(&tail)?;
+        }
+        Ok(true)
+    }
+
+    /// Takes the state of `snap` (checked against the blocks by `load_index_tail`) as the
+    /// store's, and reads the first live message to confirm it. `grown_to`: the length of the
+    /// last block's file, if it grew after `snap` (what is past `snap`'s length is the tail's).
+    fn install_snapshot(&mut self, snap: &Snapshot, grown_to: Option<u64>) -> Result<()> {
         let mut hi = 0;
         let layered = self.cfg.layered();
         let mut blocks = Vec::with_capacity(snap.blocks.len());
@@ -145,6 +211,10 @@ impl<F: Fs> Store<F> {
                 deleted_seqs: bs.deleted.clone(),
                 ..Block::new(bs.number, None, bs.len, hi)
             });
+        }
+        if let (Some(b), Some(flen)) = (blocks.last_mut(), grown_to) {
+            // the length the store reopens the file at (`files.rs`)
+            b.alloc = flen;
         }
         self.blocks.list = blocks;
         self.first_seq = snap.first_seq;
@@ -183,7 +253,7 @@ impl<F: Fs> Store<F> {
                 "first_seq/first_ts disagree with the blocks",
             ));
         }
-        Ok(true)
+        Ok(())
     }
 
     /// The first live message (sequence, timestamp) of an index-loaded store, read from the

@@ -87,8 +87,11 @@ pub struct OutOfOrderRecord {
 /// sequence and every ignored file is listed here.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
-    /// State came from `index.db` (no block was scanned).
+    /// State came from `index.db`: the blocks it vouches for were not scanned.
     pub used_index: bool,
+    /// Bytes of block files past what `index.db` vouched for, scanned by an open from it:
+    /// the records written since the last `close` or `checkpoint` (0 after a clean close).
+    pub tail_scanned: u64,
     /// Why `index.db` was not used, if it existed.
     pub index_rejected: Option<String>,
     /// An interrupted purge was completed (its new block was durable).

@@ -177,6 +177,7 @@ pub(crate) fn to_msg(m: seqstore_core::StoredMsg) -> wit::StoredMsg {
 pub(crate) fn to_report(r: &seqstore_core::RecoveryReport) -> wit::RecoveryReport {
     wit::RecoveryReport {
         used_index: r.used_index,
+        tail_scanned: r.tail_scanned,
         index_rejected: r.index_rejected.clone(),
         purge_completed: r.purge_completed,
         purge_rolled_back: r.purge_rolled_back,

@@ -250,6 +250,7 @@ pub(crate) fn from_wit_subjects(v: Vec<(String, u64)>) -> BTreeMap<String, u64> 
 pub(crate) fn from_wit_report(r: wit::RecoveryReport) -> RecoveryReport {
     RecoveryReport {
         used_index: r.used_index,
+        tail_scanned: r.tail_scanned,
         index_rejected: r.index_rejected,
         purge_completed: r.purge_completed,
         purge_rolled_back: r.purge_rolled_back,
