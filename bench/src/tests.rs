@@ -477,7 +477,13 @@ fn scale_tiny_run() {
     let j = r.to_json();
     for n in ["2000", "8000"] {
         let row = &j["scale"][n];
-        for k in ["rss_peak_mib", "index_open_ms", "gets_per_s", "purge_ms"] {
+        for k in [
+            "rss_peak_mib",
+            "index_open_ms",
+            "crash_open_ms",
+            "gets_per_s",
+            "purge_ms",
+        ] {
             assert!(row[k].as_f64().is_some_and(|v| v > 0.0), "{n}.{k}: {row}");
         }
         assert!(row["rebuild_vs_read_limit"].is_number(), "{row}");

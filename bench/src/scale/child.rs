@@ -28,6 +28,8 @@ pub(crate) const RESULT_PREFIX: &str = "seqstore-bench-scale-child: ";
 const READ_CAP_SECS: f64 = 20.0;
 /// Timed opens from index.db (the median is reported).
 const INDEX_OPENS: usize = 3;
+/// Messages appended (and synced) after index.db before the crash of `crash_opens`.
+const CRASH_TAIL: u64 = 1000;
 
 /// What one child measured on one stream size.
 #[derive(Clone, Debug, PartialEq)]
@@ -57,6 +59,9 @@ pub(crate) struct SizeResult {
     pub(crate) num_pending_us: f64,
     /// `filtered_state` of one subject of 64 from a random sequence, µs per call.
     pub(crate) filtered_state_us: f64,
+    /// Open after a crash that lost nothing synced ([`CRASH_TAIL`] appends since index.db),
+    /// median of 3, ms.
+    pub(crate) crash_open_ms: f64,
     /// `purge` of the warm stream opened from index.db, ms.
     pub(crate) purge_ms: f64,
     /// The child's wall time, s.
@@ -74,6 +79,7 @@ const FIELDS: &[&str] = &[
     "read_limit_s",
     "index_bytes",
     "index_open_ms",
+    "crash_open_ms",
     "gets_per_s",
     "num_pending_us",
     "filtered_state_us",
@@ -82,7 +88,7 @@ const FIELDS: &[&str] = &[
 ];
 
 impl SizeResult {
-    fn values(&self) -> [f64; 15] {
+    fn values(&self) -> [f64; 16] {
         [
             self.msgs as f64,
             self.block_bytes as f64,
@@ -94,6 +100,7 @@ impl SizeResult {
             self.read_limit_s,
             self.index_bytes as f64,
             self.index_open_ms,
+            self.crash_open_ms,
             self.gets_per_s,
             self.num_pending_us,
             self.filtered_state_us,
@@ -125,6 +132,7 @@ impl SizeResult {
             read_limit_s: f("read_limit_s")?,
             index_bytes: f("index_bytes")? as u64,
             index_open_ms: f("index_open_ms")?,
+            crash_open_ms: f("crash_open_ms")?,
             gets_per_s: f("gets_per_s")?,
             num_pending_us: f("num_pending_us")?,
             filtered_state_us: f("filtered_state_us")?,
@@ -249,14 +257,19 @@ fn run_size(p: &Params) -> Result<SizeResult> {
         opens.push(t.elapsed().as_secs_f64() * 1e3);
         drop(s);
     }
-    let mut s = open_checked(dir, n, true)?;
+    let crash_open_ms = crash_opens(dir, n, &payload, &subjects)?;
+    let mut s = open_checked(dir, n + CRASH_TAIL, true)?;
     let gets_per_s = gets(&mut s, n, p.gets)?;
     let num_pending_us = reads(&mut s, n, p.calls, true)?;
     let filtered_state_us = reads(&mut s, n, p.calls, false)?;
     let t = Instant::now();
     let purged = s.purge()?;
     let purge_ms = t.elapsed().as_secs_f64() * 1e3;
-    ensure!(purged == n, "purge removed {purged} of {n}");
+    ensure!(
+        purged == n + CRASH_TAIL,
+        "purge removed {purged} of {}",
+        n + CRASH_TAIL
+    );
     drop(s);
     say("done");
     Ok(SizeResult {
@@ -270,12 +283,49 @@ fn run_size(p: &Params) -> Result<SizeResult> {
         read_limit_s,
         index_bytes,
         index_open_ms: crate::util::median(&opens).unwrap_or(0.0),
+        crash_open_ms,
         gets_per_s,
         num_pending_us,
         filtered_state_us,
         purge_ms,
         child_s: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// Opens after a crash that lost nothing synced: index.db from the last close, then
+/// [`CRASH_TAIL`] appends and a sync, and the process killed (no close). Made in this process
+/// by putting the earlier index.db back after a close (a store left open holds its lock, which
+/// refuses the next open here): the directory is then the one such a crash leaves, but for the
+/// newest block's preallocated zeros, which close cuts. Median of [`INDEX_OPENS`] opens, ms;
+/// each must have read only the tail.
+fn crash_opens(dir: &Path, n: u64, payload: &[u8], subjects: &[String]) -> Result<f64> {
+    // store-core's INDEX_FILE (not exported)
+    let index = dir.join("index.db");
+    let before = std::fs::read(&index).context("read index.db")?;
+    let mut s = open_checked(dir, n, true)?;
+    for i in 0..CRASH_TAIL {
+        s.append(&subjects[(i % 64) as usize], b"", payload)?;
+    }
+    s.sync()?;
+    s.close()?;
+    std::fs::write(&index, &before).context("put index.db back")?;
+    let mut opens = Vec::with_capacity(INDEX_OPENS);
+    for _ in 0..INDEX_OPENS {
+        let t = Instant::now();
+        let s = open_store(dir, SyncPolicy::Never)?;
+        opens.push(t.elapsed().as_secs_f64() * 1e3);
+        let r = s.recovery_report();
+        ensure!(
+            r.used_index && r.tail_scanned > 0 && s.state().msgs == n + CRASH_TAIL,
+            "crash open of {}: {r:?}, {} messages",
+            dir.display(),
+            s.state().msgs
+        );
+        drop(s);
+    }
+    // the store as the rest of the run wants it: index.db current
+    open_store(dir, SyncPolicy::Never)?.close()?;
+    Ok(crate::util::median(&opens).unwrap_or(0.0))
 }
 
 /// The rebuild (open without index.db) and the read limit (read and crc32 every byte) on the

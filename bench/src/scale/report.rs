@@ -67,6 +67,11 @@ const ROWS: &[Row] = &[
     }),
     ("index.db", kib, |r| r.index_bytes as f64 / 1024.0),
     ("open from index.db (median of 3)", ms, |r| r.index_open_ms),
+    (
+        "open after a crash: 1,000 synced appends since index.db (median of 3)",
+        ms,
+        |r| r.crash_open_ms,
+    ),
     ("rebuild: open without index.db", secs, |r| r.rebuild_s),
     ("read limit: read + crc32 every block byte", secs, |r| {
         r.read_limit_s
@@ -150,6 +155,20 @@ fn goals(sizes: &[SizeResult]) -> Vec<Goal> {
             "<=",
             2.0,
             r(|x| x.index_open_ms, false),
+        ),
+        goal(
+            "crash_open_vs_clean_open",
+            "open after a crash (1,000 appends since index.db) / open from index.db, largest size",
+            "<=",
+            3.0,
+            big.map(|b| b.crash_open_ms / b.index_open_ms.max(1e-9)),
+        ),
+        goal(
+            "scale_crash_open_big_vs_small",
+            "open after a crash, time: largest / next size down",
+            "<=",
+            2.0,
+            r(|x| x.crash_open_ms, false),
         ),
         goal(
             "scale_gets_small_vs_big",
