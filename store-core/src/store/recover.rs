@@ -173,20 +173,33 @@ impl<F: Fs> Store<F> {
         path: String,
         flen: u64,
     ) -> Result<ScannedBlock<F::File>> {
+        let at = (self.blocks.len(), BLOCK_HEADER_LEN);
+        self.rebuild_scan(rb, memo, scan_buf, (file, path, flen), at)
+    }
+
+    /// [`Self::rebuild_block`] from offset `at.1` of the block at position `at.0` (a block
+    /// already among the blocks, read from where `index.db` left it: `tail.rs`).
+    pub(super) fn rebuild_scan(
+        &mut self,
+        rb: &mut Rebuild,
+        memo: &mut SubjectMemo,
+        scan_buf: &mut Vec<u8>,
+        (file, path, flen): (F::File, String, u64),
+        (pos, from): (usize, u64),
+    ) -> Result<ScannedBlock<F::File>> {
         rb.replay.start_block();
-        let pos = self.blocks.len();
         let out_of_order = self.report.out_of_order.len();
         let mut skipped = Vec::new();
-        let (mut entries, mut max_seq, mut last_crc) = (Vec::new(), 0u64, 0u32);
+        let (mut entries, mut max_seq, mut last_crc) = (Vec::new(), 0u64, None);
         let end = scan_block_chunked(
             &file,
             &path,
-            BLOCK_HEADER_LEN,
+            from,
             flen,
             Reads::upto(READ_CHUNK),
             scan_buf,
             |off, r| {
-                last_crc = r.crc;
+                last_crc = Some(r.crc);
                 let at = RecordAt {
                     off,
                     flen,
@@ -275,7 +288,7 @@ impl<F: Fs> Store<F> {
             msg_first: entries.first().map_or(0, |e| e.seq),
             msg_last: last,
             max_seq: sb.max_seq,
-            last_crc: sb.last_crc,
+            last_crc: sb.last_crc.unwrap_or(0),
             entries: Some(entries.into()),
             // a previous process may never have synced it: the next sync does (`new` marks it)
             pinned: sb.pinned,
@@ -460,14 +473,15 @@ impl<F: Fs> Store<F> {
 
 /// One block as the rebuild scan left it, before its tail is cut and it joins the blocks.
 pub(super) struct ScannedBlock<H> {
-    file: H,
-    path: String,
+    pub(super) file: H,
+    pub(super) path: String,
     len: u64,
-    entries: Vec<Entry>,
-    max_seq: u64,
-    last_crc: u32,
+    pub(super) entries: Vec<Entry>,
+    pub(super) max_seq: u64,
+    /// The crc of the last record read (`None`: none was).
+    pub(super) last_crc: Option<u32>,
     skipped: Vec<(u64, String, Option<u64>)>,
-    end: ScanEnd,
+    pub(super) end: ScanEnd,
     pinned: bool,
 }
 

@@ -124,46 +124,19 @@ impl<F: Fs> Store<F> {
         let rw = OpenOptions::new().read(true).write(true);
         let file = io_at(self.fs.open(&path, rw), "open", &path)?;
         self.report.tail_scanned += flen - from;
-        rb.replay.start_block();
-        let (mut entries, mut max_seq, mut last_crc) = (Vec::<Entry>::new(), 0u64, None);
-        let mut skipped = None;
-        let end = scan_block_chunked(
-            &file,
-            &path,
-            from,
-            flen,
-            Reads::upto(READ_CHUNK),
-            buf,
-            |off, r| {
-                last_crc = Some(r.crc);
-                let at = RecordAt {
-                    off,
-                    flen,
-                    pos,
-                    path: &path,
-                };
-                self.visit_record(rb, memo, &mut entries, &at, r)?;
-                max_seq = max_seq.max(r.seq);
-                Ok(ControlFlow::Continue(()))
-            },
-            |off, reason, _| {
-                skipped.get_or_insert((off, reason.to_string()));
-                Ok(())
-            },
-        )?;
-        if let Some((off, reason)) = skipped {
-            return Err(give_way(format!("{path} at {off}: {reason}")));
+        let sb = self.rebuild_scan(rb, memo, buf, (file, path, flen), (pos, from))?;
+        if let Some(why) = sb.unclean() {
+            return Err(give_way(why));
         }
-        let len = match end {
-            ScanEnd::Clean | ScanEnd::Stopped { .. } => flen,
+        let len = match sb.end {
             ScanEnd::Zeros { offset } => {
-                io_at(file.set_len(offset), "set_len", &path)?;
+                io_at(sb.file.set_len(offset), "set_len", &sb.path)?;
                 offset
             }
-            ScanEnd::Damaged { offset, reason } => {
-                return Err(give_way(format!("{path} at {offset}: {reason}")))
-            }
+            // (unclean above: damaged; the rebuild's visitor never stops)
+            _ => flen,
         };
+        let (max_seq, last_crc) = (sb.max_seq, sb.last_crc);
         let b = &mut self.blocks[pos];
         b.len = len;
         b.alloc = len;
@@ -173,7 +146,7 @@ impl<F: Fs> Store<F> {
         }
         // what this process reads back may be in the page cache only: the next sync fsyncs it
         b.dirty = true;
-        Ok(self.add_tail_entries(pos, entries))
+        Ok(self.add_tail_entries(pos, sb.entries))
     }
 
     /// Adds the messages read past a block's recorded length to it: its counts, the
