@@ -394,7 +394,7 @@ impl<F: Fs> Store<F> {
     /// One record of the rebuild scan: the replay rules decide whether it counts; a message
     /// becomes an entry, a tombstone marks one (in this block or an earlier one), a floor
     /// removes what it covers, a truncate notes where its void records start.
-    pub(super) fn visit_record(
+    fn visit_record(
         &mut self,
         rb: &mut Rebuild,
         memo: &mut SubjectMemo,
@@ -502,11 +502,11 @@ impl<H> ScannedBlock<H> {
 
 /// Where a record is: its offset, in which block (position among the blocks so far, path,
 /// length of the file).
-pub(super) struct RecordAt<'a> {
-    pub(super) off: u64,
-    pub(super) flen: u64,
-    pub(super) pos: usize,
-    pub(super) path: &'a str,
+struct RecordAt<'a> {
+    off: u64,
+    flen: u64,
+    pos: usize,
+    path: &'a str,
 }
 
 impl RecordAt<'_> {

@@ -15,8 +15,7 @@
 //! floors, skips) and the unwritten space after them, and leaves the rest to the rebuild.
 
 use super::blocks::Entry;
-use super::recover::{Rebuild, RecordAt};
-use super::scan::{scan_block_chunked, Reads, READ_CHUNK};
+use super::recover::Rebuild;
 use super::subjects::SubjectMemo;
 use super::*;
 
