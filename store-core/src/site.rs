@@ -42,6 +42,8 @@ sync_sites! {
     OpenMsgsDir = "open.msgs-dir", true;
     /// Open: the root, after creating `msgs/`.
     OpenRootDir = "open.root-dir", true;
+    /// Open: the root, after removing an `index.db` open rejected, before a block is repaired.
+    OpenIndexDir = "open.index-dir", true;
     /// Open: the blocks the limits trimmed at open.
     OpenLimitsData = "open.limits-data", false;
     /// Open: `msgs/` after the limits at open removed blocks.

@@ -39,6 +39,7 @@ use seqstore_core::{Config, Error, Limits, ManualClock, RecoveryReport, Store, S
 use seqstore_fault_fs::{CrashCtx, ExploreConfig, FaultFs, FaultKind, Journal, Report};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
 
 /// What a recovery came to: the stream's counters and every message (sequence, subject,
 /// payload id). Two recoveries of the same directory must come to equal values.
@@ -566,6 +567,24 @@ fn outcome(cfg: &Config, fs: &FaultFs) -> Result<Recovered, String> {
         .open()
         .map_err(|e| format!("open: {e}"))?;
     Recovered::of(&mut s)
+}
+
+/// The directories the `recover_dir` fuzz corpus (`fuzz/corpus/recover_dir/`) builds, with
+/// the file each came from, in file name order.
+pub fn damaged_dirs() -> Vec<(PathBuf, FaultFs)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/recover_dir");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let fs = crate::robust::build_dir(&std::fs::read(&p).expect("read corpus file"));
+            (p, fs)
+        })
+        .collect()
 }
 
 /// Crash during recovery of an arbitrary (settled: everything durable) store directory, e.g. a

@@ -18,6 +18,7 @@ use crate::seed;
 use seqstore_core::{Ablation, Config, Limits, RecoveryMode};
 use seqstore_crash_matrix::recovery::{self, Opts, Stats};
 use seqstore_crash_matrix::*;
+use seqstore_fault_fs::FaultFs;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -113,24 +114,18 @@ fn crash_during_recovery_that_enforces_limits() {
 #[test]
 fn crash_during_recovery_of_damaged_directories() {
     let seed = seed();
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/recover_dir");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("entry").path())
-        .collect();
-    files.sort();
+    let dirs = recovery::damaged_dirs();
     let (mut points, mut images, mut writing) = (0, 0, 0);
     let mut failures = Vec::new();
-    let numbered: Vec<(usize, &PathBuf)> = files.iter().enumerate().collect();
-    let outcomes = par_map(&numbered, |&(i, p)| {
-        let fs = robust::build_dir(&std::fs::read(p).expect("read corpus file"));
+    let numbered: Vec<(usize, &(PathBuf, FaultFs))> = dirs.iter().enumerate().collect();
+    let outcomes = par_map(&numbered, |&(i, (_, fs))| {
         [RecoveryMode::TolerateCorruptTail, RecoveryMode::Strict].map(|mode| {
             let cfg = Config::default().with_recovery(mode);
             let s = seed ^ ((i as u64) << 8) ^ (mode == RecoveryMode::Strict) as u64;
-            (mode, recovery::crash_recovery_of_dir(&cfg, &fs, s))
+            (mode, recovery::crash_recovery_of_dir(&cfg, fs, s))
         })
     });
-    for (&(_, p), per_mode) in numbered.iter().zip(outcomes) {
+    for (&(_, (p, _)), per_mode) in numbered.iter().zip(outcomes) {
         for (mode, outcome) in per_mode {
             match outcome {
                 Ok((p, n)) => {
@@ -145,7 +140,7 @@ fn crash_during_recovery_of_damaged_directories() {
     println!(
         "{} directories × 2 modes: {writing} recoveries write, {points} crash points, {images} \
          images (SEQSTORE_SEED={seed})",
-        files.len()
+        dirs.len()
     );
     assert!(
         failures.is_empty(),
@@ -153,9 +148,9 @@ fn crash_during_recovery_of_damaged_directories() {
         failures.join("\n")
     );
     assert!(
-        files.len() > 100 && writing > 20,
+        dirs.len() > 100 && writing > 20,
         "{writing} of {}",
-        files.len()
+        dirs.len()
     );
 }
 

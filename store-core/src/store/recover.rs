@@ -37,6 +37,8 @@ impl<F: Fs> Store<F> {
                 // (a tail path that gave way leaves its state to the rebuild below)
                 self.report.index_rejected = Some(e.to_string());
                 self.report.tail_scanned = 0;
+                let unread = matches!(&e, Error::Io { .. });
+                self.remove_rejected_index(unread)?;
                 // the tail path removes a block whose header never became durable, as the
                 // rebuild does: list what is left
                 indexes = self.list_blocks_quiet()?;
@@ -72,6 +74,21 @@ impl<F: Fs> Store<F> {
                     tries += 1;
                 }
             }
+        }
+    }
+
+    /// Removes an `index.db` open has rejected, durably, before the rebuild repairs a block.
+    /// It never describes these blocks again, yet a repair (zeros trimmed, a damaged tail cut,
+    /// void records removed) can give a block back the length and last record it recorded:
+    /// left in place, or brought back by a crash during the rebuild, it would vouch at the
+    /// next open for a record this open found damaged. `unread`: index.db could not be read
+    /// (a directory, an I/O error); one that cannot be removed either vouches for nothing.
+    fn remove_rejected_index(&mut self, unread: bool) -> Result<()> {
+        match self.fs.remove_file(INDEX_FILE) {
+            Ok(()) => self.sync_dir("", SyncSite::OpenIndexDir),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(_) if unread => Ok(()),
+            Err(e) => Err(Error::io("remove_file", INDEX_FILE, e)),
         }
     }
 
