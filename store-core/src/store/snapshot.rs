@@ -229,7 +229,13 @@ impl<F: Fs> Store<F> {
             self.ttl.insert(seq, deadline);
         }
         for s in &snap.subjects {
+            let known = self.subjects.len();
             let id = self.subjects.intern(&s.name);
+            if self.subjects.len() == known {
+                // a forged index.db listing a subject twice: its counts would be overwritten,
+                // not summed, and the totals checked above would no longer hold
+                return Err(Error::corrupt(INDEX_FILE, 0, "subject listed twice"));
+            }
             let info = SubjectInfo {
                 msgs: s.msgs,
                 first: s.first,
