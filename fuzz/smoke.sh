@@ -15,6 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 SECS="${FUZZ_SECS:-10}"
+# libFuzzer's own seed: fixed, so that a run is repeatable as far as time allows
+SEED="${FUZZ_SEED:-20261206}"
 export RUSTC_BOOTSTRAP=1
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "installing cargo-fuzz"
@@ -29,12 +31,12 @@ run_one() {
     local t="$1"
     mkdir -p "$work/$t"
     if cargo fuzz run "$t" --sanitizer none -O "$work/$t" "corpus/$t" -- \
-        -max_total_time="$SECS" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+        -max_total_time="$SECS" -seed="$SEED" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
         -artifact_prefix="$work/$t-" >"$work/$t.log" 2>&1; then
         runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/$t.log" | grep -o '[0-9]*$' || true)"
-        echo "fuzz $t: ok, ${runs:-?} executions in ${SECS}s"
+        echo "fuzz $t: ok, ${runs:-?} executions in ${SECS}s (FUZZ_SEED=$SEED)"
     else
-        echo "fuzz $t: CRASH"
+        echo "fuzz $t: CRASH (FUZZ_SEED=$SEED)"
         grep -E -A12 'panicked|ERROR: libFuzzer' "$work/$t.log" | head -40 || tail -40 "$work/$t.log"
         mkdir -p artifacts
         cp "$work/$t"-* artifacts/ 2>/dev/null || true
