@@ -102,6 +102,23 @@ fn open_err(o: &NodeOpts, e: impl std::fmt::Display) -> Error {
     }
 }
 
+/// A token must be something a client can send and a guess cannot be: not empty, no
+/// whitespace or control characters (an `Authorization` header could not carry it as given).
+/// An empty token must not quietly mean "no authentication": that is `token: None`.
+pub(crate) fn check_token(token: Option<&str>) -> Result<(), Error> {
+    match token {
+        Some("") => Err(Error::Options(
+            "the bearer token (--token, SEQSTORE_TOKEN) is empty: give one, or none at all to run \
+             without authentication"
+                .into(),
+        )),
+        Some(t) if t.chars().any(|c| c.is_whitespace() || c.is_control()) => Err(Error::Options(
+            "the bearer token has whitespace or control characters".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Starts openraft on the node's directory. On an empty directory the amnesia guard runs
 /// first ([`crate::guard`]). With `bootstrap` on an uninitialized node, it initializes the
 /// cluster with itself as the only voter, then adds the other peers as learners and makes
@@ -111,6 +128,7 @@ pub async fn start(o: &NodeOpts) -> Result<(NodeRaft, Sm), Error> {
     if !o.peers.contains_key(&o.id) {
         return Err(Error::Options(format!("id {} is not in the peers", o.id)));
     }
+    check_token(o.token.as_deref())?;
     let log_fs = HostFs::create(o.dir.join("log")).map_err(|e| open_err(o, e))?;
     let sm_fs = HostFs::create(o.dir.join("sm")).map_err(|e| open_err(o, e))?;
     // One thread does a write's work: the log's append and fsync and the state machine's
@@ -217,4 +235,20 @@ pub async fn serve(o: NodeOpts) -> Result<(), Error> {
     let service = router(app, o.max_body).into_make_service_with_connect_info::<SocketAddr>();
     eprintln!("node {} serving on http://{}", o.id, o.listen);
     axum::serve(listener, service).await.map_err(Error::Serve)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_token;
+
+    /// An empty token is refused, not taken for "no authentication"; so is one no header
+    /// could carry as given.
+    #[test]
+    fn a_token_must_be_sendable_and_not_empty() {
+        assert!(check_token(None).is_ok());
+        assert!(check_token(Some("s3cret")).is_ok());
+        for t in ["", " ", "a b", "tab\t", "nl\n"] {
+            assert!(check_token(Some(t)).is_err(), "{t:?}");
+        }
+    }
 }

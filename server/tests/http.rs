@@ -107,6 +107,10 @@ fn requests_without_the_token_are_refused_and_change_nothing() {
     assert_eq!(code, 401, "raft's RPCs need the token too");
     let (code, body) = raw_http(&addr, "GET", "/streams", AUTH, b"");
     assert_eq!((code, body.as_str()), (200, r#"{"streams":[]}"#));
+    // the scheme is case-insensitive (RFC 9110)
+    let lower = ["Authorization: bearer  s3cret"];
+    let (code, _) = raw_http(&addr, "GET", "/streams", &lower, b"");
+    assert_eq!(code, 200);
     let (code, _) = raw_http(&addr, "PUT", "/streams/a", AUTH, b"");
     assert_eq!(code, 200);
     let m = br#"{"subject":"x","payload":"y"}"#;
@@ -119,6 +123,41 @@ fn requests_without_the_token_are_refused_and_change_nothing() {
         "{log}"
     );
     assert!(log.contains("wrong bearer token"), "{log}");
+}
+
+/// An empty SEQSTORE_TOKEN (or `--token ""`) is refused at start with a line saying so: it
+/// must not quietly start a node without authentication.
+#[test]
+fn an_empty_token_is_refused_at_start() {
+    let p = Procs::new();
+    for (env, args) in [(Some(""), vec![]), (None, vec!["--token", ""])] {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.args(["serve", "--listen", &free_addr(), "--dir"])
+            .arg(p.dir(1))
+            .args(args)
+            .env_remove("SEQSTORE_TOKEN")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        if let Some(v) = env {
+            cmd.env("SEQSTORE_TOKEN", v);
+        }
+        let mut child = cmd.spawn().expect("spawn seqstore-server");
+        let t = std::time::Instant::now();
+        while child.try_wait().expect("try_wait").is_none() {
+            if t.elapsed() > UP {
+                let _ = child.kill();
+                panic!("a node started with an empty token ({env:?})");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().expect("output");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("bearer token (--token, SEQSTORE_TOKEN) is empty"),
+            "{err}"
+        );
+    }
 }
 
 /// A body over `--max-body` is 413, malformed JSON 400, an unknown stream 404, a bad base64

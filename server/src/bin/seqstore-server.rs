@@ -76,7 +76,8 @@ fn opts(s: Serve) -> anyhow::Result<NodeOpts> {
         o.listen = s.listen.unwrap_or(me.clone());
     }
     o.snapshot_every = s.snapshot_every;
-    o.token = s.token.filter(|t| !t.is_empty());
+    // (an empty token is refused by the node: it must not quietly turn authentication off)
+    o.token = s.token;
     o.max_body = s.max_body;
     o.write_timeout = Duration::from_millis(s.write_timeout_ms);
     o.join_timeout = Duration::from_millis(s.join_timeout_ms);

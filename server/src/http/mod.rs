@@ -175,7 +175,7 @@ async fn auth(State(app): State<App>, req: Request, next: Next) -> HttpResponse 
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(bearer_token);
     if given.is_some_and(|g| same(g.as_bytes(), token.as_bytes())) {
         return next.run(req).await;
     }
@@ -193,8 +193,39 @@ async fn auth(State(app): State<App>, req: Request, next: Next) -> HttpResponse 
     ApiError::new(StatusCode::UNAUTHORIZED, kind::UNAUTHORIZED, m).into_response()
 }
 
+/// The token of an `Authorization: Bearer <token>` value. The scheme is case-insensitive
+/// and followed by one or more spaces (RFC 9110, 11.4 and 11.6.2).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    let token = rest.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// Compares without an early exit on the first differing byte (the time does not tell how
 /// much of a guessed token was right).
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    /// RFC 9110: the scheme is case-insensitive, one or more spaces before the token.
+    #[test]
+    fn the_bearer_scheme_is_read_case_insensitively() {
+        for v in ["Bearer t0k", "bearer t0k", "BEARER t0k", "BeArEr   t0k"] {
+            assert_eq!(bearer_token(v), Some("t0k"), "{v:?}");
+        }
+        for v in [
+            "Bearer",
+            "Bearer ",
+            "Basic t0k",
+            "Bearert0k",
+            "Bearer\tt0k",
+            "",
+        ] {
+            assert_eq!(bearer_token(v), None, "{v:?}");
+        }
+    }
 }
