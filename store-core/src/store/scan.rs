@@ -221,8 +221,10 @@ pub(crate) fn scan_block_chunked<H: FsFileExt>(
                 }
             }
             Decoded::Bad { reason, framed } => {
-                let next_ok = match framed {
-                    Some(l) if pos + l as u64 == len => true,
+                // (whether the frame is followed by a plausible record; whether by the end of
+                // the data: the file's end, or zeros)
+                let (next_ok, next_end) = match framed {
+                    Some(l) if pos + l as u64 == len => (true, true),
                     Some(l) if pos + l as u64 + 4 <= len => {
                         let mut h = [0u8; REC_OVERHEAD];
                         let n = ((len - pos - l as u64) as usize).min(REC_OVERHEAD);
@@ -231,10 +233,22 @@ pub(crate) fn scan_block_chunked<H: FsFileExt>(
                             "read",
                             path,
                         )?;
-                        plausible_header(&h[..n])
+                        (plausible_header(&h[..n]), h[..4] == [0; 4])
                     }
-                    _ => false,
+                    _ => (false, false),
                 };
+                // A frame that ends where the data ends may be a damaged length that jumps over
+                // the records after it (into a block's preallocated zeros, say): a valid record
+                // inside the frame means the frame is not this record's. Resume there.
+                if let (Some(l), true) = (framed, next_ok && next_end) {
+                    if let Some(next) = resync(file, path, pos + 1, len)? {
+                        if next < pos + l as u64 {
+                            skipped(pos, reason, None)?;
+                            pos = next;
+                            continue;
+                        }
+                    }
+                }
                 match framed {
                     Some(l) if next_ok => {
                         let seq = (valid >= at + 16).then(|| {
@@ -470,6 +484,69 @@ mod tests {
                 ScanEnd::Zeros { offset: last_end }
             };
             assert_eq!(end, want, "{ctx}");
+        }
+    }
+
+    /// A record whose length fields were damaged to jump into the block's zeros (preallocated
+    /// room, or the zeros after the last record): the frame adds up and looks bounded by the
+    /// end of the data, but the records inside it are valid, and the scan resumes at the first of them
+    /// rather than taking the zeros for the end and everything between for gone.
+    #[test]
+    fn a_length_damaged_to_reach_the_zeros_does_not_hide_the_records_it_jumps() {
+        let (seed, mut next) = crate::seeded_rng(0x1e17);
+        for case in 0..300 {
+            let mut b = Vec::new();
+            let mut offs = Vec::new();
+            for i in 0..2 + next() % 8 {
+                offs.push(b.len() as u64);
+                let payload = vec![b'p'; (next() % 300) as usize];
+                record::encode(&mut b, Kind::Msg, 0, i + 1, 0, b"s", b"", &payload);
+            }
+            let data_end = b.len();
+            b.resize(data_end + 64 + (next() % 4000) as usize, 0);
+            // a record before the last, its frame now ending somewhere in the zeros
+            let victim = (next() % (offs.len() as u64 - 1)) as usize;
+            let at = offs[victim] as usize;
+            let to = data_end + 1 + (next() % (b.len() - data_end - 40) as u64) as usize;
+            // the length and the payload length both, so that the frame still adds up: only
+            // the checksum tells it is damaged
+            let old = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+            let pay = u32::from_le_bytes(b[at + 28..at + 32].try_into().unwrap()) as usize;
+            b[at..at + 4].copy_from_slice(&((to - at) as u32).to_le_bytes());
+            b[at + 28..at + 32].copy_from_slice(&((pay + to - at - old) as u32).to_le_bytes());
+            let fs = MemFs::new();
+            let f = fs.open("b", OpenOptions::read_write_create()).unwrap();
+            f.write_all_at(&b, 0).unwrap();
+            let (mut seen, mut skipped) = (Vec::new(), Vec::new());
+            let end = scan_block_chunked(
+                &f,
+                "b",
+                0,
+                b.len() as u64,
+                Reads::upto(1 << 20),
+                &mut Vec::new(),
+                |off, _| {
+                    seen.push(off);
+                    Ok(ControlFlow::Continue(()))
+                },
+                |off, _, _| {
+                    skipped.push(off);
+                    Ok(())
+                },
+            )
+            .unwrap();
+            let ctx = format!("SEQSTORE_SEED={seed} case {case}: record {victim} to {to}");
+            let mut want = offs.clone();
+            want.remove(victim);
+            assert_eq!(seen, want, "{ctx}");
+            assert_eq!(skipped, [offs[victim]], "{ctx}");
+            assert_eq!(
+                end,
+                ScanEnd::Zeros {
+                    offset: data_end as u64
+                },
+                "{ctx}"
+            );
         }
     }
 }
