@@ -20,6 +20,7 @@ pub mod runtime;
 pub mod sharedfs;
 pub mod streams;
 pub mod types;
+pub mod unsynced;
 
 pub use adapter::{LogReader, LogStore};
 pub use error::{Error, Result};

@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::meta::{self, Meta};
 use crate::sharedfs::SharedFs;
 use crate::types::{Entry, LogId, Vote};
+use crate::unsynced;
 use seqstore_core::{Config, Fs, Store, SyncPolicy};
 use std::sync::Arc;
 
@@ -55,6 +56,10 @@ pub enum Ablation {
     /// without the fsync: the entries become durable only when a later truncate or purge
     /// happens to sync the store. The whole-cluster simulation's negative control.
     AckBeforeSync,
+    /// The log trusts what a restarted process reads: a failed write or fsync is not recorded
+    /// (`raft-unsynced`), and open does not write the metadata again. Entries or a vote that a
+    /// failed fsync left in the page cache only are read back and served as if durable.
+    ForgetFailedSync,
 }
 
 /// The largest entry the log stores: store-core's upper bound for `max_payload` (32 MiB).
@@ -139,6 +144,7 @@ impl LogConfig {
                 "vote" => Ablation::VoteUnsynced,
                 "repair-order" => Ablation::RepairOffsetFirst,
                 "ack-before-sync" => Ablation::AckBeforeSync,
+                "forget-failed-sync" => Ablation::ForgetFailedSync,
                 _ => return false,
             };
             self.ablation == a
@@ -188,6 +194,9 @@ pub struct LogCore<F: Fs> {
     cut: Option<u64>,
     /// Whether opening wrote anything (store recovery's repairs, a redone compaction, a cut).
     repaired: bool,
+    /// The last stream sequence known durable: everything up to it was written before an
+    /// fsync that succeeded (in this process, or made durable at open).
+    synced_seq: u64,
 }
 
 impl<F: Fs> LogCore<F> {
@@ -202,6 +211,12 @@ impl<F: Fs> LogCore<F> {
     pub fn open(fs: F, cfg: LogConfig) -> Result<Self> {
         let fs = SharedFs(Arc::new(fs));
         let meta = meta::read(&fs)?;
+        if meta != Meta::default() && !cfg.ablated("forget-failed-sync") {
+            // The vote this process reads must be durable before it acts on it: a previous
+            // process may have renamed it in and failed to fsync the directory, and a power
+            // cut would then bring the older vote back. Written again, durably.
+            meta::write(&fs, &meta, true)?;
+        }
         let mut store = Store::open(fs.clone(), cfg.store_config())?;
         let r = store.recovery_report();
         let mut repaired = !r.cuts.is_empty()
@@ -224,12 +239,48 @@ impl<F: Fs> LogCore<F> {
             cut: None,
             repaired,
             cfg,
+            synced_seq: 0,
         };
+        core.cut_unsynced()?;
         core.cut_at_hole()?;
         core.cut_front()?;
         core.check_contiguous()?;
         core.committed = core.recovered_committed()?;
+        // What this process reads is durable from here on, or the node does not start: the
+        // entries a previous process wrote may still sit in the page cache only.
+        core.store.sync()?;
+        core.synced_seq = core.store.state().last_seq;
         Ok(core)
+    }
+
+    /// Drops the entries a failed write or fsync left in doubt (`raft-unsynced`, written when
+    /// it failed): Linux keeps the data of a failed fsync readable in the page cache, but it
+    /// never reaches the disk, and a later fsync reports success without writing it. A process
+    /// restarted after the failure would read those entries back and answer for them; a power
+    /// cut would then take them. None of them was acknowledged (an append's callback fires
+    /// only after its fsync succeeded), so they go, durably, and the leader sends them again.
+    fn cut_unsynced(&mut self) -> Result<()> {
+        let Some(from) = unsynced::read(&self.fs)? else {
+            return Ok(());
+        };
+        let st = self.store.state();
+        if from <= st.last_seq {
+            self.store.truncate((from - 1).max(st.first_seq - 1))?;
+            self.cut = Some(self.index_of(from.max(st.first_seq)));
+        }
+        unsynced::remove(&self.fs)?;
+        self.repaired = true;
+        Ok(())
+    }
+
+    /// Records, durably, that the entries after the last known durable one are in doubt,
+    /// before the error that put them there goes up (`cut_unsynced` reads it at the next open).
+    /// If the record cannot be written either, the error is still the caller's: the node stops.
+    fn note_failure<T>(&mut self, r: seqstore_core::Result<T>) -> Result<T> {
+        if r.is_err() && !self.cfg.ablated("forget-failed-sync") {
+            let _ = unsynced::note(&self.fs, self.synced_seq + 1);
+        }
+        Ok(r?)
     }
 
     /// Drops the stream from its first missing sequence on (durable truncate). After a power
@@ -432,10 +483,12 @@ impl<F: Fs> LogCore<F> {
                     )));
                 }
                 for _ in want..idx {
-                    self.store.append(SUBJECT, b"", &[ABSENT])?;
+                    let r = self.store.append(SUBJECT, b"", &[ABSENT]);
+                    self.note_failure(r)?;
                 }
             }
-            let seq = self.store.append(SUBJECT, b"", &encode_entry(&e)?)?;
+            let r = self.store.append(SUBJECT, b"", &encode_entry(&e)?);
+            let seq = self.note_failure(r)?;
             if seq != self.seq_of(idx) {
                 return Err(Error::Gap(format!("index {idx} stored at sequence {seq}")));
             }
@@ -446,7 +499,11 @@ impl<F: Fs> LogCore<F> {
 
     /// Makes every entry written so far durable.
     pub fn sync(&mut self) -> Result<()> {
-        Ok(self.store.sync()?)
+        let last = self.store.state().last_seq;
+        let r = self.store.sync();
+        self.note_failure(r)?;
+        self.synced_seq = last;
+        Ok(())
     }
 
     /// Removes the entries from `log_id.index` on; durable before return.
@@ -461,8 +518,10 @@ impl<F: Fs> LogCore<F> {
                 log_id.index
             )));
         }
-        // keeps the sequences of indices < index; fsyncs its commit block
-        self.store.truncate(self.seq_of(log_id.index) - 1)?;
+        // keeps the sequences of indices < index; fsyncs its commit block and all before it
+        let r = self.store.truncate(self.seq_of(log_id.index) - 1);
+        self.note_failure(r)?;
+        self.synced_seq = self.store.state().last_seq;
         self.last_log = self.last_present(first, log_id.index)?;
         Ok(())
     }
@@ -489,11 +548,12 @@ impl<F: Fs> LogCore<F> {
         meta::write(&self.fs, &new, !self.cfg.ablated("purge-meta"))?;
         self.meta = new;
         if !early {
-            self.store.compact(self.seq_of(log_id.index) + 1)?;
+            let r = self.store.compact(self.seq_of(log_id.index) + 1);
+            self.note_failure(r)?;
         }
         // compact fsyncs what it writes; an explicit sync also covers the case where it found
         // nothing to write (see the README on store-core's early return)
-        self.store.sync()?;
+        self.sync()?;
         if self.last_log.is_none_or(|l| l.index <= log_id.index) {
             self.last_log = Some(log_id);
         }

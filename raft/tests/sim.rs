@@ -54,7 +54,10 @@ fn ablation() -> Ablation {
         Err(_) | Ok("") | Ok("Full") => Ablation::Full,
         Ok("AckBeforeSync") => Ablation::AckBeforeSync,
         Ok("VoteUnsynced") => Ablation::VoteUnsynced,
-        Ok(other) => panic!("SEQSTORE_SIM_ABLATION={other:?}: AckBeforeSync or VoteUnsynced"),
+        Ok("ForgetFailedSync") => Ablation::ForgetFailedSync,
+        Ok(other) => panic!(
+            "SEQSTORE_SIM_ABLATION={other:?}: AckBeforeSync, VoteUnsynced or ForgetFailedSync"
+        ),
     }
 }
 
@@ -323,6 +326,84 @@ fn control_apply_before_commit_is_found() {
         found.is_some(),
         "a state machine applying before commit unnoticed"
     );
+}
+
+/// Disk errors on: a node's log fsync fails with EIO, and fault-fs, like Linux, keeps the
+/// dropped data readable but never durable. The node stops and restarts as a process;
+/// trusting what it reads (the control), it answers for entries that only sit in the page
+/// cache, a power cut takes them, and an acknowledged append is lost (seed 1592590025) or the
+/// leader sees the follower's log go back (openraft's "follower log reversion" panic, seed
+/// 1592590354). With the failure recorded (`raft-unsynced`), the restarted node first drops
+/// the entries in doubt, none of which it had acknowledged, and fetches them again. The
+/// injected failure lands on an operation counted from when it is drawn, so a fix that adds
+/// operations changes which one fails: the real log is run over a range of seeds, in which
+/// nodes do stop on a failed data fsync, rather than on the control's one schedule.
+#[test]
+fn a_failed_fsync_is_remembered_across_a_restart() {
+    let disk_errors = |seed, ablation| {
+        let mut opts = Opts::new(seed, 150, ablation);
+        opts.disk_errors = true;
+        run(opts)
+    };
+    let without = disk_errors(1592590025, Ablation::ForgetFailedSync);
+    assert!(
+        (without.violations.iter()).any(|v| v.contains("acknowledged append")),
+        "the control no longer loses an acknowledged append: {:?}",
+        without.violations
+    );
+    let mut data_fsyncs_failed = 0;
+    for seed in 1592590000..1592590100 {
+        let with = disk_errors(seed, Ablation::Full);
+        assert!(
+            with.violations.is_empty(),
+            "seed {seed}: {:?}",
+            with.violations
+        );
+        data_fsyncs_failed += stops_after(&with, "SyncData");
+    }
+    println!("{data_fsyncs_failed} restarts after a failed data fsync");
+    assert!(
+        data_fsyncs_failed > 0,
+        "no node restarted after a failed data fsync"
+    );
+}
+
+/// How many times a node stopped on an injected failure of an `op` and restarted.
+fn stops_after(o: &Outcome, op: &str) -> usize {
+    (o.events.iter())
+        .filter(|e| e.contains("stopped after its disk error") && e.contains(op))
+        .count()
+}
+
+/// The shrunk schedule (seed 3000148, disk errors) in which node 3's vote is saved (the new
+/// metadata renamed in) and the fsync of the directory fails: the node stops, restarts as a
+/// process and reads the new vote through the page cache; a power cut of every node then
+/// loses the rename, and the vote goes back. Open writes the metadata it read again, durably.
+fn failed_vote_fsync_then_restart(ablation: Ablation) -> Outcome {
+    let mut opts = Opts::new(3000148, 60, ablation);
+    opts.disk_errors = true;
+    opts.skip = [
+        2, 4, 10, 11, 14, 15, 16, 17, 18, 24, 25, 27, 28, 29, 34, 35, 36, 37, 41, 42, 43, 44, 45,
+        46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58,
+    ]
+    .into();
+    run(opts)
+}
+
+#[test]
+fn a_vote_read_after_a_failed_fsync_is_made_durable() {
+    let without = failed_vote_fsync_then_restart(Ablation::ForgetFailedSync);
+    assert!(
+        without
+            .violations
+            .iter()
+            .any(|v| v.contains("vote went back")),
+        "the schedule no longer loses a vote: {:?}",
+        without.violations
+    );
+    let with = failed_vote_fsync_then_restart(Ablation::Full);
+    assert!(with.violations.is_empty(), "{:?}", with.violations);
+    assert!(stops_after(&with, "SyncDir") > 0, "{:#?}", with.events);
 }
 
 /// The shrunk schedule (seed 1592590348, disk errors) that found openraft 0.9.25 purging a
