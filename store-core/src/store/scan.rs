@@ -221,10 +221,8 @@ pub(crate) fn scan_block_chunked<H: FsFileExt>(
                 }
             }
             Decoded::Bad { reason, framed } => {
-                // (whether the frame is followed by a plausible record; whether by the end of
-                // the data: the file's end, or zeros)
-                let (next_ok, next_end) = match framed {
-                    Some(l) if pos + l as u64 == len => (true, true),
+                let next_ok = match framed {
+                    Some(l) if pos + l as u64 == len => true,
                     Some(l) if pos + l as u64 + 4 <= len => {
                         let mut h = [0u8; REC_OVERHEAD];
                         let n = ((len - pos - l as u64) as usize).min(REC_OVERHEAD);
@@ -233,20 +231,20 @@ pub(crate) fn scan_block_chunked<H: FsFileExt>(
                             "read",
                             path,
                         )?;
-                        (plausible_header(&h[..n]), h[..4] == [0; 4])
+                        plausible_header(&h[..n])
                     }
-                    _ => (false, false),
+                    _ => false,
                 };
-                // A frame that ends where the data ends may be a damaged length that jumps over
-                // the records after it (into a block's preallocated zeros, say): a valid record
-                // inside the frame means the frame is not this record's. Resume there.
-                if let (Some(l), true) = (framed, next_ok && next_end) {
-                    if let Some(next) = resync(file, path, pos + 1, len)? {
-                        if next < pos + l as u64 {
-                            skipped(pos, reason, None)?;
-                            pos = next;
-                            continue;
-                        }
+                // A frame that adds up may still hold a damaged length that jumps over the
+                // records after it (into a block's preallocated zeros, say): a valid record
+                // inside the frame means the frame is not this record's. Resume there. Decided
+                // by the frame's own bytes, so that what is appended after it later cannot
+                // change the reading (recovery stays idempotent).
+                if let (Some(l), true) = (framed, next_ok) {
+                    if let Some(next) = resync(file, path, pos + 1, pos + l as u64)? {
+                        skipped(pos, reason, None)?;
+                        pos = next;
+                        continue;
                     }
                 }
                 match framed {
@@ -514,6 +512,16 @@ mod tests {
             let pay = u32::from_le_bytes(b[at + 28..at + 32].try_into().unwrap()) as usize;
             b[at..at + 4].copy_from_slice(&((to - at) as u32).to_le_bytes());
             b[at + 28..at + 32].copy_from_slice(&((pay + to - at - old) as u32).to_le_bytes());
+            // half the time a record appended later lands right where the frame ends: the
+            // reading must not change (recovery is idempotent)
+            let mut after = None;
+            if next() % 2 == 0 {
+                let mut rec = Vec::new();
+                record::encode(&mut rec, Kind::Msg, 0, 99, 0, b"s", b"", b"later");
+                b.resize(b.len().max(to + rec.len() + 64), 0);
+                b[to..to + rec.len()].copy_from_slice(&rec);
+                after = Some((to as u64, (to + rec.len()) as u64));
+            }
             let fs = MemFs::new();
             let f = fs.open("b", OpenOptions::read_write_create()).unwrap();
             f.write_all_at(&b, 0).unwrap();
@@ -538,15 +546,17 @@ mod tests {
             let ctx = format!("SEQSTORE_SEED={seed} case {case}: record {victim} to {to}");
             let mut want = offs.clone();
             want.remove(victim);
+            let (mut want_skipped, mut want_end) = (vec![offs[victim]], data_end as u64);
+            if let Some((at, end)) = after {
+                want.push(at);
+                if at > data_end as u64 {
+                    want_skipped.push(data_end as u64); // the zeros between: a hole
+                }
+                want_end = end;
+            }
             assert_eq!(seen, want, "{ctx}");
-            assert_eq!(skipped, [offs[victim]], "{ctx}");
-            assert_eq!(
-                end,
-                ScanEnd::Zeros {
-                    offset: data_end as u64
-                },
-                "{ctx}"
-            );
+            assert_eq!(skipped, want_skipped, "{ctx}");
+            assert_eq!(end, ScanEnd::Zeros { offset: want_end }, "{ctx}");
         }
     }
 }
