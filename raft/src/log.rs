@@ -277,7 +277,14 @@ impl<F: Fs> LogCore<F> {
     /// before the error that put them there goes up (`cut_unsynced` reads it at the next open).
     /// If the record cannot be written either, the error is still the caller's: the node stops.
     fn note_failure<T>(&mut self, r: seqstore_core::Result<T>) -> Result<T> {
-        if r.is_err() && !self.cfg.ablated("forget-failed-sync") {
+        // a refusal of the input (too large, say) wrote nothing: only the disk's failures count
+        let disk = matches!(
+            r,
+            Err(seqstore_core::Error::Io { .. }
+                | seqstore_core::Error::Poisoned
+                | seqstore_core::Error::Corrupt { .. })
+        );
+        if disk && !self.cfg.ablated("forget-failed-sync") {
             let _ = unsynced::note(&self.fs, self.synced_seq + 1);
         }
         Ok(r?)
