@@ -10,8 +10,10 @@
 //! from `SEQSTORE_SEED` if both are set),
 //! `SEQSTORE_SIM_STEPS=<n>` sets the steps per run (default 150), `SEQSTORE_SIM_SKIP=3,7`
 //! skips those steps' actions (a shrunk schedule), `SEQSTORE_SIM_EVENTS=1` prints every run's
-//! events, `SEQSTORE_SIM_ABLATION=AckBeforeSync|VoteUnsynced` runs `sim_seeds` on a broken log,
-//! `SEQSTORE_SIM_DISK_ERRORS=1` injects disk errors, `SEQSTORE_SIM_NO_FLOOR=1` purges the log
+//! events, `SEQSTORE_SIM_ABLATION=AckBeforeSync|VoteUnsynced|ForgetFailedSync` runs `sim_seeds` on a
+//! broken log,
+//! `SEQSTORE_SIM_DISK_ERRORS=0` turns off the disk errors `sim_seeds` injects (EIO on one of a
+//! node's file operations, the node stopped and restarted), `SEQSTORE_SIM_NO_FLOOR=1` purges the log
 //! without waiting for the state machine's snapshot (see `snapshot_install_then_purge`).
 //! A failure prints its seed, its step, its violations, and a schedule shrunk by skipping
 //! steps while it still fails (`SEQSTORE_SIM_SHRINK=0`: not shrunk). Soak:
@@ -131,6 +133,8 @@ fn report(opts: &Opts, o: &Outcome, fails: Fails<'_>) -> String {
 fn one_seed(seed: u64) -> Option<(Opts, Outcome)> {
     let mut opts = Opts::new(seed, steps(), ablation());
     opts.skip = skipped();
+    // disk errors on unless SEQSTORE_SIM_DISK_ERRORS=0
+    opts.disk_errors = std::env::var("SEQSTORE_SIM_DISK_ERRORS").as_deref() != Ok("0");
     let t = std::time::Instant::now();
     let o = run(opts.clone());
     println!(

@@ -44,9 +44,8 @@ pub struct Opts {
     /// The negative control "a state machine that applies before commit" (`eager.rs`).
     pub eager_apply: bool,
     /// Inject disk errors (EIO on a node's next file operations; the node may stop, and is
-    /// restarted like a killed process). Off unless `SEQSTORE_SIM_DISK_ERRORS` is set: with
-    /// them seed 1592590354 ends in openraft's "follower log reversion" panic after a log
-    /// fsync failed on a follower (not analysed yet; see the crate README).
+    /// restarted like a killed process). `sim_seeds` turns them on unless
+    /// `SEQSTORE_SIM_DISK_ERRORS=0`; the fixed schedules set them as they were found.
     pub disk_errors: bool,
     /// Purge the log without waiting for the state machine's durable snapshot (how the
     /// crate ran before `LogStore::with_snapshot_floor`): shows openraft's purge-before-install.
@@ -74,7 +73,7 @@ impl Opts {
             skip: BTreeSet::new(),
             seeded_elections: true,
             eager_apply: false,
-            disk_errors: std::env::var_os("SEQSTORE_SIM_DISK_ERRORS").is_some(),
+            disk_errors: false,
             no_floor: std::env::var_os("SEQSTORE_SIM_NO_FLOOR").is_some(),
             deferred_flush_ms: std::env::var("SEQSTORE_SIM_DEFERRED_FLUSH_MS")
                 .ok()
