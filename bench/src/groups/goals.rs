@@ -240,12 +240,14 @@ pub(super) fn goals(tables: &[Table]) -> Vec<Goal> {
             target: 2.0,
         },
         Goal {
-            name: "seq_from_time_1m_vs_1k",
-            what: "seq_from_time: 1M / 1k messages",
-            value: ratio(READS, "seq_from_time_1m", "seq_from_time_1k"),
+            // in misses to memory, measured in the same rounds: 1k messages fit the caches,
+            // so a ratio of sizes would compare a hit with a miss
+            name: "seq_from_time_vs_miss",
+            what: "seq_from_time on 1M messages / one miss to memory (64 MiB chase)",
+            value: ratio(READS, "seq_from_time_1m", MISS),
             op: "<=",
-            paired: paired(READS, "seq_from_time_1m", "seq_from_time_1k"),
-            target: 4.0,
+            paired: paired(READS, "seq_from_time_1m", MISS),
+            target: 2.0,
         },
         Goal {
             name: "num_pending_1m_vs_1k",

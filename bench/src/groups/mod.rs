@@ -13,7 +13,7 @@ use seqstore_fs::{HostFs, SystemClock};
 use crate::mem::MEMORY;
 use crate::nats::{NATS, NATS_CELLS};
 use crate::peers::{Baseline, Fjall, OkayWal};
-use crate::reads::{BATCH, READS, READ_CELLS};
+use crate::reads::{BATCH, MISS, READS, READ_CELLS};
 use crate::report::{BenchReport, Goal, Table, Unit};
 use crate::util::{dir_size, thread_cpu_ns, Ctx, Rng};
 use crate::BenchOpts;
