@@ -244,7 +244,10 @@ mod tests {
                 seen[at / words] = true;
                 at = chain[at];
             }
-            assert_eq!(at, 0, "seed {seed}: the chase does not close after {lines} lines");
+            assert_eq!(
+                at, 0,
+                "seed {seed}: the chase does not close after {lines} lines"
+            );
         }
     }
 }
