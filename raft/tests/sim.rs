@@ -14,7 +14,10 @@
 //! broken log,
 //! `SEQSTORE_SIM_DISK_ERRORS=0` turns off the disk errors `sim_seeds` injects (EIO on one of a
 //! node's file operations, the node stopped and restarted), `SEQSTORE_SIM_NO_FLOOR=1` purges the log
-//! without waiting for the state machine's snapshot (see `snapshot_install_then_purge`).
+//! without waiting for the state machine's snapshot (see `snapshot_install_then_purge`),
+//! `SEQSTORE_SIM_DEFERRED_FLUSH_MS=<n>` runs the log's fsyncs up to n ms after the append (the
+//! threaded log's timing), `SEQSTORE_SIM_ELECTION_MS=<n>` sets the election timeout to n..2n
+//! ms (default 150; see `an_election_timeout_above_the_slowest_fsync_keeps_a_leader`).
 //! A failure prints its seed, its step, its violations, and a schedule shrunk by skipping
 //! steps while it still fails (`SEQSTORE_SIM_SHRINK=0`: not shrunk). Soak:
 //! `SEQSTORE_RUNS=100000 cargo test --release -p seqstore-raft --test raft -- sim::sim_seeds`.
@@ -377,6 +380,32 @@ fn stops_after(o: &Outcome, op: &str) -> usize {
     (o.events.iter())
         .filter(|e| e.contains("stopped after its disk error") && e.contains(op))
         .count()
+}
+
+/// Seed 5013 with the log's fsyncs up to 300 ms after the append (the deferred log): a new
+/// leader sends nothing while the fsync of its first entry is in flight (openraft 0.9 awaits
+/// its own log flush before anything else), so with an election timeout of 150–300 ms a
+/// follower's timer runs out first and it is elected; its first entry carries the newer term,
+/// so the third node, whose log is shorter, votes for each newcomer in turn, and leadership
+/// moves between nodes 1 and 2 every few hundred ms without a heartbeat sent: the healed
+/// cluster never converges. With the election timeout above the slowest fsync (600–1200 ms)
+/// the first leader's fsync finishes and its heartbeats arrive: the same schedule converges.
+#[test]
+fn an_election_timeout_above_the_slowest_fsync_keeps_a_leader() {
+    let slow_fsyncs = |election_timeout_ms| {
+        let mut opts = Opts::new(5013, 150, Ablation::Full);
+        opts.deferred_flush_ms = 300;
+        opts.election_timeout_ms = election_timeout_ms;
+        run(opts)
+    };
+    let short = slow_fsyncs(150);
+    assert!(
+        (short.violations.iter()).any(|v| v.contains("did not converge")),
+        "with fsyncs slower than the election timeout the cluster converged: {:?}",
+        short.violations
+    );
+    let long = slow_fsyncs(600);
+    assert!(long.violations.is_empty(), "{:?}", long.violations);
 }
 
 /// The shrunk schedule (seed 3000148, disk errors) in which node 3's vote is saved (the new

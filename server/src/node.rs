@@ -47,6 +47,11 @@ pub struct NodeOpts {
     pub write_timeout: Duration,
     /// How long an empty node looks for a peer to answer the amnesia guard.
     pub join_timeout: Duration,
+    /// The election timeout's lower bound (the upper is twice it, heartbeats every quarter
+    /// of it). It must outlast the disk's slowest fsync: a leader sends nothing while its own
+    /// log fsync is in flight (openraft 0.9 waits for it), so a slower fsync lets a
+    /// follower's timer run out, and each new leader is deposed the same way.
+    pub election_timeout: Duration,
 }
 
 impl NodeOpts {
@@ -63,6 +68,7 @@ impl NodeOpts {
             max_body: 4 << 20,
             write_timeout: Duration::from_secs(10),
             join_timeout: Duration::from_secs(10),
+            election_timeout: Duration::from_millis(400),
         }
     }
 }
@@ -81,11 +87,12 @@ pub fn parse_peers(s: &str) -> Result<BTreeMap<u64, String>, Error> {
 }
 
 fn raft_config(o: &NodeOpts) -> Result<Arc<Config>, Error> {
+    let election = u64::try_from(o.election_timeout.as_millis()).unwrap_or(u64::MAX / 2);
     let c = Config {
         cluster_name: "seqstore".into(),
-        heartbeat_interval: 100,
-        election_timeout_min: 400,
-        election_timeout_max: 800,
+        heartbeat_interval: election / 4,
+        election_timeout_min: election,
+        election_timeout_max: election.saturating_mul(2),
         snapshot_policy: SnapshotPolicy::LogsSinceLast(o.snapshot_every),
         max_in_snapshot_log_to_keep: 20,
         ..Config::default()
@@ -239,7 +246,25 @@ pub async fn serve(o: NodeOpts) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::check_token;
+    use super::{check_token, raft_config, NodeOpts};
+    use std::time::Duration;
+
+    /// The election timeout sets the range and the heartbeat (openraft's own check holds:
+    /// the heartbeat is shorter than the shortest timeout).
+    #[test]
+    fn the_election_timeout_sets_the_range_and_the_heartbeat() {
+        let mut o = NodeOpts::single("d".into(), "127.0.0.1:1".into());
+        for ms in [20, 400, 1500, 600_000] {
+            o.election_timeout = Duration::from_millis(ms);
+            let c = raft_config(&o).expect("valid");
+            let got = (
+                c.heartbeat_interval,
+                c.election_timeout_min,
+                c.election_timeout_max,
+            );
+            assert_eq!(got, (ms / 4, ms, 2 * ms));
+        }
+    }
 
     /// An empty token is refused, not taken for "no authentication"; so is one no header
     /// could carry as given.

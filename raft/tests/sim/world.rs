@@ -54,6 +54,11 @@ pub struct Opts {
     /// comes up to `deferred_flush_ms` later (each incarnation its own latency;
     /// `deferred.rs`). 0: inline (fsync before return).
     pub deferred_flush_ms: u64,
+    /// The election timeout's lower bound, ms (the upper is twice it; heartbeats every 50
+    /// ms). A leader sends nothing while its own log fsync is in flight (openraft 0.9 awaits
+    /// it), so fsyncs slower than this depose leaders faster than they lead (README, "Slow
+    /// fsyncs"). `SEQSTORE_SIM_ELECTION_MS`, else 150.
+    pub election_timeout_ms: u64,
     /// Consumer requests in the client mix (adds, pulls, acks, about a quarter of the
     /// requests); `false`: the mix before consumers, for the shrunk schedules that predate
     /// them.
@@ -79,6 +84,10 @@ impl Opts {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
+            election_timeout_ms: std::env::var("SEQSTORE_SIM_ELECTION_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(150),
             consumers: true,
             batches: true,
         }
@@ -123,12 +132,12 @@ pub struct World {
     start: tokio::time::Instant,
 }
 
-fn raft_config() -> Config {
+fn raft_config(election_timeout_ms: u64) -> Config {
     Config {
         cluster_name: "sim".into(),
         heartbeat_interval: 50,
-        election_timeout_min: 150,
-        election_timeout_max: 300,
+        election_timeout_min: election_timeout_ms,
+        election_timeout_max: 2 * election_timeout_ms,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(10),
         max_in_snapshot_log_to_keep: 2,
         ..Config::default()
@@ -187,13 +196,14 @@ impl World {
             };
             nodes.insert(id, node);
         }
+        let config = Arc::new(raft_config(opts.election_timeout_ms));
         World {
             net: Net::new(mix(opts.seed, 99)),
             rng,
             opts,
             book: Arc::default(),
             nodes,
-            config: Arc::new(raft_config()),
+            config,
             step: 0,
             votes: BTreeMap::new(),
             counts: BTreeMap::new(),
