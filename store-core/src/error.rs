@@ -186,17 +186,6 @@ impl Error {
             reason: reason.into(),
         }
     }
-    /// The error of taking the store's lock `name`.
-    pub(crate) fn lock(name: &str, e: crate::fs::LockError) -> Self {
-        match e {
-            crate::fs::LockError::Held(h) => Error::Locked {
-                path: h.path,
-                pid: h.pid,
-                detail: h.detail,
-            },
-            crate::fs::LockError::Io(e) => Error::io("lock", name, e),
-        }
-    }
     /// The `io::ErrorKind` of an `Io` error, if it is one.
     pub fn io_kind(&self) -> Option<io::ErrorKind> {
         match self {

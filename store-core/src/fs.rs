@@ -294,6 +294,20 @@ impl From<io::Error> for LockError {
     }
 }
 
+impl LockError {
+    /// The store's error for a failure to take its lock `name`.
+    pub(crate) fn into_store_error(self, name: &str) -> crate::error::Error {
+        match self {
+            LockError::Held(h) => crate::error::Error::Locked {
+                path: h.path,
+                pid: h.pid,
+                detail: h.detail,
+            },
+            LockError::Io(e) => crate::error::Error::io("lock", name, e),
+        }
+    }
+}
+
 /// A lock taken by [`Fs::lock`], held until this value is dropped. What it holds (an open file
 /// with an OS lock, a handle that removes a marker file) is the backend's.
 #[must_use = "the lock is released when this value is dropped"]

@@ -1,18 +1,8 @@
 //! The blocks in memory: entries, loading them lazily, finding a sequence, marking removals.
 
-use super::entries::Entries;
+use super::entries::{Entries, Entry};
 use super::subjects::SubjectMemo;
 use super::*;
-
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Entry {
-    pub(super) seq: u64,
-    pub(super) ts: i64,
-    pub(super) off: u32,
-    pub(super) len: u32,
-    pub(super) subj: u32,
-    pub(super) deleted: bool,
-}
 
 pub(super) struct Block<H> {
     pub(super) number: u64,

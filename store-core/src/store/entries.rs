@@ -17,7 +17,16 @@
 //! the runs' samples, 6.5–7.7 bytes a message. A block whose field would need more than 64
 //! bits stays full (`Entries::pack` says whether it packed).
 
-use super::blocks::Entry;
+/// One message's place in its block: what the entries of a block hold for it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Entry {
+    pub(super) seq: u64,
+    pub(super) ts: i64,
+    pub(super) off: u32,
+    pub(super) len: u32,
+    pub(super) subj: u32,
+    pub(super) deleted: bool,
+}
 
 /// Messages per run: one (offset, timestamp) sample each.
 pub(super) const RUN: usize = 16;

@@ -19,7 +19,7 @@
 //! blocks one at a time. Inside an operation, a block loaded by `ensure_loaded` stays loaded
 //! until the operation returns, so the `expect("loaded")`s after it hold.
 
-use super::blocks::Entry;
+use super::entries::Entry;
 use super::*;
 
 /// Bytes one full entry costs: what the trim counter assumes of every entry loaded (a packed

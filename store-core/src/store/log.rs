@@ -1,6 +1,7 @@
 //! The newest block and its write buffer: encoding records, writing out, rolling.
 
-use super::blocks::{reserve_by_density, Block, Entry};
+use super::blocks::{reserve_by_density, Block};
+use super::entries::Entry;
 use super::*;
 
 impl<F: Fs> Store<F> {

@@ -119,7 +119,8 @@ impl Clock for LogicalClock {
 /// its guest, whose own filesystem takes no lock). Held until the returned value is dropped;
 /// a store open elsewhere is [`Error::Locked`].
 pub fn lock_store<F: Fs + ?Sized>(fs: &F) -> Result<crate::fs::FsLock> {
-    fs.lock(LOCK_FILE).map_err(|e| Error::lock(LOCK_FILE, e))
+    fs.lock(LOCK_FILE)
+        .map_err(|e| e.into_store_error(LOCK_FILE))
 }
 
 pub(crate) use lock_store as take_lock;

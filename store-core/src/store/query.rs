@@ -8,7 +8,7 @@
 //! reference or an index into a block's entries across a call, so a block's entries may be
 //! dropped between calls (an evictable entry cache) and re-read on demand.
 
-use super::blocks::Entry;
+use super::entries::Entry;
 use super::entries::EMPTY;
 use super::*;
 

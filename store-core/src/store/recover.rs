@@ -1,6 +1,7 @@
 //! Recovery from the blocks: the rebuild scan and the sequences it finds lost.
 
-use super::blocks::{reserve_by_density, Block, Entry};
+use super::blocks::{reserve_by_density, Block};
+use super::entries::Entry;
 use super::scan::{scan_block_chunked, zeros_between, Reads, READ_CHUNK};
 use super::subjects::SubjectMemo;
 use super::*;

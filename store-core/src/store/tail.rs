@@ -14,7 +14,7 @@
 //! path only ever takes the common case, records appended in order (messages, tombstones,
 //! floors, skips) and the unwritten space after them, and leaves the rest to the rebuild.
 
-use super::blocks::Entry;
+use super::entries::Entry;
 use super::recover::Rebuild;
 use super::subjects::SubjectMemo;
 use super::*;
