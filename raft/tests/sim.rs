@@ -12,8 +12,8 @@
 //! skips those steps' actions (a shrunk schedule), `SEQSTORE_SIM_EVENTS=1` prints every run's
 //! events, `SEQSTORE_SIM_ABLATION=AckBeforeSync|VoteUnsynced|ForgetFailedSync` runs `sim_seeds` on a
 //! broken log,
-//! `SEQSTORE_SIM_DISK_ERRORS=0` turns off the disk errors `sim_seeds` injects (EIO on one of a
-//! node's file operations, the node stopped and restarted), `SEQSTORE_SIM_NO_FLOOR=1` purges the log
+//! `SEQSTORE_SIM_DISK_ERRORS=0` turns off the disk errors `sim_seeds` injects (EIO or ENOSPC on
+//! one of a node's file operations, the node stopped and restarted), `SEQSTORE_SIM_NO_FLOOR=1` purges the log
 //! without waiting for the state machine's snapshot (see `snapshot_install_then_purge`),
 //! `SEQSTORE_SIM_DEFERRED_FLUSH_MS=<n>` runs the log's fsyncs up to n ms after the append (the
 //! threaded log's timing), `SEQSTORE_SIM_ELECTION_MS=<n>` sets the election timeout to n..2n

@@ -472,17 +472,23 @@ impl World {
         });
     }
 
-    /// One of the node's next file-system operations fails with EIO (a failed fsync drops
-    /// what it did not write, as Linux does).
+    /// One of the node's next file-system operations fails with EIO, or one time in three
+    /// with ENOSPC (a failed fsync drops what it did not write, as Linux does for both).
     fn disk_error(&mut self) {
         let id = *self.rng.pick(&IDS);
         let k = self.rng.within(0, 40);
+        // the kind from the draw already made: schedules found before ENOSPC keep their
+        // operations and timing
+        let (kind, name) = match k % 3 {
+            0 => (FaultKind::Enospc, "ENOSPC"),
+            _ => (FaultKind::Eio, "EIO"),
+        };
         let n = self.nodes.get_mut(&id).expect("node");
-        n.fs.fail_op(n.fs.op_count() + k, FaultKind::Eio);
+        n.fs.fail_op(n.fs.op_count() + k, kind);
         n.disk_error = true;
         self.count("disk error");
         self.event(format!(
-            "disk error: node {id}'s operation +{k} fails with EIO"
+            "disk error: node {id}'s operation +{k} fails with {name}"
         ));
     }
 
