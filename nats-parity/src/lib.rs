@@ -87,7 +87,7 @@ pub enum Exception {
     /// floors stay apart until the next ack).
     AckAllFloorAtLastAck,
     /// A purge or compact acknowledged a pending message below the new first sequence and
-    /// those acks took the ack floor past the purge point (issue #28's case 7: deliver 1-3,
+    /// those acks took the ack floor past the purge point (the consumer case: deliver 1-3,
     /// ack 2, compact 2 gives floor 2). NATS keeps the consumer's own ack floor beside its
     /// store's, and only the store's moved; the next purge writes the consumer's lower one
     /// back over it (e.g. floor (1, 2) where 2 was delivered as consumer sequence 2).

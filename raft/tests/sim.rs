@@ -1,4 +1,4 @@
-//! Deterministic whole-cluster simulation (issue #32): three seqstore-raft nodes (openraft, the
+//! Deterministic whole-cluster simulation: three seqstore-raft nodes (openraft, the
 //! real `LogStore` and `StreamStateMachine`, each node on its own fault-fs filesystem) in one
 //! process, one thread, tokio's paused clock; a simulated network that drops, delays, reorders
 //! and partitions; random client requests to the leader; processes killed, one node's power

@@ -1,4 +1,4 @@
-//! Consumers in the stream state machine (issue #32): adds, deletes, pulls and acks are log
+//! Consumers in the stream state machine: adds, deletes, pulls and acks are log
 //! entries; a pull is decided from the replicated state at the log's time; refusals are typed
 //! answers; snapshots carry the consumers. A seeded random workload is checked against a
 //! simple model (`SEQSTORE_SEED=<n>` replays one seed, `SEQSTORE_SM_SEEDS=<n>` runs more).

@@ -234,7 +234,7 @@ fn interrupted_purge_completes_or_rolls_back() {
     assert!(!fs3.paths().iter().any(|p| p.starts_with("purge.")));
 }
 
-/// The two cases of issue #28, as nats-server 2.15.1 answers them: `keep` counts across the
+/// Two filtered-purge cases, as nats-server 2.15.1 answers them: `keep` counts across the
 /// filter, and a bound without a filter past the end is a compact (it raises the last
 /// sequence).
 #[test]

@@ -154,7 +154,7 @@ pub(super) fn goals(tables: &[Table]) -> Vec<Goal> {
             target: 1.15,
         },
         Goal {
-            // issue #16: encryption at rest costs at most 40 % of the no-sync append rate
+            // encryption at rest costs at most 40 % of the no-sync append rate
             name: "encrypted_vs_plain_nosync",
             what: "no sync: seqstore encrypted (AES-256-GCM) / seqstore plain",
             value: ratio(NOSYNC, "seqstore_encrypted", "seqstore"),

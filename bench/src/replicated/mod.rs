@@ -199,7 +199,7 @@ fn embedded(ctx: &mut Ctx<'_>, cell: Cell) -> Result<f64> {
     crate::groups::cells::always_cell(ctx, "seqstore_64", secs, per_writer)
 }
 
-/// The goal (issue #32): seqstore's cluster at least twice NATS R3 under
+/// The goal: seqstore's cluster at least twice NATS R3 under
 /// `sync_interval: always` with 64 clients; the ratio of the medians decides, the per-round
 /// ratios (cells measured next to each other) show the spread.
 fn goals(r: &ReplReport) -> Vec<Goal> {

@@ -1,4 +1,4 @@
-//! `seqstore-bench --scale`: the store at 10M and 100M messages (issue #29), a separate run
+//! `seqstore-bench --scale`: the store at 10M and 100M messages, a separate run
 //! from the default and `--quick` ones (it writes ~20 GB; not run in CI).
 //!
 //! Each size runs in a child process of its own ([`child`]): it writes the stream (128 B

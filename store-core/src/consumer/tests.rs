@@ -411,9 +411,9 @@ fn ack(s: &mut Store<MemFs>, n: &str, q: u64) {
     s.update_acks(n, p.sequence, q).unwrap();
 }
 
-/// The consumer cases of issue #28, each with what nats-server 2.15.1 reports (the
-/// differential test in `nats-parity/` runs them against the server too), and each kept
-/// across a reopen (the journal replays what the live consumer went through).
+/// The consumer cases where NATS's rules were in doubt, each with what nats-server 2.15.1
+/// reports (the differential test in `nats-parity/` runs them against the server too), and
+/// each kept across a reopen (the journal replays what the live consumer went through).
 #[test]
 fn consumers_answer_as_nats_does() {
     let check = |s: &mut Store<MemFs>, fs: &MemFs, want: (u64, u64, usize), what: &str| {

@@ -420,7 +420,7 @@ struct Tally {
     batched: u64,
     /// Guest appends the host sent encoded one at a time.
     encoded_one: u64,
-    /// Issue #15's writes that succeeded (ttl appends, raw appends, skips).
+    /// The NATS writes that succeeded (ttl appends, raw appends, skips).
     write15_ok: u64,
     /// Of those, refused with `SequenceMismatch` (the typed error, both sides).
     mismatches: u64,
