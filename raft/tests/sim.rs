@@ -17,7 +17,9 @@
 //! without waiting for the state machine's snapshot (see `snapshot_install_then_purge`),
 //! `SEQSTORE_SIM_DEFERRED_FLUSH_MS=<n>` runs the log's fsyncs up to n ms after the append (the
 //! threaded log's timing), `SEQSTORE_SIM_ELECTION_MS=<n>` sets the election timeout to n..2n
-//! ms (default 150; see `an_election_timeout_above_the_slowest_fsync_keeps_a_leader`).
+//! ms (default 150; see `an_election_timeout_above_the_slowest_fsync_keeps_a_leader`),
+//! `SEQSTORE_SIM_BIT_ROT=1` adds bit rot: a node's power cut, then a bit of one of its synced
+//! log blocks flipped (opt-in: what it finds is not handled yet, raft/README "Disk errors").
 //! A failure prints its seed, its step, its violations, and a schedule shrunk by skipping
 //! steps while it still fails (`SEQSTORE_SIM_SHRINK=0`: not shrunk). Soak:
 //! `SEQSTORE_RUNS=100000 cargo test --release -p seqstore-raft --test raft -- sim::sim_seeds`.

@@ -59,6 +59,9 @@ pub struct Opts {
     /// it), so fsyncs slower than this depose leaders faster than they lead (README, "Slow
     /// fsyncs"). `SEQSTORE_SIM_ELECTION_MS`, else 150.
     pub election_timeout_ms: u64,
+    /// Bit rot (opt-in, `SEQSTORE_SIM_BIT_ROT=1`): one node's power is cut and a bit of one
+    /// of its synced log blocks flipped before it restarts, one node at a time.
+    pub bit_rot: bool,
     /// Consumer requests in the client mix (adds, pulls, acks, about a quarter of the
     /// requests); `false`: the mix before consumers, for the shrunk schedules that predate
     /// them.
@@ -88,6 +91,7 @@ impl Opts {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(150),
+            bit_rot: std::env::var_os("SEQSTORE_SIM_BIT_ROT").is_some_and(|v| v == "1"),
             consumers: true,
             batches: true,
         }
@@ -435,6 +439,7 @@ impl World {
             78..=84 if all_up => self.power_cut_one().await,
             85..=87 => return self.power_cut_all().await,
             88..=90 if all_up && self.opts.disk_errors => self.disk_error(),
+            91..=92 if all_up && self.opts.bit_rot => self.bit_rot().await,
             _ => {}
         }
         Ok(())
@@ -490,6 +495,26 @@ impl World {
         self.event(format!(
             "disk error: node {id}'s operation +{k} fails with {name}"
         ));
+    }
+
+    /// A node's power is cut, then one bit of one of its synced log blocks flips (what a disk
+    /// returns for a sector that rotted); it restarts some steps later.
+    async fn bit_rot(&mut self) {
+        let id = *self.rng.pick(&IDS);
+        let down = self.rng.within(0, 10) as usize;
+        let pick = self.rng.next_u64();
+        self.count("bit rot");
+        self.stop(&[id], |fs, _| fs.crash()).await;
+        let fs = &self.nodes[&id].fs;
+        let what = match flip_a_bit(fs, "log/msgs", pick) {
+            Ok(Some((file, at, bit))) => format!("{file} byte {at} bit {bit}"),
+            Ok(None) => "nothing (no block)".into(),
+            Err(e) => format!("nothing ({e})"),
+        };
+        self.event(format!(
+            "bit rot: node {id}'s power cut, then {what} flipped; down {down} steps"
+        ));
+        self.nodes.get_mut(&id).expect("node").down_until = Some(self.step + down);
     }
 
     /// Restarts every node that stopped after an injected disk error (its process died; the
@@ -965,4 +990,35 @@ fn short(op: &Op) -> String {
 /// Simulated milliseconds since `start` (tokio's paused clock).
 fn now_ms(start: tokio::time::Instant) -> u128 {
     start.elapsed().as_millis()
+}
+
+/// Flips one bit, chosen by `pick`, of one of the files in `dir` (durably: written and
+/// fsynced). `None`: no file with data.
+fn flip_a_bit(fs: &FaultFs, dir: &str, pick: u64) -> std::io::Result<Option<(String, u64, u32)>> {
+    let mut files: Vec<String> = (fs.read_dir(dir)?.into_iter())
+        .filter(|e| !e.is_dir)
+        .map(|e| format!("{dir}/{}", e.name))
+        .collect();
+    files.sort();
+    let mut rng = Rng::new(pick);
+    let path = match files.len() {
+        0 => return Ok(None),
+        n => files.swap_remove(rng.below(n as u64) as usize),
+    };
+    let f = fs.open(
+        &path,
+        seqstore_core::OpenOptions::new().read(true).write(true),
+    )?;
+    let len = seqstore_core::FsFile::len(&f)?;
+    if len == 0 {
+        return Ok(None);
+    }
+    let at = rng.below(len);
+    let bit = rng.below(8) as u32;
+    let mut b = [0u8; 1];
+    seqstore_core::FsFile::read_exact_at(&f, &mut b, at)?;
+    b[0] ^= 1 << bit;
+    seqstore_core::FsFile::write_all_at(&f, &b, at)?;
+    seqstore_core::FsFile::sync_data(&f)?;
+    Ok(Some((path, at, bit)))
 }
