@@ -486,9 +486,10 @@ mod tests {
     }
 
     /// A record whose length fields were damaged to jump into the block's zeros (preallocated
-    /// room, or the zeros after the last record): the frame adds up and looks bounded by the
-    /// end of the data, but the records inside it are valid, and the scan resumes at the first of them
-    /// rather than taking the zeros for the end and everything between for gone.
+    /// room, or the zeros after the last record): the frame adds up and only its crc fails,
+    /// but valid records lie inside it, and the scan resumes at the first of them rather than
+    /// taking the zeros for the end and everything between for gone, whatever follows the
+    /// frame.
     #[test]
     fn a_length_damaged_to_reach_the_zeros_does_not_hide_the_records_it_jumps() {
         let (seed, mut next) = crate::seeded_rng(0x1e17);
