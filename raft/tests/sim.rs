@@ -337,6 +337,13 @@ fn control_apply_before_commit_is_found() {
     );
 }
 
+/// A run of `seed` (150 steps) with disk errors on, on the log `ablation`.
+fn with_disk_errors(seed: u64, ablation: Ablation) -> Outcome {
+    let mut opts = Opts::new(seed, 150, ablation);
+    opts.disk_errors = true;
+    run(opts)
+}
+
 /// Disk errors on: a node's log fsync fails with EIO, and fault-fs, like Linux, keeps the
 /// dropped data readable but never durable. The node stops and restarts as a process;
 /// trusting what it reads (the control), it answers for entries that only sit in the page
@@ -349,12 +356,7 @@ fn control_apply_before_commit_is_found() {
 /// nodes do stop on a failed data fsync, rather than on the control's one schedule.
 #[test]
 fn a_failed_fsync_is_remembered_across_a_restart() {
-    let disk_errors = |seed, ablation| {
-        let mut opts = Opts::new(seed, 150, ablation);
-        opts.disk_errors = true;
-        run(opts)
-    };
-    let without = disk_errors(1592590025, Ablation::ForgetFailedSync);
+    let without = with_disk_errors(1592590025, Ablation::ForgetFailedSync);
     assert!(
         (without.violations.iter()).any(|v| v.contains("acknowledged append")),
         "the control no longer loses an acknowledged append: {:?}",
@@ -362,7 +364,7 @@ fn a_failed_fsync_is_remembered_across_a_restart() {
     );
     let mut data_fsyncs_failed = 0;
     for seed in 1592590000..1592590100 {
-        let with = disk_errors(seed, Ablation::Full);
+        let with = with_disk_errors(seed, Ablation::Full);
         assert!(
             with.violations.is_empty(),
             "seed {seed}: {:?}",
@@ -385,22 +387,17 @@ fn a_failed_fsync_is_remembered_across_a_restart() {
 /// still fails each of them so; the real log runs both clean.
 #[test]
 fn the_seeds_that_found_the_failed_fsync_run_clean() {
-    let disk_errors = |seed, ablation| {
-        let mut opts = Opts::new(seed, 150, ablation);
-        opts.disk_errors = true;
-        run(opts)
-    };
     for (seed, failure) in [
         (3000051, "acknowledged append"),
         (1592590354, "did not converge"),
     ] {
-        let control = disk_errors(seed, Ablation::ForgetFailedSync);
+        let control = with_disk_errors(seed, Ablation::ForgetFailedSync);
         assert!(
             (control.violations.iter()).any(|v| v.contains(failure)),
             "seed {seed}: the control no longer fails ({failure}): {:?}",
             control.violations
         );
-        let real = disk_errors(seed, Ablation::Full);
+        let real = with_disk_errors(seed, Ablation::Full);
         assert!(
             real.violations.is_empty(),
             "seed {seed}: {:?}",
