@@ -20,7 +20,8 @@ use crate::meta::{self, Meta};
 use crate::sharedfs::SharedFs;
 use crate::types::{Entry, LogId, Vote};
 use crate::unsynced;
-use seqstore_core::{Config, Fs, Store, SyncPolicy};
+use seqstore_core::internal::MSGS_DIR;
+use seqstore_core::{Config, Fs, FsFile, OpenOptions, Store, SyncPolicy};
 use std::sync::Arc;
 
 /// The one subject every log entry is appended under.
@@ -60,6 +61,10 @@ pub enum Ablation {
     /// (`raft-unsynced`), and open does not write the metadata again. Entries or a vote that a
     /// failed fsync left in the page cache only are read back and served as if durable.
     ForgetFailedSync,
+    /// After a failed fsync the entries in doubt are cut, but the block files are not written
+    /// again: pages the failed writeback left clean (a block's header, say) stay as the page
+    /// cache shows them and the disk never got them.
+    TrustCleanPages,
 }
 
 /// The largest entry the log stores: store-core's upper bound for `max_payload` (32 MiB).
@@ -145,6 +150,7 @@ impl LogConfig {
                 "repair-order" => Ablation::RepairOffsetFirst,
                 "ack-before-sync" => Ablation::AckBeforeSync,
                 "forget-failed-sync" => Ablation::ForgetFailedSync,
+                "trust-clean-pages" => Ablation::TrustCleanPages,
                 _ => return false,
             };
             self.ablation == a
@@ -199,6 +205,36 @@ pub struct LogCore<F: Fs> {
     synced_seq: u64,
 }
 
+/// After a failed fsync (`raft-unsynced` is there): every block file of the log written again
+/// with what this process reads of it, and fsynced, names included. Linux marks the pages a
+/// failed writeback dropped clean, and a later fsync writes only dirty pages: a block header
+/// written just before the failure (a block begun then) would stay blank on disk under records
+/// synced later, and a power cut would take the whole block, acknowledged records with it.
+/// Written again, the pages are dirty and the fsync writes them. Only after a disk error.
+fn rewrite_blocks<F: Fs>(fs: &F) -> Result<()> {
+    let entries = match fs.read_dir(MSGS_DIR) {
+        Ok(v) => v,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("read_dir", MSGS_DIR, e)),
+    };
+    for e in entries.iter().filter(|e| !e.is_dir) {
+        let path = format!("{MSGS_DIR}/{}", e.name);
+        let p = path.as_str();
+        let io = |op: &'static str| move |err| Error::io(op, p, err);
+        let f = fs
+            .open(&path, OpenOptions::new().read(true).write(true))
+            .map_err(io("open"))?;
+        let len = f.len().map_err(io("len"))?;
+        let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+        f.read_exact_at(&mut buf, 0).map_err(io("read"))?;
+        f.write_all_at(&buf, 0).map_err(io("write"))?;
+        f.sync_data().map_err(io("sync_data"))?;
+    }
+    fs.sync_dir(MSGS_DIR)
+        .map_err(|e| Error::io("sync_dir", MSGS_DIR, e))?;
+    fs.sync_dir("").map_err(|e| Error::io("sync_dir", "", e))
+}
+
 impl<F: Fs> LogCore<F> {
     /// Opens (recovers) the log on `fs`, or creates an empty one.
     ///
@@ -216,6 +252,9 @@ impl<F: Fs> LogCore<F> {
             // process may have renamed it in and failed to fsync the directory, and a power
             // cut would then bring the older vote back. Written again, durably.
             meta::write(&fs, &meta, true)?;
+        }
+        if unsynced::read(&fs)?.is_some() && !cfg.ablated("trust-clean-pages") {
+            rewrite_blocks(&fs)?;
         }
         let mut store = Store::open(fs.clone(), cfg.store_config())?;
         let r = store.recovery_report();

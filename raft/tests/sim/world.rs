@@ -131,6 +131,8 @@ pub struct World {
     step: usize,
     /// The highest (term, node) each node was seen voting for.
     votes: BTreeMap<u64, (u64, u64)>,
+    /// The highest log index a leader saw each node match.
+    matched: BTreeMap<u64, u64>,
     counts: BTreeMap<&'static str, u64>,
     /// When the run began (simulated).
     start: tokio::time::Instant,
@@ -210,6 +212,7 @@ impl World {
             config,
             step: 0,
             votes: BTreeMap::new(),
+            matched: BTreeMap::new(),
             counts: BTreeMap::new(),
             start: tokio::time::Instant::now(),
         }
@@ -228,6 +231,7 @@ impl World {
     async fn start(&mut self, id: u64) -> Result<()> {
         let seed = self.opts.seed;
         let ablation = self.opts.ablation;
+        let matched = self.matched.get(&id).copied().unwrap_or(0);
         let n = self.nodes.get_mut(&id).expect("node");
         n.inc += 1;
         let inc = n.inc;
@@ -242,6 +246,16 @@ impl World {
         };
         let log = LogStore::open(SubFs::new(shared.clone(), "log"), lc)
             .map_err(|e| anyhow!("node {id} does not reopen its log: {e}"))?;
+        // the log as this process found it, before openraft runs: where a log goes back
+        let (purged, last) =
+            (log.state_now().await).map_err(|e| anyhow!("node {id} does not read its log: {e}"))?;
+        let opened_at = last.or(purged).map_or(0, |l| l.index);
+        if opened_at < matched {
+            (self.book.lock().unwrap().violations).push(format!(
+                "node {id}'s log went back to {opened_at} at its restart, below index {matched}, \
+                 which a leader saw it match"
+            ));
+        }
         let sm_fs = SubFs::new(shared, "sm");
         let sm = match self.opts.sm_ablation {
             Some(a) => StreamStateMachine::open_ablated(sm_fs, a),
@@ -353,6 +367,50 @@ impl World {
                 found.push(format!("node {id}'s vote went back from {seen:?} to {v:?}"));
             }
             *seen = v.max(*seen);
+        }
+        self.book.lock().unwrap().violations.extend(found);
+        self.watch_logs();
+    }
+
+    /// No node's log goes back below what a leader saw it match as a follower, up to what the
+    /// leader had made durable itself: a follower matches only entries it has made durable,
+    /// and in a cluster of three two durable copies are a majority, so no election may cut
+    /// them. openraft's own check of it (a panic, in debug
+    /// builds only) is turned off by `loosen-follower-log-revert`, with which the leader sends
+    /// such a follower its entries again: the simulation checks it here instead.
+    fn watch_logs(&mut self) {
+        let mut found = Vec::new();
+        for n in self.nodes.values() {
+            let Some(r) = &n.raft else { continue };
+            let m = r.metrics().borrow().clone();
+            let Some(rep) = &m.replication else { continue };
+            // what the leader has made durable itself (its own entry is updated after its
+            // log's flush): only up to there are a follower's match and the leader's copy two
+            // durable copies; past it the leader may lose its copy and a new leader, elected
+            // without the follower, may rightly overwrite the follower's
+            let own = rep.get(&m.id).copied().flatten().map_or(0, |l| l.index);
+            for (id, l) in rep.iter().filter(|(id, _)| **id != m.id) {
+                if let Some(l) = l {
+                    let seen = self.matched.entry(*id).or_insert(0);
+                    *seen = l.index.min(own).max(*seen);
+                }
+            }
+        }
+        for (id, n) in &self.nodes {
+            let Some(r) = &n.raft else { continue };
+            let m = r.metrics().borrow().clone();
+            let (v, last) = (m.vote.leader_id.term, m.last_log_index);
+            if v == 0 && last.is_none() {
+                // the placeholder of a new `Raft` (see `watch_votes`)
+                continue;
+            }
+            let matched = self.matched.get(id).copied().unwrap_or(0);
+            if last.unwrap_or(0) < matched {
+                found.push(format!(
+                    "node {id}'s log went back to {last:?}, below index {matched}, which a \
+                     leader saw it match"
+                ));
+            }
         }
         self.book.lock().unwrap().violations.extend(found);
     }
