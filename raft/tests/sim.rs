@@ -356,6 +356,17 @@ fn with_disk_errors(seed: u64, ablation: Ablation) -> Outcome {
     run(opts)
 }
 
+/// Asserts that seed `seed` with disk errors on the control `ablation` still loses an
+/// acknowledged entry.
+fn control_loses_an_ack(seed: u64, ablation: Ablation) {
+    let o = with_disk_errors(seed, ablation);
+    assert!(
+        reports(&o, ACK_LOST),
+        "seed {seed}: the control {ablation:?} no longer loses an acknowledged entry: {:?}",
+        o.violations
+    );
+}
+
 /// Disk errors on: a node's log fsync fails with EIO, and fault-fs, like Linux, keeps the
 /// dropped data readable but never durable. The node stops and restarts as a process;
 /// trusting what it reads (the control), it answers for entries that only sit in the page
@@ -368,12 +379,7 @@ fn with_disk_errors(seed: u64, ablation: Ablation) -> Outcome {
 /// nodes do stop on a failed data fsync, rather than on the control's one schedule.
 #[test]
 fn a_failed_fsync_is_remembered_across_a_restart() {
-    let without = with_disk_errors(1592590025, Ablation::ForgetFailedSync);
-    assert!(
-        reports(&without, ACK_LOST),
-        "the control no longer loses an acknowledged entry: {:?}",
-        without.violations
-    );
+    control_loses_an_ack(1592590025, Ablation::ForgetFailedSync);
     let mut data_fsyncs_failed = 0;
     for seed in 1592590000..1592590100 {
         let with = with_disk_errors(seed, Ablation::Full);
@@ -401,12 +407,7 @@ fn a_failed_fsync_is_remembered_across_a_restart() {
 #[test]
 fn the_seeds_that_found_the_failed_fsync_run_clean() {
     for seed in [3000051, 1592590354] {
-        let control = with_disk_errors(seed, Ablation::ForgetFailedSync);
-        assert!(
-            reports(&control, ACK_LOST),
-            "seed {seed}: the control no longer loses an acknowledged entry: {:?}",
-            control.violations
-        );
+        control_loses_an_ack(seed, Ablation::ForgetFailedSync);
         let real = with_disk_errors(seed, Ablation::Full);
         assert!(
             real.violations.is_empty(),
@@ -425,12 +426,7 @@ fn the_seeds_that_found_the_failed_fsync_run_clean() {
 /// fsync writes them; the control (`TrustCleanPages`) does not.
 #[test]
 fn pages_a_failed_fsync_left_clean_are_written_again() {
-    let control = with_disk_errors(3000396, Ablation::TrustCleanPages);
-    assert!(
-        reports(&control, ACK_LOST),
-        "the control no longer loses an acknowledged entry: {:?}",
-        control.violations
-    );
+    control_loses_an_ack(3000396, Ablation::TrustCleanPages);
     let real = with_disk_errors(3000396, Ablation::Full);
     assert!(real.violations.is_empty(), "{:?}", real.violations);
 }
