@@ -58,12 +58,11 @@ pub enum Ablation {
     /// happens to sync the store. The whole-cluster simulation's negative control.
     AckBeforeSync,
     /// The log trusts what a restarted process reads: a failed write or fsync is not recorded
-    /// (`raft-unsynced`), and open does not write the metadata again. Entries or a vote that a
+    /// (`raft-unsynced`), and open writes neither the metadata nor the block files again. Entries or a vote that a
     /// failed fsync left in the page cache only are read back and served as if durable.
     ForgetFailedSync,
-    /// After a failed fsync the entries in doubt are cut, but the block files are not written
-    /// again: pages the failed writeback left clean (a block's header, say) stay as the page
-    /// cache shows them and the disk never got them.
+    /// Open does not write the block files again: pages a failed writeback left clean (a
+    /// block's header, say) stay as the page cache shows them and the disk never got them.
     TrustCleanPages,
 }
 
@@ -205,12 +204,14 @@ pub struct LogCore<F: Fs> {
     synced_seq: u64,
 }
 
-/// After a failed fsync (`raft-unsynced` is there): every block file of the log written again
-/// with what this process reads of it, and fsynced, names included. Linux marks the pages a
-/// failed writeback dropped clean, and a later fsync writes only dirty pages: a block header
-/// written just before the failure (a block begun then) would stay blank on disk under records
-/// synced later, and a power cut would take the whole block, acknowledged records with it.
-/// Written again, the pages are dirty and the fsync writes them. Only after a disk error.
+/// Every block file of the log written again with what this process reads of it, and fsynced,
+/// names included, at every open. Linux marks the pages a failed writeback dropped clean, and
+/// a later fsync writes only dirty pages: a block header written just before a failed fsync (a
+/// block begun then) would stay blank on disk under records synced later, and a power cut
+/// would take the whole block, acknowledged records with it. Written again, the pages are
+/// dirty and the fsync writes them. At every open, not only after a failure `raft-unsynced`
+/// recorded: writing that record can fail too, and so can the fsync of an open (the next open
+/// then writes the same pages again). The log is small: it is purged behind each snapshot.
 fn rewrite_blocks<F: Fs>(fs: &F) -> Result<()> {
     let entries = match fs.read_dir(MSGS_DIR) {
         Ok(v) => v,
@@ -253,7 +254,7 @@ impl<F: Fs> LogCore<F> {
             // cut would then bring the older vote back. Written again, durably.
             meta::write(&fs, &meta, true)?;
         }
-        if unsynced::read(&fs)?.is_some() && !cfg.ablated("trust-clean-pages") {
+        if !cfg.ablated("trust-clean-pages") && !cfg.ablated("forget-failed-sync") {
             rewrite_blocks(&fs)?;
         }
         let mut store = Store::open(fs.clone(), cfg.store_config())?;

@@ -422,12 +422,26 @@ fn the_seeds_that_found_the_failed_fsync_run_clean() {
 /// a later fsync writes only dirty pages. The restarted process appends to that block and
 /// acknowledges entries; a power cut then finds the block's header blank and takes the whole
 /// block, the acknowledged entries with it, and the node's log goes back below what the
-/// leader saw it match. Open after a recorded failure writes the block files again, so the
-/// fsync writes them; the control (`TrustCleanPages`) does not.
+/// leader saw it match. Open writes the block files again, so the fsync writes them; the
+/// control (`TrustCleanPages`) does not.
+///
+/// Seed 4000929: the leader's fsync fails with ENOSPC and the record of it cannot be written
+/// either (a second injected error); the restarted leader, still leading its term, trusts an
+/// entry the page cache shows, a power cut takes it and the later entries with it, and the
+/// leader writes other entries under the log ids its followers hold: the cluster never
+/// converges. Written again at every open, the entry reaches the disk.
 #[test]
 fn pages_a_failed_fsync_left_clean_are_written_again() {
     control_loses_an_ack(3000396, Ablation::TrustCleanPages);
     let real = with_disk_errors(3000396, Ablation::Full);
+    assert!(real.violations.is_empty(), "{:?}", real.violations);
+    let control = with_disk_errors(4000929, Ablation::TrustCleanPages);
+    assert!(
+        reports(&control, "did not converge"),
+        "seed 4000929: the control converges: {:?}",
+        control.violations
+    );
+    let real = with_disk_errors(4000929, Ablation::Full);
     assert!(real.violations.is_empty(), "{:?}", real.violations);
 }
 
