@@ -58,8 +58,9 @@ pub enum Ablation {
     /// happens to sync the store. The whole-cluster simulation's negative control.
     AckBeforeSync,
     /// The log trusts what a restarted process reads: a failed write or fsync is not recorded
-    /// (`raft-unsynced`), and open writes neither the metadata nor the block files again. Entries or a vote that a
-    /// failed fsync left in the page cache only are read back and served as if durable.
+    /// (`raft-unsynced`), and open writes neither the metadata nor the block files again.
+    /// Entries or a vote that a failed fsync left in the page cache only are read back and
+    /// served as if durable.
     ForgetFailedSync,
     /// Open does not write the block files again: pages a failed writeback left clean (a
     /// block's header, say) stay as the page cache shows them and the disk never got them.
@@ -218,6 +219,7 @@ fn rewrite_blocks<F: Fs>(fs: &F) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(Error::io("read_dir", MSGS_DIR, e)),
     };
+    let mut buf = vec![0u8; 1 << 20];
     for e in entries.iter().filter(|e| !e.is_dir) {
         let path = format!("{MSGS_DIR}/{}", e.name);
         let p = path.as_str();
@@ -226,9 +228,14 @@ fn rewrite_blocks<F: Fs>(fs: &F) -> Result<()> {
             .open(&path, OpenOptions::new().read(true).write(true))
             .map_err(io("open"))?;
         let len = f.len().map_err(io("len"))?;
-        let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
-        f.read_exact_at(&mut buf, 0).map_err(io("read"))?;
-        f.write_all_at(&buf, 0).map_err(io("write"))?;
+        let mut at = 0;
+        while at < len {
+            // a chunk at a time: a block is a few MB, a damaged file may claim any length
+            let n = (len - at).min(buf.len() as u64) as usize;
+            f.read_exact_at(&mut buf[..n], at).map_err(io("read"))?;
+            f.write_all_at(&buf[..n], at).map_err(io("write"))?;
+            at += n as u64;
+        }
         f.sync_data().map_err(io("sync_data"))?;
     }
     fs.sync_dir(MSGS_DIR)
@@ -248,6 +255,8 @@ impl<F: Fs> LogCore<F> {
     pub fn open(fs: F, cfg: LogConfig) -> Result<Self> {
         let fs = SharedFs(Arc::new(fs));
         let meta = meta::read(&fs)?;
+        // (the store's lock first: nothing below writes while another process has the log)
+        let mut store = Store::open(fs.clone(), cfg.store_config())?;
         if meta != Meta::default() && !cfg.ablated("forget-failed-sync") {
             // The vote this process reads must be durable before it acts on it: a previous
             // process may have renamed it in and failed to fsync the directory, and a power
@@ -257,7 +266,6 @@ impl<F: Fs> LogCore<F> {
         if !cfg.ablated("trust-clean-pages") && !cfg.ablated("forget-failed-sync") {
             rewrite_blocks(&fs)?;
         }
-        let mut store = Store::open(fs.clone(), cfg.store_config())?;
         let r = store.recovery_report();
         let mut repaired = !r.cuts.is_empty()
             || !r.removed_blank.is_empty()
