@@ -8,7 +8,7 @@ use super::eager::{EagerLog, EagerSm};
 use super::net::{Factory, Net, NodeRaft, Weather};
 use anyhow::{anyhow, bail, Result};
 use openraft::storage::{RaftLogStorage, RaftStateMachine};
-use openraft::{BasicNode, Config, Raft, ServerState, SnapshotPolicy};
+use openraft::{BasicNode, Config, Raft, RaftMetrics, ServerState, SnapshotPolicy};
 use seqstore_core::Fs;
 use seqstore_fault_fs::{FaultFs, FaultKind, Model, Rng};
 use seqstore_raft::log::Ablation;
@@ -348,12 +348,16 @@ impl World {
     /// node may vote for (t, 2) after (t, 1); what a vote must never do is go back, which is
     /// what a vote lost in a power cut does.)
     fn watch_votes(&mut self) {
+        // one sample of every running node's metrics, for the vote and the log checks
+        let sampled: Vec<(u64, RaftMetrics<u64, BasicNode>)> = (self.nodes.iter())
+            .filter_map(|(id, n)| Some((*id, n.raft.as_ref()?.metrics().borrow().clone())))
+            .collect();
         let mut found = Vec::new();
-        for (id, n) in &self.nodes {
-            let Some(r) = &n.raft else { continue };
-            let m = r.metrics().borrow().clone();
+        for (id, m) in &sampled {
             match &m.running_state {
-                Err(e) if !n.disk_error => found.push(format!("node {id} stopped: {e}")),
+                Err(e) if !self.nodes[id].disk_error => {
+                    found.push(format!("node {id} stopped: {e}"))
+                }
                 _ => {}
             }
             let v = (m.vote.leader_id.term, m.vote.leader_id.node_id);
@@ -369,20 +373,18 @@ impl World {
             *seen = v.max(*seen);
         }
         self.book.lock().unwrap().violations.extend(found);
-        self.watch_logs();
+        self.watch_logs(&sampled);
     }
 
     /// No node's log goes back below what a leader saw it match as a follower, up to what the
     /// leader had made durable itself: a follower matches only entries it has made durable,
     /// and in a cluster of three two durable copies are a majority, so no election may cut
-    /// them. openraft's own check of it (a panic, in debug
-    /// builds only) is turned off by `loosen-follower-log-revert`, with which the leader sends
-    /// such a follower its entries again: the simulation checks it here instead.
-    fn watch_logs(&mut self) {
-        let mut found = Vec::new();
-        for n in self.nodes.values() {
-            let Some(r) = &n.raft else { continue };
-            let m = r.metrics().borrow().clone();
+    /// them. openraft's own check of it (a panic, in debug builds only) is turned off by
+    /// `loosen-follower-log-revert`, with which the leader sends such a follower its entries
+    /// again: the simulation checks it here (on `sampled`, `watch_votes`' metrics) and at
+    /// every restart (`start`).
+    fn watch_logs(&mut self, sampled: &[(u64, RaftMetrics<u64, BasicNode>)]) {
+        for (_, m) in sampled {
             let Some(rep) = &m.replication else { continue };
             // what the leader has made durable itself (its own entry is updated after its
             // log's flush): only up to there are a follower's match and the leader's copy two
@@ -396,11 +398,10 @@ impl World {
                 }
             }
         }
-        for (id, n) in &self.nodes {
-            let Some(r) = &n.raft else { continue };
-            let m = r.metrics().borrow().clone();
-            let (v, last) = (m.vote.leader_id.term, m.last_log_index);
-            if v == 0 && last.is_none() {
+        let mut found = Vec::new();
+        for (id, m) in sampled {
+            let last = m.last_log_index;
+            if m.vote.leader_id.term == 0 && last.is_none() {
                 // the placeholder of a new `Raft` (see `watch_votes`)
                 continue;
             }
