@@ -11,7 +11,8 @@
 //! build) and must find acknowledged messages lost or overwritten.
 //!
 //! `kill -9` of the lock holder: the kernel releases the lock with the process, so another
-//! process opens the store at once and recovers it.
+//! process opens the store at once and recovers it. `kill -9` of a writer appending to a closed
+//! stream: the next open reads only the tail and equals a full rebuild.
 
 mod common;
 
@@ -370,4 +371,196 @@ fn a_killed_holder_leaves_no_lock_behind() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["msgs"].as_u64(), Some(1));
     assert!(run(dir, &["verify"]).status.success());
+}
+
+/// The environment that makes this test binary the writer of
+/// `a_killed_writer_reopens_from_its_tail_as_a_rebuild_would`: the store's directory.
+const WRITER_DIR: &str = "SEQSTORE_TEST_TAIL_WRITER_DIR";
+
+/// The payload of `seq`, as the writer appends it and the checks expect it.
+fn tail_payload(seq: u64) -> Vec<u8> {
+    format!("tail-{seq:08}-{}", "x".repeat((seq % 97) as usize)).into_bytes()
+}
+
+/// The writer (this binary again, under [`WRITER_DIR`]): appends durably (`SyncPolicy::Always`)
+/// on five subjects until it is killed, a line `acked SEQ` on stdout after each append.
+fn tail_writer(dir: &str) {
+    use std::io::Write;
+    let fs = seqstore_fs::HostFs::open(dir).expect("writer: open dir");
+    let mut s = seqstore_core::Store::open(fs, seqstore_core::Config::default()).expect("open");
+    let mut out = std::io::stdout().lock();
+    for _ in 0..1_000_000 {
+        let next = s.state().last_seq + 1;
+        let subject = format!("tail.{}", next % 5);
+        let seq = s
+            .append(&subject, b"", &tail_payload(next))
+            .expect("append");
+        assert_eq!(seq, next);
+        writeln!(out, "acked {seq}").expect("stdout");
+        out.flush().expect("stdout");
+    }
+}
+
+/// Bytes this thread has read through system calls so far (`rchar` of /proc/thread-self/io:
+/// every read, whatever served it), so that a store opened on this thread counts its own.
+fn thread_read_bytes() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io").expect("/proc/thread-self/io");
+    (io.lines())
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("rchar")
+}
+
+/// What an open of a store found: its state, its recovery report, the bytes the open read,
+/// and every stored message as (sequence, subject, payload).
+struct Opened {
+    state: seqstore_core::StreamState,
+    report: seqstore_core::RecoveryReport,
+    read: u64,
+    msgs: Vec<(u64, String, Vec<u8>)>,
+}
+
+/// The store on `dir`, opened on this thread (so that its reads are counted), and read whole.
+fn open_and_read(dir: &Path) -> Opened {
+    let before = thread_read_bytes();
+    let fs = seqstore_fs::HostFs::open(dir).expect("open dir");
+    let mut s = seqstore_core::Store::open(fs, seqstore_core::Config::default()).expect("open");
+    let read = thread_read_bytes() - before;
+    let st = s.state();
+    let msgs = (st.first_seq..=st.last_seq)
+        .filter_map(|q| s.get(q).ok())
+        .map(|m| (m.seq, m.subject, m.payload))
+        .collect();
+    Opened {
+        state: st,
+        report: s.recovery_report().clone(),
+        read,
+        msgs,
+    }
+}
+
+/// Copies the files of `from` (the store's tree: files and directories) into `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if e.file_type().expect("type").is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).expect("copy");
+        }
+    }
+}
+
+/// `kill -9` of a process appending durably, at a random point, on a stream closed first (so
+/// `index.db` vouches for its blocks): the next open takes the tail path, reads the tail and
+/// not the closed stream (counted by the kernel, not by the store), and gives exactly what a
+/// full rebuild of the same directory gives (`index.db` removed from a copy), every
+/// acknowledged message included. Random from the seed: the closed stream's length, when the
+/// writer is killed, and so how much of a block the tail is and where the kill lands.
+#[test]
+fn a_killed_writer_reopens_from_its_tail_as_a_rebuild_would() {
+    if let Ok(dir) = std::env::var(WRITER_DIR) {
+        return tail_writer(&dir);
+    }
+    let seed = seed(20261207);
+    println!("seed {seed} (SEQSTORE_SEED={seed} replays the kill points)");
+    let mut rng = Rng(seed);
+    for round in 0..6 {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (dir, copy) = (tmp.path().join("store"), tmp.path().join("rebuilt"));
+        std::fs::create_dir(&dir).expect("mkdir");
+        // the closed stream: about 6 to 20 MiB, so that it spans blocks
+        let closed = 40_000 + rng.below(100_000);
+        let fs = seqstore_fs::HostFs::open(&dir).expect("open dir");
+        let cfg = seqstore_core::Config::default().with_sync(seqstore_core::SyncPolicy::Never);
+        let mut s = seqstore_core::Store::open(fs, cfg).expect("open");
+        for seq in 1..=closed {
+            s.append(&format!("tail.{}", seq % 5), b"", &tail_payload(seq))
+                .expect("append");
+        }
+        s.close().expect("close");
+        let acks = 1 + rng.below(400);
+        let mut writer = Command::new(std::env::current_exe().expect("exe"))
+            .args([
+                "--exact",
+                "a_killed_writer_reopens_from_its_tail_as_a_rebuild_would",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(WRITER_DIR, &dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the writer");
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+            writer.stdout.take().expect("stdout"),
+        ));
+        let (mut seen, mut acked) = (0, 0);
+        while seen < acks {
+            let line = lines.next().expect("the writer ended early").expect("line");
+            if let Some(q) = line.strip_prefix("acked ") {
+                (seen, acked) = (seen + 1, q.parse().expect("seq"));
+            }
+        }
+        writer.kill().expect("kill -9");
+        writer.wait().expect("reap");
+        copy_tree(&dir, &copy);
+        std::fs::remove_file(copy.join("index.db")).expect("remove the copy's index.db");
+        let Opened {
+            state: st,
+            report: rep,
+            read,
+            msgs,
+        } = open_and_read(&dir);
+        let Opened {
+            state: st_rb,
+            report: rep_rb,
+            read: read_rb,
+            msgs: msgs_rb,
+        } = open_and_read(&copy);
+        let ctx = format!("seed {seed} round {round}: {closed} closed, killed after ack {acked}");
+        assert!(
+            rep.used_index && rep.tail_scanned > 0,
+            "{ctx}: not the tail path: {rep:?}"
+        );
+        assert!(!rep_rb.used_index, "{ctx}: the copy did not rebuild");
+        assert_eq!(st, st_rb, "{ctx}: the crash open and the rebuild differ");
+        assert!(
+            msgs == msgs_rb,
+            "{ctx}: the crash open's messages differ from the rebuild's"
+        );
+        assert!(
+            st.last_seq >= acked,
+            "{ctx}: acknowledged {acked}, last {}",
+            st.last_seq
+        );
+        for (seq, subject, payload) in &msgs {
+            assert_eq!(
+                (subject.as_str(), payload),
+                (format!("tail.{}", seq % 5).as_str(), &tail_payload(*seq)),
+                "{ctx}: seq {seq}"
+            );
+        }
+        assert_eq!(
+            msgs.len() as u64,
+            st.last_seq,
+            "{ctx}: a message is missing"
+        );
+        // the tail, not the stream: what the open read is the tail it scanned (from the
+        // length index.db recorded to the end of the file: the appends and the rest of the
+        // block's preallocated zeros, which it checks hold nothing) and a fixed allowance
+        // (index.db, each vouched block's header and last crc, the first live record)
+        let index_len = std::fs::metadata(dir.join("index.db")).map_or(0, |m| m.len());
+        assert!(
+            read <= rep.tail_scanned + index_len + (128 << 10) && read < read_rb,
+            "{ctx}: the crash open read {read} bytes (tail {} scanned), the rebuild {read_rb}",
+            rep.tail_scanned
+        );
+        println!(
+            "{ctx}: crash open read {read} bytes (tail {} scanned), the rebuild {read_rb}",
+            rep.tail_scanned
+        );
+    }
 }

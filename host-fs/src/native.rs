@@ -302,12 +302,20 @@ impl Fs for HostFs {
 }
 
 /// A held native lock: the locked lock file. Dropping it empties the file (no pid left
-/// behind for WASI openers to stumble on), then closes it, which releases the `flock`.
+/// behind for WASI openers to stumble on), then unlocks it, then closes it.
+///
+/// The unlock is explicit because closing does not release a `flock` while another
+/// descriptor still refers to the same open file: a child this process forked holds one
+/// until it execs (the file is close-on-exec), and for good if it never execs. A store
+/// closed by one thread while another spawns a process would otherwise stay locked for a
+/// moment after its close returned, and a forked worker would keep it locked while it lives.
+/// `LOCK_UN` releases the lock of the open file itself, whoever else holds it.
 struct NativeLock(std::fs::File);
 
 impl Drop for NativeLock {
     fn drop(&mut self) {
         let _ = self.0.set_len(0);
+        let _ = self.0.unlock();
     }
 }
 
@@ -361,3 +369,30 @@ impl FsFile for HostFile {
 }
 
 impl FsFileExt for HostFile {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy of the lock's descriptor (what a child forked while the lock is held keeps
+    /// until it execs) does not keep the lock once its holder lets go: the next open takes
+    /// it. (Without the explicit unlock the copy keeps the `flock`, and this open is refused.)
+    #[test]
+    fn a_lock_let_go_is_free_while_a_copy_of_its_descriptor_lives() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fs = HostFs::open(tmp.path()).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(tmp.path().join("LOCK"))
+            .unwrap();
+        file.try_lock().unwrap();
+        let forked = file.try_clone().unwrap();
+        drop(NativeLock(file));
+        let again = fs.lock("LOCK").expect("the lock, after its holder let it go");
+        drop(again);
+        drop(forked);
+    }
+}
