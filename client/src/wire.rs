@@ -28,26 +28,8 @@ pub struct StreamConfig {
     pub max_payload: u32,
 }
 
-/// A stream's counters (store-core's `StreamState`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StreamState {
-    /// Messages stored.
-    pub msgs: u64,
-    /// Bytes stored.
-    pub bytes: u64,
-    /// Lowest stored sequence (`last_seq + 1` when empty, 0 if no sequence was ever used).
-    pub first_seq: u64,
-    /// Timestamp of the first stored message.
-    pub first_ts: i64,
-    /// Highest sequence ever assigned.
-    pub last_seq: u64,
-    /// Timestamp of the last sequence's record.
-    pub last_ts: i64,
-    /// Deleted sequences between first and last.
-    pub num_deleted: u64,
-    /// Distinct subjects with a stored message.
-    pub num_subjects: u64,
-}
+/// A stream's counters: store-core's own type, serialized with its field names.
+pub use seqstore_core::StreamState;
 
 /// `GET /streams/{name}`, and each entry of `GET /streams`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

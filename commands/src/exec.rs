@@ -5,7 +5,7 @@ use clap::Args;
 use seqstore_core::{AckPolicy, Clock, ConsumerConfig};
 use std::io::Read;
 
-use crate::output::{ConsumerInfo, Msg, Output, Report, StateOut, Subjects};
+use crate::output::{ConsumerInfo, Msg, Output, Report, Subjects};
 use crate::{AckArg, Backend, ConsumerCmd, Error, Result, StoreCmd};
 
 /// Runs `cmd` on `store` and returns what it prints. `clock` stamps consumer deliveries.
@@ -147,7 +147,7 @@ fn read<B: Backend, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Output>
         }
         TimeSeq { ts, .. } => Output::Seq(store.seq_from_time(*ts)?),
         Subjects { filter, .. } => Output::Subjects(self::Subjects(store.subjects_state(filter)?)),
-        State { .. } => Output::State(StateOut::from(&store.state()?)),
+        State { .. } => Output::State(store.state()?),
         Dump { .. } => {
             let mut msgs = Vec::new();
             let mut from = 0;

@@ -54,34 +54,6 @@ impl From<&StoredMsg> for Msg {
     }
 }
 
-/// The stream's counters (`state`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct StateOut {
-    pub msgs: u64,
-    pub bytes: u64,
-    pub first_seq: u64,
-    pub first_ts: i64,
-    pub last_seq: u64,
-    pub last_ts: i64,
-    pub num_deleted: u64,
-    pub num_subjects: u64,
-}
-
-impl From<&StreamState> for StateOut {
-    fn from(s: &StreamState) -> Self {
-        StateOut {
-            msgs: s.msgs,
-            bytes: s.bytes,
-            first_seq: s.first_seq,
-            first_ts: s.first_ts,
-            last_seq: s.last_seq,
-            last_ts: s.last_ts,
-            num_deleted: s.num_deleted,
-            num_subjects: s.num_subjects,
-        }
-    }
-}
-
 /// Message counts per subject, a JSON object in subject order (`subjects`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Subjects(pub BTreeMap<String, u64>);
@@ -286,7 +258,8 @@ pub enum Output {
         valid_through: u64,
     },
     Subjects(Subjects),
-    State(StateOut),
+    /// The stream's counters, with store-core's field names.
+    State(StreamState),
     /// `{"deleted":SEQ}`.
     Deleted(u64),
     /// `{"erased":SEQ}`.

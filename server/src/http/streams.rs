@@ -66,20 +66,10 @@ fn from_raft(c: &seqstore_raft::StreamConfig) -> StreamConfig {
 }
 
 fn info_of(name: &str, c: &seqstore_raft::StreamConfig, s: &St) -> StreamInfo {
-    let st = s.state();
     StreamInfo {
         name: name.to_string(),
         config: from_raft(c),
-        state: StreamState {
-            msgs: st.msgs,
-            bytes: st.bytes,
-            first_seq: st.first_seq,
-            first_ts: st.first_ts,
-            last_seq: st.last_seq,
-            last_ts: st.last_ts,
-            num_deleted: st.num_deleted,
-            num_subjects: st.num_subjects,
-        },
+        state: s.state(),
     }
 }
 

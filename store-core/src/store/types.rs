@@ -17,6 +17,7 @@ pub struct StoredMsg {
 
 /// The stream's counters, as NATS reports them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct StreamState {
     /// Messages stored.
     pub msgs: u64,
