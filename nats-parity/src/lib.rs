@@ -39,8 +39,8 @@ use std::time::Duration;
 /// The consumer both sides run.
 const CONSUMER: &str = "w";
 
-/// A documented difference the comparison takes into account (ARCHITECTURE.md, "Differences
-/// from NATS"); counted per run.
+/// A documented difference the comparison takes into account (docs/NATS-DIFFERENCES.md);
+/// counted per run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Exception {
     /// A purge with a filter removed a pending message above the new first sequence while

@@ -207,7 +207,7 @@ pub trait FsFileExt: FsFile {
     /// frames than one whole write would make (a block of `Always` appends is a frame per
     /// append: 72 bytes each on disk, a range-map entry each in memory, and pieces too small
     /// for lz4). The store asks this of each block it seals, and rewrites the block if so
-    /// (ARCHITECTURE.md, "Sealing a block through the layer").
+    /// (store-core/CRYPT.md, "Sealing a block through the layer").
     fn worth_rewriting(&self) -> bool {
         false
     }

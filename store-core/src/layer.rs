@@ -15,7 +15,8 @@ pub enum Cipher {
     #[default]
     XChaCha20Poly1305,
     /// AES-256-GCM (RustCrypto `aes-gcm`, AES-NI and CLMUL where the CPU has them): faster
-    /// on x86. Its 96-bit nonce is made safe by a subkey per layer instance (ARCHITECTURE.md).
+    /// on x86. Its 96-bit nonce is made safe by a subkey per layer instance
+    /// (store-core/CRYPT.md, "Nonces").
     Aes256Gcm,
 }
 
@@ -72,7 +73,7 @@ pub enum Compression {
     None,
     /// lz4 (`lz4_flex`) per frame of up to 16 KiB, kept only where it makes the frame smaller;
     /// the store rewrites a block written in smaller pieces whole when it is sealed, so that
-    /// its frames are whole 16 KiB ones (ARCHITECTURE.md, "Sealing a block through the layer").
+    /// its frames are whole 16 KiB ones (store-core/CRYPT.md, "Sealing a block through the layer").
     Lz4,
 }
 

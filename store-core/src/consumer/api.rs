@@ -1,5 +1,5 @@
 //! The consumer calls on [`Store`], and their write path: validate on a copy, append one
-//! journal record, then the policy's sync (ARCHITECTURE.md, "Consumers").
+//! journal record, then the policy's sync (store-core/CONSUMERS.md, "Write path").
 
 use super::codec::{self, Op, Rec};
 use super::journal::{self, journal_path};

@@ -1,4 +1,4 @@
-//! The byte layouts of the consumer files (little-endian; ARCHITECTURE.md, "Consumers").
+//! The byte layouts of the consumer files (little-endian; ARCHITECTURE.md, "Consumer files").
 //!
 //! Journal `consumers/journal.<gen>`: a 16-byte header (`SQCJ`, version u32 = 1, gen u64),
 //! then records framed as `len u32 | crc u32 | body`, where crc is the crc32 of the previous

@@ -11,7 +11,8 @@
 //!   journal over the checkpoint and cuts a torn tail.
 //! - `api`: the calls on [`crate::Store`].
 //!
-//! ARCHITECTURE.md ("Consumers") has the write path, every fsync and the layouts.
+//! store-core/CONSUMERS.md has the rules, the write path and every fsync; ARCHITECTURE.md
+//! ("Consumer files") the layouts.
 
 pub(crate) mod api;
 mod checkpoint;

@@ -564,7 +564,7 @@ fn machine_step(st: &mut ConsumerState, c: &ConsumerConfig, next: &mut impl FnMu
 /// `AckAll` with a redelivery, as the differential test found nats-server 2.15.1 to answer
 /// (seed 781 there): an ack puts the floor at the delivery it names, a redelivery's when
 /// that is what was acked; an older delivery's ack later does not take the floor back (NATS
-/// ignores it: ARCHITECTURE.md, D12). Across a reopen, the journal replays the same.
+/// ignores it: docs/NATS-DIFFERENCES.md, D12). Across a reopen, the journal replays the same.
 #[test]
 fn ack_all_takes_the_floor_to_the_delivery_acked() {
     let fs = MemFs::new();

@@ -1,6 +1,6 @@
 //! The bytes of a layered file: the file header, the frame header, and sealing a frame (an
-//! AEAD, or a crc32 when the layer compresses without encrypting). ARCHITECTURE.md, "Encryption
-//! at rest", draws the layout.
+//! AEAD, or a crc32 when the layer compresses without encrypting). ARCHITECTURE.md, "Layered
+//! files", draws the layout.
 
 use super::{Cipher, Compression, Fault};
 use aes_gcm::aes::cipher::BlockCipherEncrypt;

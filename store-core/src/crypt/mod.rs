@@ -7,8 +7,9 @@
 //! (lz4-compressed when that is smaller), each sealed with XChaCha20-Poly1305 under a fresh
 //! nonce, its header (logical offset, lengths, the synced physical length) authenticated with
 //! it; `set_len` appends a length frame. Physical bytes are never overwritten, so a torn write
-//! can only damage bytes that were never synced. ARCHITECTURE.md ("Encryption at rest") has the
-//! layout, the nonce argument and what the layer does not hide (names, sizes, timing).
+//! can only damage bytes that were never synced. store-core/CRYPT.md has the
+//! nonce argument and what the layer does not hide (names, sizes, timing); ARCHITECTURE.md
+//! ("Layered files") the layout.
 //!
 //! Open a store through it with [`crate::StoreBuilder::open_layered`] and
 //! [`crate::Config::encryption`] / [`crate::Config::compression`]; a plain [`crate::Store::open`]

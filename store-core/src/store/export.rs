@@ -19,7 +19,7 @@
 //! (`Store::snapshot_to`: `snapshot` is the private method that builds `index.db`.)
 //!
 //! Consistency: the snapshot is taken under `&mut self` (with `SharedStore`, inside `with`), so
-//! nothing can change the blocks while they stream; see ARCHITECTURE.md, "Snapshot and restore".
+//! nothing can change the blocks while they stream; see store-core/SNAPSHOTS.md.
 
 use super::*;
 use std::io::{Read, Write};
