@@ -491,21 +491,40 @@ fn a_killed_writer_reopens_from_its_tail_as_a_rebuild_would() {
             ])
             .env(WRITER_DIR, &dir)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn the writer");
+        // its stderr, drained beside it (a full pipe would stop it), for a writer that ends
+        let stderr = writer.stderr.take().expect("stderr");
+        let errs = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut s);
+            s
+        });
         let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
             writer.stdout.take().expect("stdout"),
         ));
         let (mut seen, mut acked) = (0, 0);
+        let mut out = Vec::new();
         while seen < acks {
-            let line = lines.next().expect("the writer ended early").expect("line");
+            let Some(Ok(line)) = lines.next() else {
+                let status = writer.wait().expect("reap");
+                let errs = errs.join().unwrap_or_default();
+                panic!(
+                    "seed {seed} round {round}: the writer ended after {seen} of {acks} acks \
+                     ({status}); stdout:\n{}\nstderr:\n{errs}",
+                    out.join("\n")
+                );
+            };
             if let Some(q) = line.strip_prefix("acked ") {
                 (seen, acked) = (seen + 1, q.parse().expect("seq"));
+            } else {
+                out.push(line);
             }
         }
         writer.kill().expect("kill -9");
         writer.wait().expect("reap");
+        drop(errs);
         copy_tree(&dir, &copy);
         std::fs::remove_file(copy.join("index.db")).expect("remove the copy's index.db");
         let Opened {
