@@ -23,10 +23,10 @@
 // were just loaded) is allowed where it is used, with a comment naming it; the public test kit
 // (`conformance`) allows them, its panics being its assertions. Indexing is denied in the
 // modules that parse bytes from a disk (`deny(clippy::indexing_slicing)` at their top: record,
-// index, the block scan, the consumer codec and journal, the encryption layer's formats), where
-// an index out of range on a damaged file would be a panic on bad input. Elsewhere (some 200
-// sites) it indexes the store's own tables (blocks, entries, its write buffer) by positions it
-// computed, and stays allowed. `not(test)`: the tests assert by panicking.
+// index, the block scan, the consumer codec and journal, the encryption layer's format and
+// framed file), where an index out of range on a damaged file would be a panic on bad input.
+// Elsewhere (some 230 sites) it indexes the store's own tables (blocks, entries, its write
+// buffer) by positions it computed, and stays allowed. `not(test)`: tests assert by panicking.
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
