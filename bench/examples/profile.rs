@@ -39,8 +39,11 @@ fn cpu_ns() -> u64 {
 }
 
 /// (CPU seconds, context switches) of the whole process so far, every thread counted,
-/// ended ones too (`getrusage(RUSAGE_SELF)`).
+/// ended ones too (`getrusage(RUSAGE_SELF)`). Unsafe because the call is libc's: rustix (in
+/// the lockfile) has no getrusage, and /proc/self/stat counts CPU time only in clock ticks.
+#[allow(unsafe_code)]
 fn process_usage() -> (f64, u64) {
+    // SAFETY: rusage is plain integers, for which all zeros is a valid value.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `u` is a valid, writable rusage for the call to fill.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {

@@ -138,7 +138,11 @@ impl Drop for Server {
 
 /// Makes the child die with this process, even when this one is killed by SIGKILL (no Drop
 /// guard runs then).
+///
+/// Unsafe because `CommandExt::pre_exec` is (the closure runs between fork and exec); no safe
+/// API sets the parent-death signal of a child.
 #[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
 fn die_with_parent(cmd: &mut Command) {
     use std::os::unix::process::CommandExt as _;
     // SAFETY: the closure runs in the forked child before exec and only calls prctl, which is

@@ -3,3 +3,4 @@
 //! (`seqstore = { path = ".", features = ["ablation"] }` in Cargo.toml): cargo takes a
 //! dependency only on a package with a library, and that is how `cargo test` builds the binary
 //! the tests run with `demo`, `crashcheck` and `--ablation`, while `cargo build` does not.
+#![forbid(unsafe_code)]

@@ -153,7 +153,9 @@ fn main() -> ExitCode {
 
 /// Rust starts programs with SIGPIPE ignored, so a write to a closed pipe (`seqstore … | head`)
 /// is an error that `println!` turns into a panic. A command-line tool should end quietly
-/// there, as coreutils do: the default action, which ends the process.
+/// there, as coreutils do: the default action, which ends the process. Unsafe because setting
+/// a signal disposition is (std has no API for it but the unstable `-Zon-broken-pipe`).
+#[allow(unsafe_code)]
 fn restore_sigpipe() {
     #[cfg(unix)]
     // SAFETY: called first thing in main, before any other thread exists; SIG_DFL is a valid

@@ -14,7 +14,9 @@ pub const MAX_ALLOC: usize = 64 << 20;
 /// `handle_alloc_error`, printing "memory allocation of N bytes failed").
 pub struct CappedAlloc;
 
+// Unsafe because GlobalAlloc is an unsafe trait: a capped allocator has no safe way to exist.
 // SAFETY: forwards to `System`; a refused request returns null, which GlobalAlloc allows.
+#[allow(unsafe_code)]
 unsafe impl GlobalAlloc for CappedAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if layout.size() > MAX_ALLOC {

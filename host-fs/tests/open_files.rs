@@ -144,19 +144,17 @@ fn run(dir: &std::path::Path, seed: u64, open_blocks: usize, ops: usize) -> usiz
     most
 }
 
+/// Sets the soft limit on open files to `soft` (at most the hard limit); returns the old one
+/// (`u64::MAX`: unlimited).
 fn set_fd_limit(soft: u64) -> u64 {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let old = getrlimit(Resource::Nofile);
+    let new = Rlimit {
+        current: Some(old.maximum.map_or(soft, |max| soft.min(max))),
+        maximum: old.maximum,
     };
-    // SAFETY: getrlimit and setrlimit write and read the struct passed, nothing else
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut r), 0);
-        let old = r.rlim_cur;
-        r.rlim_cur = soft.min(r.rlim_max);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0);
-        old
-    }
+    setrlimit(Resource::Nofile, new).unwrap();
+    old.current.unwrap_or(u64::MAX)
 }
 
 #[test]
@@ -206,7 +204,11 @@ fn block_handles_stay_bounded_and_a_stream_opens_under_a_low_file_limit() {
         let _ = std::fs::remove_file(dir.path().join("index.db"));
         match open(dir.path(), 100_000) {
             Err(Error::Io { source, .. }) => {
-                assert_eq!(source.raw_os_error(), Some(libc::EMFILE), "{source}")
+                assert_eq!(
+                    source.raw_os_error(),
+                    Some(rustix::io::Errno::MFILE.raw_os_error()),
+                    "{source}"
+                )
             }
             Err(e) => panic!("holding every block under {limit} descriptors: {e}"),
             Ok(_) => panic!("holding every block opened under {limit} descriptors"),

@@ -1,5 +1,6 @@
 //! Empty: this crate exists for its dependencies' features (see its Cargo.toml). Its one test
 //! checks that they are enough.
+#![forbid(unsafe_code)]
 
 #[cfg(test)]
 mod tests {

@@ -15,6 +15,9 @@
 //! Cases panic (assert) on a mismatch: this module is test support, only compiled with the
 //! `conformance` feature.
 
+// A test kit compiled into the library: its unwraps and panics are its assertions.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use crate::fs::{DirEntry, Fs, FsFile, FsFileExt, OpenOptions, WriteSyncError};
 use std::io::ErrorKind;
 

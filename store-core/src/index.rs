@@ -27,6 +27,9 @@
 //! without reading any. Version 2 is version 3 without it, version 1 version 2 without the
 //! ttl section; both are still read, every `ts_hi` "not known" (found on first use).
 
+// Parses bytes read from a disk: no index that a damaged file could put out of range.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
 use crate::error::{Error, Result};
 
 /// Magic of `index.db`.
@@ -157,13 +160,17 @@ impl Snapshot {
     /// reader walks the fields in the order of the byte layout (ARCHITECTURE.md, index.db), so
     /// the code reads as the layout does.
     pub fn decode(file: &str, b: &[u8]) -> Result<Snapshot> {
-        if b.len() < 8 + 56 + 8 + 4 {
+        let (Some(([m0, m1, m2, m3, v0, v1, v2, v3], _)), Some((body, stored)), true) = (
+            b.split_first_chunk::<8>(),
+            b.split_last_chunk::<4>(),
+            b.len() >= 8 + 56 + 8 + 4,
+        ) else {
             return Err(Error::corrupt(file, 0, "index too short"));
-        }
-        if b[0..4] != INDEX_MAGIC {
+        };
+        if [*m0, *m1, *m2, *m3] != INDEX_MAGIC {
             return Err(Error::corrupt(file, 0, "not a seqstore index (bad magic)"));
         }
-        let version = u32::from_le_bytes(b[4..8].try_into().expect("4"));
+        let version = u32::from_le_bytes([*v0, *v1, *v2, *v3]);
         if !(INDEX_VERSION_NO_TTL..=INDEX_VERSION).contains(&version) {
             return Err(Error::corrupt(
                 file,
@@ -174,8 +181,7 @@ impl Snapshot {
                 ),
             ));
         }
-        let body = &b[..b.len() - 4];
-        let stored = u32::from_le_bytes(b[b.len() - 4..].try_into().expect("4"));
+        let stored = u32::from_le_bytes(*stored);
         if crate::record::crc32(body) != stored {
             return Err(Error::corrupt(
                 file,
@@ -278,22 +284,35 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    fn cut_short(&self) -> Error {
+        Error::corrupt(self.file, self.at as u64, "index cut short")
+    }
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        if self.b.len() - self.at < n {
-            return Err(Error::corrupt(self.file, self.at as u64, "index cut short"));
-        }
-        let s = &self.b[self.at..self.at + n];
+        let Some(s) = self.b.get(self.at..).and_then(|rest| rest.get(..n)) else {
+            return Err(self.cut_short());
+        };
         self.at += n;
         Ok(s)
     }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let Some(&a) = self
+            .b
+            .get(self.at..)
+            .and_then(|rest| rest.first_chunk::<N>())
+        else {
+            return Err(self.cut_short());
+        };
+        self.at += N;
+        Ok(a)
+    }
     fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2")))
+        self.array().map(u16::from_le_bytes)
     }
     fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
+        self.array().map(u32::from_le_bytes)
     }
     fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+        self.array().map(u64::from_le_bytes)
     }
     /// A count of elements each at least `min_size` bytes: refused if the rest cannot hold them.
     fn count(&mut self, min_size: usize) -> Result<usize> {

@@ -18,6 +18,19 @@
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// Production code does not panic on what it reads from a disk or is given by a caller: no
+// unwrap, expect or panic outside tests. An invariant that truly holds (a block whose entries
+// were just loaded) is allowed where it is used, with a comment naming it; the public test kit
+// (`conformance`) allows them, its panics being its assertions. Indexing is denied in the
+// modules that parse bytes from a disk (`deny(clippy::indexing_slicing)` at their top: record,
+// index, the block scan, the consumer codec and journal, the encryption layer's format and
+// framed file), where an index out of range on a damaged file would be a panic on bad input.
+// Elsewhere (some 230 sites) it indexes the store's own tables (blocks, entries, its write
+// buffer) by positions it computed, and stays allowed. `not(test)`: tests assert by panicking.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 // Private modules: the crate root re-exports the embedding API below, and `internal` (feature
 // `internal`) the rest that seqstore's own crates use; without that feature, the parts only it

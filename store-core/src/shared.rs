@@ -338,8 +338,9 @@ impl<F: Fs> SharedStore<F> {
                 // the ticket was taken after this leader's own write
                 debug_assert!(upto >= write);
                 g.durable = g.durable.max(upto);
-                while g.queue.front().is_some_and(|w| w.write <= g.durable) {
-                    covered.push(g.queue.pop_front().expect("front exists").slot);
+                let durable = g.durable;
+                while let Some(w) = g.queue.pop_front_if(|w| w.write <= durable) {
+                    covered.push(w.slot);
                 }
                 next = g.queue.pop_front().map(|w| w.slot);
                 if next.is_none() {
@@ -369,7 +370,9 @@ impl<F: Fs> SharedStore<F> {
             std::thread::yield_now();
             g.insert(lock(&self.inner.state)).store.writes()
         });
-        g.expect("the last step re-took the lock")
+        // every step re-took the lock before it returned: `g` holds it (the `else` is never
+        // taken, and would only take the lock again)
+        g.unwrap_or_else(|| lock(&self.inner.state))
     }
 
     /// Runs `f` on the store under its lock (reads, purge, compact, …). A `sync` in `f` also

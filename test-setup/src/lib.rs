@@ -14,6 +14,7 @@
 //!
 //! The lines are written to the process's stderr directly: the test harness captures
 //! `eprintln!` and shows it only for a failing test.
+#![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};

@@ -18,6 +18,7 @@
 //! The same code drives the native store and, through [`StreamOps`], any other backend (the
 //! wasm guest). [`recovery`] crashes the recovery of each crash image in turn (recovery of
 //! the recovery).
+#![forbid(unsafe_code)]
 
 use seqstore_core::{
     Ablation, Config, ConsumerConfig, ConsumerState, Error, ManualClock, Store, StoredMsg,

@@ -16,7 +16,9 @@ static LARGEST: AtomicUsize = AtomicUsize::new(0);
 
 struct CappedAlloc;
 
+// Unsafe because GlobalAlloc is an unsafe trait: a capped allocator has no safe way to exist.
 // SAFETY: forwards to `System`; a refused request returns null, which GlobalAlloc allows.
+#[allow(unsafe_code)]
 unsafe impl GlobalAlloc for CappedAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if layout.size() > MAX_ALLOC {

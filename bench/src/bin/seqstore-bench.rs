@@ -16,6 +16,7 @@
 //! cargo target dir, whichever has room), deleted after. `cargo run --release -p seqstore-bench
 //! -- --scale --markdown docs/BENCHMARKS-SCALE.md` generates that page. (`--scale-sizes
 //! N,N…`, for testing the mode, replaces the sizes.)
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 

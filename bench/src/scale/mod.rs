@@ -69,15 +69,8 @@ impl ScaleOpts {
 
 /// Bytes free to an unprivileged user on the filesystem of `p` (statvfs).
 fn free_bytes(p: &Path) -> Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).context("path with a NUL")?;
-    // SAFETY: `c` is a valid C string; `st` is written by statvfs before it is read.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("statvfs {}", p.display()));
-    }
-    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+    let st = rustix::fs::statvfs(p).with_context(|| format!("statvfs {}", p.display()))?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// The directory the stores go under: `--scale-dir` (created), else the first of the temp dir

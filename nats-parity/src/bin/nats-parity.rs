@@ -1,6 +1,7 @@
 //! `nats-parity [--ops N] [--seed S] [--runs R]`: R runs of N operations each (seeds S, S+1,
 //! ...) against the real nats-server; prints each seed, and a shrunk list of operations on a
 //! difference (exit code 1). The server: `NATS_SERVER_BIN`, else the workspace's `.venv-nats`.
+#![forbid(unsafe_code)]
 
 use seqstore_nats_parity::{check, server::find_server, Harness};
 

@@ -2,6 +2,7 @@
 //! per append batch, seqstore-raft against raft-log 0.4.6 in the same run (alternating
 //! rounds, median of 3), plus the fsync latency of the directory used.
 //! (The 3-node cluster's throughput against NATS R3: `seqstore-bench --replicated`.)
+#![forbid(unsafe_code)]
 
 use anyhow::Context;
 use openraft::testing::log_id;

@@ -1,6 +1,7 @@
 //! `seqstore-server serve --dir D`: a one-node cluster on 127.0.0.1:4480, no configuration.
 //! `seqstore-server serve --dir D --id N --listen ADDR --peers 1=ADDR,2=ADDR,3=ADDR
 //! [--bootstrap]`: one node of a cluster. See the crate README.
+#![forbid(unsafe_code)]
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};

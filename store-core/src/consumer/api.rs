@@ -198,7 +198,6 @@ impl<F: Fs> Store<F> {
             }
         }
         journal::apply(&mut self.consumers.all, &rec)?;
-        self.ensure_consumer_files()?;
         self.append_consumer_record(&rec)?;
         self.forget_gone();
         self.dur.writes += 1;
@@ -265,11 +264,12 @@ impl<F: Fs> Store<F> {
         }
     }
 
+    /// Appends `rec` to the journal (created first on the first consumer).
     fn append_consumer_record(&mut self, rec: &Rec) -> Result<()> {
+        let j = self.ensure_consumer_files()?;
         let mut buf = Vec::with_capacity(128);
         let crc = codec::encode_rec(rec, self.consumers.prev_crc, &mut buf);
         let path = journal_path(self.consumers.gen);
-        let j = self.consumers.journal.as_ref().expect("ensured");
         let r = j.write_all_at(&buf, self.consumers.len);
         self.dur.latch(r, "write", &path)?;
         self.consumers.len += buf.len() as u64;
@@ -280,22 +280,23 @@ impl<F: Fs> Store<F> {
 
     /// Creates `consumers/` and its first journal on the first consumer: the directory's
     /// name (**consumer.create-root-dir**) and the journal's (**consumer.create-dir**) are
-    /// durable before any record in it is acknowledged.
-    fn ensure_consumer_files(&mut self) -> Result<()> {
-        if self.consumers.journal.is_some() {
-            return Ok(());
+    /// durable before any record in it is acknowledged. Returns the journal.
+    fn ensure_consumer_files(&mut self) -> Result<Arc<F::File>> {
+        if let Some(j) = &self.consumers.journal {
+            return Ok(Arc::clone(j));
         }
         let r = self.fs.create_dir(CONSUMERS_DIR);
         self.dur.latch(r, "create_dir", CONSUMERS_DIR)?;
         self.sync_dir("", SyncSite::ConsumerCreateRootDir)?;
         self.consumers.gen = 0;
-        self.new_journal()?;
-        self.sync_dir(CONSUMERS_DIR, SyncSite::ConsumerCreateDir)
+        let j = self.new_journal()?;
+        self.sync_dir(CONSUMERS_DIR, SyncSite::ConsumerCreateDir)?;
+        Ok(j)
     }
 
     /// Creates (or empties) the journal of the current generation and writes its header
     /// (durable with the first record's fsync, which covers the bytes before it).
-    pub(crate) fn new_journal(&mut self) -> Result<()> {
+    pub(crate) fn new_journal(&mut self) -> Result<Arc<F::File>> {
         let path = journal_path(self.consumers.gen);
         let opts = OpenOptions::read_write_create().truncate(true);
         let r = self.fs.open(&path, opts);
@@ -303,11 +304,12 @@ impl<F: Fs> Store<F> {
         let header = codec::journal_header(self.consumers.gen);
         let r = f.write_all_at(&header, 0);
         self.dur.latch(r, "write", &path)?;
-        self.consumers.journal = Some(Arc::new(f));
+        let f = Arc::new(f);
+        self.consumers.journal = Some(Arc::clone(&f));
         self.consumers.len = header.len() as u64;
         self.consumers.prev_crc = crate::record::crc32(&header);
         self.consumers.dirty = true;
-        Ok(())
+        Ok(f)
     }
 
     /// Fsyncs the journal if it has unsynced records (a failure poisons the store).

@@ -23,12 +23,12 @@ impl<F: Fs> Store<F> {
         if self.consumers.journal.is_none() {
             return Ok(());
         }
-        let names: Vec<String> = self.consumers.all.keys().cloned().collect();
-        for name in names {
-            let (cfg, st) = &self.consumers.all[&name];
-            let st = self.consumer_in_line(cfg, st);
-            self.consumers.all.get_mut(&name).expect("listed").1 = st;
+        // (taken out while updated: `consumer_in_line` reads the stream, not the consumers)
+        let mut all = std::mem::take(&mut self.consumers.all);
+        for (cfg, st) in all.values_mut() {
+            *st = self.consumer_in_line(cfg, st);
         }
+        self.consumers.all = all;
         self.consumers.gone.clear();
         let gen = self.consumers.gen + 1;
         let bytes = codec::encode_state(gen, &self.consumers.all);

@@ -12,6 +12,9 @@
 //! max_deliver u64 | delivered (consumer u64, stream u64) | ack floor (u64, u64) | n u32 |
 //! (sseq u64, dseq u64, ts i64)^n | m u32 | (sseq u64, count u64)^m`.
 
+// Parses bytes read from a disk: no index that a damaged file could put out of range.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
 use super::state::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
 use crate::record::crc32;
 use std::collections::BTreeMap;
@@ -278,7 +281,7 @@ impl<'a> Reader<'a> {
         Some(a)
     }
     fn u8(&mut self) -> Option<u8> {
-        Some(self.take(1)?[0])
+        self.take(1)?.first().copied()
     }
     fn u32(&mut self) -> Option<u32> {
         Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))

@@ -2,6 +2,9 @@
 //! table they rebuild. The fsyncs (and so the ablation switches) are the store's
 //! (`api.rs`); this file reads, replays, writes and names.
 
+// Parses bytes read from a disk: no index that a damaged file could put out of range.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
 use super::codec::{self, Entry, Op, Rec, JOURNAL_HEADER_LEN};
 use super::state::{ConsumerConfig, ConsumerState};
 use super::CONSUMERS_DIR;
@@ -182,8 +185,8 @@ impl<H: FsFile> Consumers<H> {
 
     fn replay(&mut self, f: &H, path: &str, done: &mut Loaded) -> Result<()> {
         let buf = read_all(f, path)?;
-        let header_ok = buf.len() >= JOURNAL_HEADER_LEN
-            && codec::parse_journal_header(&buf[..JOURNAL_HEADER_LEN]) == Some(self.gen);
+        let header = buf.get(..JOURNAL_HEADER_LEN);
+        let header_ok = header.and_then(codec::parse_journal_header) == Some(self.gen);
         if !header_ok {
             // created and never synced, or torn: no record after it was ever acknowledged
             // (a record's fsync covers the header before it)
@@ -200,8 +203,8 @@ impl<H: FsFile> Consumers<H> {
             return Ok(());
         }
         let mut at = JOURNAL_HEADER_LEN;
-        let mut prev = crate::record::crc32(&buf[..JOURNAL_HEADER_LEN]);
-        while let Some((rec, n, crc)) = codec::decode_rec(&buf[at..], prev) {
+        let mut prev = crate::record::crc32(header.unwrap_or_default());
+        while let Some((rec, n, crc)) = buf.get(at..).and_then(|r| codec::decode_rec(r, prev)) {
             prev = crc;
             apply(&mut self.all, &rec).map_err(|e| {
                 Error::corrupt(path, at as u64, format!("record does not replay: {e}"))
@@ -266,8 +269,8 @@ fn check_journal(
     all: &mut BTreeMap<String, Entry>,
     out: &mut Checked,
 ) {
-    let header_ok = buf.len() >= JOURNAL_HEADER_LEN
-        && codec::parse_journal_header(&buf[..JOURNAL_HEADER_LEN]) == Some(gen);
+    let header = buf.get(..JOURNAL_HEADER_LEN);
+    let header_ok = header.and_then(codec::parse_journal_header) == Some(gen);
     if !header_ok {
         if !buf.is_empty() {
             let what = format!(
@@ -279,8 +282,8 @@ fn check_journal(
         return;
     }
     let mut at = JOURNAL_HEADER_LEN;
-    let mut prev = crate::record::crc32(&buf[..JOURNAL_HEADER_LEN]);
-    while let Some((rec, n, crc)) = codec::decode_rec(&buf[at..], prev) {
+    let mut prev = crate::record::crc32(header.unwrap_or_default());
+    while let Some((rec, n, crc)) = buf.get(at..).and_then(|r| codec::decode_rec(r, prev)) {
         if let Err(e) = apply(all, &rec) {
             let what = format!("record does not replay: {e}");
             out.problems.push((path.into(), at as u64, what));

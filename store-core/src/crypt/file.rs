@@ -1,6 +1,10 @@
 //! One layered file: the map from logical ranges to the frames that hold them, built by one
 //! scan at open, and the reads, appends of frames, and syncs on top of it.
 
+// Parses bytes read from a disk: no index that a damaged file (or a short read) could put out
+// of range.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
 use super::format::{
     check_header, compress, decompress, file_header, frame_aad, FrameHdr, HeaderCheck, FILE_HDR,
     FRAME_HDR, FRAME_MAGIC, FRAME_MAX, FRAME_OVERHEAD, KIND_DATA, KIND_LEN, NONCE, TAG,
@@ -87,7 +91,14 @@ impl<FF: FsFileExt> Window<'_, FF> {
             self.start = off;
         }
         let at = (off - self.start) as usize;
-        Ok(Some(&self.buf[at..at + len]))
+        // (a read shorter than asked is the file's fault, refused rather than indexed past)
+        match self.buf.get(at..at + len) {
+            Some(b) => Ok(Some(b)),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("read_vec_at returned fewer than {len} bytes at {off}"),
+            )),
+        }
     }
 }
 
@@ -223,16 +234,22 @@ impl<FF: FsFileExt> Framed<FF> {
     /// Authenticates and decrypts the whole frame `bytes` (header included) into `out`.
     fn open_frame(&self, h: &FrameHdr, at: u64, bytes: &[u8], out: &mut Vec<u8>) -> bool {
         let hdr: [u8; FRAME_HDR] = h.encode();
-        if bytes[..FRAME_HDR] != hdr {
+        let Some((head, rest)) = bytes.split_first_chunk::<FRAME_HDR>() else {
+            return false;
+        };
+        if *head != hdr {
             return false;
         }
-        let body = FRAME_HDR + h.stored as usize;
+        let Some((body, rest)) = rest.split_at_checked(h.stored as usize) else {
+            return false;
+        };
+        let Some(tag) = rest.get(..TAG) else {
+            return false;
+        };
         out.clear();
-        out.extend_from_slice(&bytes[FRAME_HDR..body]);
+        out.extend_from_slice(body);
         let aad = frame_aad(&hdr, &self.nonce, at);
-        self.shared
-            .sealer
-            .open(&h.nonce, &aad, out, &bytes[body..body + TAG])
+        self.shared.sealer.open(&h.nonce, &aad, out, tag)
     }
 
     /// Appends one frame for `plain` (at `logical`) to `out`, which goes to physical offset
@@ -260,12 +277,16 @@ impl<FF: FsFileExt> Framed<FF> {
             nonce: self.shared.next_nonce()?,
         };
         let hdr = h.encode();
-        out[at..at + FRAME_HDR].copy_from_slice(&hdr);
+        // `out` grew by the header's room at `at`, then the body after it
+        let Some((room, body)) = out
+            .get_mut(at..)
+            .and_then(|f| f.split_first_chunk_mut::<FRAME_HDR>())
+        else {
+            return Err(io::Error::other("frame buffer shorter than its header"));
+        };
+        *room = hdr;
         let aad = frame_aad(&hdr, &self.nonce, base + at as u64);
-        let tag = self
-            .shared
-            .sealer
-            .seal(&h.nonce, &aad, &mut out[at + FRAME_HDR..])?;
+        let tag = self.shared.sealer.seal(&h.nonce, &aad, body)?;
         out.extend_from_slice(&tag);
         Ok(h)
     }
@@ -304,9 +325,10 @@ impl<FF: FsFileExt> Framed<FF> {
         let total = e.total as usize;
         self.inner.read_vec_at(&mut bytes, total, e.frame)?;
         let bad = || tampered(e.frame, "a frame no longer authenticates");
-        let h = FrameHdr::decode(&bytes[..total], e.frame).ok_or_else(bad)?;
+        let bytes = bytes.get(..total).ok_or_else(bad)?;
+        let h = FrameHdr::decode(bytes, e.frame).ok_or_else(bad)?;
         let mut body = Vec::new();
-        if h.total() != total || !self.open_frame(&h, e.frame, &bytes[..total], &mut body) {
+        if h.total() != total || !self.open_frame(&h, e.frame, bytes, &mut body) {
             return Err(bad());
         }
         let plain = decompress(&h, body)
@@ -410,7 +432,9 @@ impl<FF: FsFileExt> FsFile for Framed<FF> {
         }
         let n = (buf.len() as u64).min(st.len - offset) as usize;
         let end = offset + n as u64;
-        let buf = &mut buf[..n];
+        let Some(buf) = buf.get_mut(..n) else {
+            return Ok(0); // (n <= buf.len())
+        };
         buf.fill(0);
         let from = match st.ext.range(..=offset).next_back() {
             Some((&s, e)) if e.end > offset => s,
@@ -427,7 +451,10 @@ impl<FF: FsFileExt> FsFile for Framed<FF> {
             let part = plain
                 .get(src..src + (b - a) as usize)
                 .ok_or_else(|| tampered(e.frame, "a frame shorter than its range"))?;
-            buf[(a - offset) as usize..(b - offset) as usize].copy_from_slice(part);
+            // (offset <= a < b <= end = offset + n)
+            buf.get_mut((a - offset) as usize..(b - offset) as usize)
+                .ok_or_else(|| tampered(e.frame, "a frame range outside the read"))?
+                .copy_from_slice(part);
         }
         Ok(n)
     }

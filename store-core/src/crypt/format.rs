@@ -2,6 +2,10 @@
 //! AEAD, or a crc32 when the layer compresses without encrypting). ARCHITECTURE.md, "Layered
 //! files", draws the layout.
 
+// Parses bytes read from a disk: no index that a damaged file could put out of range (the
+// headers are read as arrays, whose constant indices the compiler checks).
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
 use super::{Cipher, Compression, Fault};
 use aes_gcm::aes::cipher::BlockCipherEncrypt;
 use aes_gcm::aes::Aes256;
@@ -61,18 +65,20 @@ impl FrameHdr {
 
     /// A header that could have been written by this layer at physical offset `at`, or `None`.
     pub fn decode(b: &[u8], at: u64) -> Option<FrameHdr> {
-        if b.len() < FRAME_HDR || b[..4] != FRAME_MAGIC || b[6..8] != [0, 0] {
+        let b = b.first_chunk::<FRAME_HDR>()?;
+        if b[..4] != FRAME_MAGIC || b[6..8] != [0, 0] {
             return None;
         }
-        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or_default());
-        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or_default());
+        // (constant ranges of the header array: the conversions cannot fail)
+        let u32_at = |r: &[u8]| u32::from_le_bytes(r.try_into().unwrap_or_default());
+        let u64_at = |r: &[u8]| u64::from_le_bytes(r.try_into().unwrap_or_default());
         let h = FrameHdr {
             kind: b[4],
             flags: b[5],
-            logical: u64_at(8),
-            stored: u32_at(16),
-            plain: u32_at(20),
-            synced: u64_at(24),
+            logical: u64_at(&b[8..16]),
+            stored: u32_at(&b[16..20]),
+            plain: u32_at(&b[20..24]),
+            synced: u64_at(&b[24..32]),
             nonce: b[32..56].try_into().unwrap_or_default(),
         };
         let (stored, plain) = (h.stored as usize, h.plain as usize);
@@ -256,9 +262,12 @@ pub(super) enum HeaderCheck {
 
 /// Checks a file header against the layer: the key check fails for another key.
 pub(super) fn check_header(sealer: &Sealer, b: &[u8]) -> Result<HeaderCheck, Fault> {
-    if b.len() < FILE_HDR || b.iter().all(|&x| x == 0) {
+    if b.iter().all(|&x| x == 0) {
         return Ok(HeaderCheck::Blank);
     }
+    let Some(b) = b.first_chunk::<FILE_HDR>() else {
+        return Ok(HeaderCheck::Blank);
+    };
     if b[..8] != FILE_MAGIC {
         return Err(Fault::NotLayered);
     }
@@ -302,7 +311,10 @@ pub(super) fn compress(compression: Compression, plain: &[u8], out: &mut Vec<u8>
             at + lz4_flex::block::get_maximum_output_size(plain.len()),
             0,
         );
-        if let Ok(n) = lz4_flex::block::compress_into(plain, &mut out[at..]) {
+        let packed = out
+            .get_mut(at..)
+            .and_then(|dst| lz4_flex::block::compress_into(plain, dst).ok());
+        if let Some(n) = packed {
             if n < plain.len() {
                 out.truncate(at + n);
                 return FLAG_LZ4;

@@ -23,7 +23,7 @@ impl<F: Fs> Store<F> {
                 return Err(Error::NotFound { seq });
             };
             let b = &self.blocks[pos];
-            let e = b.entries.as_ref().expect("loaded").at(i);
+            let e = b.loaded().at(i);
             let (off, len) = (e.off as u64, e.len as usize);
             let joins = runs
                 .last()

@@ -148,7 +148,36 @@ pub(super) fn patch_copy<T: AsMut<[u8]>>(copy: &mut Option<T>, at: usize, bytes:
     }
 }
 
+/// The entries of a block that is loaded: one `ensure_loaded` made so in this operation (the
+/// entry cache drops none before the operation returns, `entry_cache.rs`), or the newest block
+/// (never dropped), or one a rebuild just read. (A function of the field, so that a caller
+/// can hold them and still touch the block's other fields.)
+#[allow(clippy::expect_used)] // the invariant above; a miss is a bug in the store, not input
+#[inline]
+pub(super) fn loaded(entries: &Option<Entries>) -> &Entries {
+    entries.as_ref().expect("loaded")
+}
+
+/// [`loaded`], mutable.
+#[allow(clippy::expect_used)] // as `loaded`
+#[inline]
+pub(super) fn loaded_mut(entries: &mut Option<Entries>) -> &mut Entries {
+    entries.as_mut().expect("loaded")
+}
+
 impl<H> Block<H> {
+    /// The block's entries, loaded ([`loaded`]).
+    #[inline]
+    pub(super) fn loaded(&self) -> &Entries {
+        loaded(&self.entries)
+    }
+
+    /// [`Block::loaded`], mutable.
+    #[inline]
+    pub(super) fn loaded_mut(&mut self) -> &mut Entries {
+        loaded_mut(&mut self.entries)
+    }
+
     /// After `bytes` were written at `len` (the block's end): extends the shadow copy, or
     /// drops it if it does not end where they begin.
     #[inline]
@@ -324,7 +353,7 @@ impl<F: Fs> Store<F> {
         while pos < self.blocks.len() {
             if self.blocks[pos].live > 0 {
                 self.ensure_loaded(pos)?;
-                let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+                let entries = self.blocks[pos].loaded();
                 let start = entries.seq_point(from);
                 let hit = entries.range(start, entries.len()).position(|e| !e.deleted);
                 if let Some(i) = hit.map(|k| start + k) {
@@ -345,7 +374,7 @@ impl<F: Fs> Store<F> {
     /// The timestamp of entry `i` of block `pos` (loaded): from the entry, or from the record
     /// where the block packed its entries without timestamps (`Entries::ts_exact`).
     pub(super) fn entry_ts(&self, pos: usize, i: usize) -> Result<i64> {
-        let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+        let entries = self.blocks[pos].loaded();
         if entries.ts_exact() {
             return Ok(entries.at(i).ts);
         }
@@ -364,9 +393,7 @@ impl<F: Fs> Store<F> {
         }
         self.ensure_loaded(pos)?;
         let idx: Vec<usize> = self.blocks[pos]
-            .entries
-            .as_ref()
-            .expect("loaded")
+            .loaded()
             .iter()
             .enumerate()
             .filter(|(_, e)| !e.deleted && which(e.seq))
@@ -382,7 +409,7 @@ impl<F: Fs> Store<F> {
     /// by the caller (`set_first_from`) once a batch is done.
     pub(super) fn mark_deleted(&mut self, pos: usize, i: usize) {
         let b = &mut self.blocks[pos];
-        let entries = b.entries.as_mut().expect("loaded");
+        let entries = b.loaded_mut();
         let e = entries.at(i);
         debug_assert!(!e.deleted);
         entries.set_deleted(i);
@@ -410,7 +437,7 @@ impl<F: Fs> Store<F> {
             return Ok(None);
         }
         self.ensure_loaded(pos)?;
-        let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+        let entries = self.blocks[pos].loaded();
         Ok(match entries.index_of(seq) {
             Ok(i) if !entries.at(i).deleted => Some((pos, i)),
             _ => None,

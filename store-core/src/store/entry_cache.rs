@@ -17,7 +17,7 @@
 //! Trimming happens only where no caller holds a position into entries: at the start of a
 //! public operation, between the blocks of a rebuild, and at the top of the loops that walk
 //! blocks one at a time. Inside an operation, a block loaded by `ensure_loaded` stays loaded
-//! until the operation returns, so the `expect("loaded")`s after it hold.
+//! until the operation returns, so the `Block::loaded`s after it hold.
 
 use super::entries::Entry;
 use super::*;

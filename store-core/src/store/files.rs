@@ -33,7 +33,12 @@ impl<F: Fs> Store<F> {
     /// recently used closable ones beyond `Config::open_blocks`).
     pub(super) fn open_block(&mut self, pos: usize) -> Result<Arc<F::File>> {
         self.hold_file(pos)?;
-        Ok(Arc::clone(self.blocks[pos].file.as_ref().expect("held")))
+        let b = &self.blocks[pos];
+        // `hold_file` opened it and `note_opened` keeps block `pos` open: the `else` is a bug
+        // in the store, refused as the read it would have been
+        b.file
+            .clone()
+            .ok_or_else(|| Error::io("open", &b.path, io::Error::other("block handle not held")))
     }
 
     /// Makes sure block `pos`'s handle is open and held, as the most recently used.
@@ -127,10 +132,12 @@ impl<F: Fs> Store<F> {
         close.truncate(held.saturating_sub(keep));
         for &(written, _, pos) in &close {
             let b = &mut self.blocks[pos];
+            // (every block listed holds its handle)
+            let Some(file) = &b.file else { continue };
             if written {
                 // not `sync_file`: that one may be ablated, and this fsync must happen
                 // before the handle goes (fsyncgate: see the module's comment)
-                let r = b.file.as_ref().expect("held").sync_data();
+                let r = file.sync_data();
                 self.dur.latch(r, "sync_data", &b.path)?;
                 b.dirty = false;
                 b.written = false;

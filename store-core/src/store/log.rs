@@ -13,8 +13,10 @@ impl<F: Fs> Store<F> {
         }
         let n = self.wbuf.len();
         let alloc = self.zero_ahead();
-        let file = self.open_block(self.blocks.len() - 1)?;
-        let b = self.blocks.last_mut().expect("a buffer implies a block");
+        // a buffer implies a block: the newest
+        let newest = self.blocks.len() - 1;
+        let file = self.open_block(newest)?;
+        let b = &mut self.blocks[newest];
         // the newest block is never cached (`prepare_read`); if it ever were, drop the copy
         // rather than let it go stale
         b.cache = None;
@@ -155,11 +157,7 @@ impl<F: Fs> Store<F> {
     ) {
         let block_size = self.cfg.block_size;
         let b = &mut self.blocks[pos];
-        let entries = b
-            .entries
-            .as_mut()
-            .expect("the newest block is loaded")
-            .full_mut();
+        let entries = blocks::loaded_mut(&mut b.entries).full_mut();
         if entries.len() == entries.capacity() {
             reserve_by_density(entries, off + len, block_size.max(b.len));
         }

@@ -7,7 +7,7 @@ impl<F: Fs> Store<F> {
     /// kind and sequence), from the write buffer, the block's cache or the file.
     pub(super) fn read_entry(&self, pos: usize, i: usize) -> Result<StoredMsg> {
         let b = &self.blocks[pos];
-        let e = b.entries.as_ref().expect("loaded").at(i);
+        let e = b.loaded().at(i);
         let off = e.off as u64;
         let len = e.len as usize;
         let mut owned = Vec::new();
@@ -52,7 +52,7 @@ impl<F: Fs> Store<F> {
                 continue;
             }
             self.ensure_loaded(pos)?;
-            let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+            let entries = self.blocks[pos].loaded();
             if let Some(e) = entries.iter().find(|e| !e.deleted && e.subj == sid) {
                 self.subjects.info_mut(sid).first = e.seq;
                 return Ok(Some(e.seq));
@@ -78,7 +78,7 @@ impl<F: Fs> Store<F> {
                 continue;
             }
             self.ensure_loaded(pos)?;
-            let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+            let entries = self.blocks[pos].loaded();
             if let Some(e) = entries.iter().rev().find(|e| !e.deleted && e.subj == sid) {
                 self.subjects.info_mut(sid).last = e.seq;
                 return Ok(Some(e.seq));
@@ -153,7 +153,7 @@ impl<F: Fs> Store<F> {
                 // a scan for a rare subject may pass every block: keep the cache bounded
                 self.trim_entries();
                 self.ensure_loaded(pos)?;
-                let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+                let entries = self.blocks[pos].loaded();
                 let start = entries.seq_point(from);
                 for (i, e) in entries.range(start, entries.len()).enumerate() {
                     let i = start + i;

@@ -332,11 +332,7 @@ impl<F: Fs> Store<F> {
             ..
         } = &mut *self;
         let b = &mut blocks[pos];
-        let entries = b
-            .entries
-            .as_mut()
-            .expect("a rebuilt block is loaded")
-            .full_mut();
+        let entries = blocks::loaded_mut(&mut b.entries).full_mut();
         for e in entries.iter_mut() {
             if e.seq <= *floor {
                 e.deleted = true;
@@ -364,7 +360,7 @@ impl<F: Fs> Store<F> {
             return Ok(false);
         }
         self.ensure_loaded(pos)?;
-        let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+        let entries = self.blocks[pos].loaded();
         match entries.index_of(seq) {
             Ok(i) => {
                 if !entries.at(i).deleted {
@@ -402,7 +398,7 @@ impl<F: Fs> Store<F> {
             return Ok(None);
         }
         self.ensure_loaded(pos)?;
-        let entries = self.blocks[pos].entries.as_ref().expect("loaded");
+        let entries = self.blocks[pos].loaded();
         Ok(entries
             .iter()
             .find(|e| e.seq > s)

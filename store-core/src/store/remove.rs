@@ -126,7 +126,7 @@ impl<F: Fs> Store<F> {
             self.sync_inner(S_ERASE)?;
             return Err(Error::NotFound { seq });
         };
-        let e = self.blocks[pos].entries.as_ref().expect("loaded").at(i);
+        let e = self.blocks[pos].loaded().at(i);
         let old = self.read_entry(pos, i)?;
         let mut erased = Vec::with_capacity(e.len as usize);
         let mut crc = encode(
@@ -232,13 +232,7 @@ impl<F: Fs> Store<F> {
                 }
                 self.ensure_loaded(pos)?;
                 cache.resize(self.subjects.len(), 0);
-                for (i, e) in self.blocks[pos]
-                    .entries
-                    .as_ref()
-                    .expect("loaded")
-                    .iter()
-                    .enumerate()
-                {
+                for (i, e) in self.blocks[pos].loaded().iter().enumerate() {
                     if e.deleted {
                         continue;
                     }
@@ -273,7 +267,7 @@ impl<F: Fs> Store<F> {
         }
         let ts = self.now();
         for &(pos, i) in &cands {
-            let seq = self.blocks[pos].entries.as_ref().expect("loaded").seq_at(i);
+            let seq = self.blocks[pos].loaded().seq_at(i);
             self.marker(Kind::Tombstone, seq, ts)?;
             self.mark_deleted(pos, i);
         }

@@ -1,5 +1,8 @@
 //! Reading a block file record by record: the scan, its chunked form, and resync over damage.
 
+// Parses bytes read from a disk: no index that a damaged file could put out of range.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
 use super::*;
 
 pub(super) const READ_CHUNK: usize = 1 << 20;
@@ -153,12 +156,24 @@ pub(crate) fn scan_block_chunked<H: FsFileExt>(
         }
         let (valid, buf_off) = (w.valid, w.off);
         let at = (pos - buf_off) as usize;
-        let avail = valid - at;
-        let framed = batch && at == w.frame_at && w.pre_i < w.crcs.len();
-        let decoded = if framed {
-            record::decode_with_crc(&buf[at..valid], w.crcs[w.pre_i])
-        } else {
-            decode(&buf[at..valid])
+        // `fill` read from `pos` or before it, `valid` bytes that it checked: the `else` is a
+        // broken `Fs` (or a slip here), refused as `fill` refuses a short read
+        let Some(window) = buf.get(at..valid) else {
+            return Err(Error::io(
+                "read",
+                path,
+                io::Error::new(io::ErrorKind::InvalidData, "scan window out of range"),
+            ));
+        };
+        let avail = window.len();
+        let frame_crc = match batch && at == w.frame_at {
+            true => w.crcs.get(w.pre_i).copied(),
+            false => None,
+        };
+        let framed = frame_crc.is_some();
+        let decoded = match frame_crc {
+            Some(crc) => record::decode_with_crc(window, crc),
+            None => decode(window),
         };
         // The record here spans the frame whose crc was used: the next frame follows it.
         let next_frame = |w: &mut Window, len: usize| {
@@ -201,7 +216,7 @@ pub(crate) fn scan_block_chunked<H: FsFileExt>(
                 // zeros: the end of written data, if nothing but zeros follows (the bytes
                 // already read first: a block's preallocated zeros are usually all there)
                 let read_to = buf_off + valid as u64;
-                if is_zero(&buf[at..valid]) && zeros_between(file, path, read_to, len)? {
+                if is_zero(window) && zeros_between(file, path, read_to, len)? {
                     return Ok(ScanEnd::Zeros { offset: pos });
                 }
                 // A hole of zeros with records after it: e.g. a write whose fsync failed and
@@ -226,12 +241,13 @@ pub(crate) fn scan_block_chunked<H: FsFileExt>(
                     Some(l) if pos + l as u64 + 4 <= len => {
                         let mut h = [0u8; REC_OVERHEAD];
                         let n = ((len - pos - l as u64) as usize).min(REC_OVERHEAD);
-                        io_at(
-                            file.read_exact_at(&mut h[..n], pos + l as u64),
-                            "read",
-                            path,
-                        )?;
-                        plausible_header(&h[..n])
+                        match h.get_mut(..n) {
+                            Some(h) => {
+                                io_at(file.read_exact_at(h, pos + l as u64), "read", path)?;
+                                plausible_header(h)
+                            }
+                            None => false, // (n <= REC_OVERHEAD)
+                        }
                     }
                     _ => false,
                 };
@@ -249,9 +265,10 @@ pub(crate) fn scan_block_chunked<H: FsFileExt>(
                 }
                 match framed {
                     Some(l) if next_ok => {
-                        let seq = (valid >= at + 16).then(|| {
-                            u64::from_le_bytes(buf[at + 8..at + 16].try_into().expect("8"))
-                        });
+                        let seq = window
+                            .get(8..)
+                            .and_then(|s| s.first_chunk::<8>())
+                            .map(|s| u64::from_le_bytes(*s));
                         skipped(pos, reason, seq)?;
                         next_frame(&mut w, l);
                         pos += l as u64;
@@ -286,23 +303,29 @@ pub(super) fn resync<H: FsFile>(file: &H, path: &str, from: u64, len: u64) -> Re
     let mut buf = vec![0u8; WINDOW];
     while base + REC_OVERHEAD as u64 <= len {
         let n = ((len - base) as usize).min(WINDOW);
-        io_at(file.read_exact_at(&mut buf[..n], base), "read", path)?;
-        // offsets whose 36-byte header lies inside this window
+        let Some(window) = buf.get_mut(..n) else {
+            break; // (n <= WINDOW)
+        };
+        io_at(file.read_exact_at(window, base), "read", path)?;
+        let window = &*window;
+        // offsets whose 36-byte header lies inside this window (n >= REC_OVERHEAD)
         let last = n.saturating_sub(REC_OVERHEAD);
-        for i in 0..=last {
-            if buf[i] == 0 && buf[i + 1] == 0 && buf[i + 2] == 0 && buf[i + 3] == 0 {
+        for (i, header) in window.windows(REC_OVERHEAD).enumerate() {
+            if header.first_chunk::<4>() == Some(&[0; 4]) {
                 continue;
             }
-            if !plausible_header(&buf[i..i + REC_OVERHEAD]) {
+            if !plausible_header(header) {
                 continue;
             }
-            let rl = u32::from_le_bytes(buf[i..i + 4].try_into().expect("4")) as usize;
+            let Some(rl) = record::len_field(header) else {
+                continue;
+            };
             let at = base + i as u64;
             if at + rl as u64 > len {
                 continue;
             }
-            let ok = if i + rl <= n {
-                matches!(decode(&buf[i..i + rl]), Decoded::Record(_))
+            let ok = if let Some(rec) = window.get(i..i + rl) {
+                matches!(decode(rec), Decoded::Record(_))
             } else {
                 let mut rec = vec![0u8; rl];
                 io_at(file.read_exact_at(&mut rec, at), "read", path)?;
@@ -323,27 +346,27 @@ pub(super) fn resync<H: FsFile>(file: &H, path: &str, from: u64, len: u64) -> Re
 /// Whether bytes look like the start of a record (or the zero end marker): used only to
 /// decide that a bad record is framed by a good one.
 pub(super) fn plausible_header(h: &[u8]) -> bool {
-    if h.len() < 4 {
+    let Some(len) = record::len_field(h) else {
         return false;
-    }
-    let len = u32::from_le_bytes(h[0..4].try_into().expect("4")) as usize;
+    };
     if len == 0 {
         return h.iter().all(|&b| b == 0);
     }
-    if h.len() < 32 || !(REC_OVERHEAD..=HARD_MAX_RECORD).contains(&len) || !(1..=5).contains(&h[4])
-    {
+    let Some(f) = h.first_chunk().map(record::Fixed::parse) else {
+        return false;
+    };
+    if !(REC_OVERHEAD..=HARD_MAX_RECORD).contains(&len) || !(1..=5).contains(&f.kind) {
         return false;
     }
-    let s = u16::from_le_bytes([h[6], h[7]]) as usize;
-    let hd = u32::from_le_bytes(h[24..28].try_into().expect("4")) as usize;
-    let p = u32::from_le_bytes(h[28..32].try_into().expect("4")) as usize;
     // kind 5 is a skip; the ttl flag adds its 8-byte field to the frame (record.rs)
-    let ttl = if h[5] & record::FLAG_TTL != 0 {
+    let ttl = if f.flags & record::FLAG_TTL != 0 {
         record::TTL_LEN
     } else {
         0
     };
-    s + hd + p + REC_OVERHEAD + ttl == len
+    // in u64: two u32 lengths may overflow a 32-bit usize (the wasm guest's)
+    f.subj_len as u64 + f.hdr_len as u64 + f.pay_len as u64 + (REC_OVERHEAD + ttl) as u64
+        == len as u64
 }
 
 /// Whether `file` holds only zeros from `from` to `to` (read 64 KiB at a time).
@@ -352,8 +375,11 @@ pub(super) fn zeros_between<H: FsFile>(file: &H, path: &str, from: u64, to: u64)
     let mut p = from;
     while p < to {
         let n = ((to - p) as usize).min(chunk.len());
-        io_at(file.read_exact_at(&mut chunk[..n], p), "read", path)?;
-        if !is_zero(&chunk[..n]) {
+        let Some(part) = chunk.get_mut(..n) else {
+            break; // (n <= chunk.len())
+        };
+        io_at(file.read_exact_at(part, p), "read", path)?;
+        if !is_zero(part) {
             return Ok(false);
         }
         p += n as u64;
@@ -365,17 +391,17 @@ pub(super) fn zeros_between<H: FsFile>(file: &H, path: &str, from: u64, to: u64)
 /// loop the compiler vectorizes natively, and eight loads per 64 bytes in a wasm guest),
 /// since recovery checks every preallocated byte of a block this way.
 fn is_zero(b: &[u8]) -> bool {
-    let mut blocks = b.chunks_exact(64);
-    for block in &mut blocks {
+    let (blocks, rest) = b.as_chunks::<64>();
+    for block in blocks {
         let mut acc = 0u64;
-        for w in block.chunks_exact(8) {
-            acc |= u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        for w in block.as_chunks::<8>().0 {
+            acc |= u64::from_le_bytes(*w);
         }
         if acc != 0 {
             return false;
         }
     }
-    blocks.remainder().iter().all(|&x| x == 0)
+    rest.iter().all(|&x| x == 0)
 }
 
 #[cfg(test)]

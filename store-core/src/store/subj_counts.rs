@@ -100,11 +100,11 @@ impl<F: Fs> Store<F> {
     fn block_seqs(&mut self, pos: usize) -> Result<&SubjectSeqs> {
         self.ensure_loaded(pos)?;
         let b = &mut self.blocks[pos];
-        if b.by_subj.is_none() {
-            let built = SubjectSeqs::build(b.entries.as_ref().unwrap_or(&EMPTY));
-            b.by_subj = Some(Box::new(built));
-        }
-        Ok(b.by_subj.as_deref().expect("just built"))
+        let entries = &b.entries;
+        let seqs = b.by_subj.get_or_insert_with(|| {
+            Box::new(SubjectSeqs::build(entries.as_ref().unwrap_or(&EMPTY)))
+        });
+        Ok(seqs)
     }
 
     /// How many live messages with a sequence in `from..` have one of the subject ids `sids`

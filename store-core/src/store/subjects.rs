@@ -16,11 +16,10 @@ impl FxHasher {
 impl Hasher for FxHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        let mut c = bytes.chunks_exact(8);
-        for w in &mut c {
-            self.add(u64::from_le_bytes(w.try_into().expect("8")));
+        let (words, r) = bytes.as_chunks::<8>();
+        for w in words {
+            self.add(u64::from_le_bytes(*w));
         }
-        let r = c.remainder();
         if !r.is_empty() {
             let mut b = [0u8; 8];
             b[..r.len()].copy_from_slice(r);
@@ -86,11 +85,8 @@ impl SubjectMemo {
     /// variable-length copy: in the wasm guest that is a `memory.copy` libcall per subject.
     #[inline]
     pub(super) fn head(name: &[u8]) -> [u64; 2] {
-        if let Some(h) = name.get(..16) {
-            return [
-                u64::from_le_bytes(h[..8].try_into().expect("8")),
-                u64::from_le_bytes(h[8..].try_into().expect("8")),
-            ];
+        if let Some(([a, b], _)) = name.as_chunks::<8>().0.split_first_chunk::<2>() {
+            return [u64::from_le_bytes(*a), u64::from_le_bytes(*b)];
         }
         let mut w = [0u64; 2];
         for (i, &c) in name.iter().enumerate() {
@@ -159,13 +155,12 @@ pub(super) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
-    let (mut wa, mut wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let ((wa, ra), (wb, rb)) = (a.as_chunks::<8>(), b.as_chunks::<8>());
     let mut diff = 0u64;
-    for (x, y) in (&mut wa).zip(&mut wb) {
-        diff |= u64::from_le_bytes(x.try_into().expect("8 bytes"))
-            ^ u64::from_le_bytes(y.try_into().expect("8 bytes"));
+    for (x, y) in wa.iter().zip(wb) {
+        diff |= u64::from_le_bytes(*x) ^ u64::from_le_bytes(*y);
     }
-    for (x, y) in wa.remainder().iter().zip(wb.remainder()) {
+    for (x, y) in ra.iter().zip(rb) {
         diff |= u64::from(x ^ y);
     }
     diff == 0

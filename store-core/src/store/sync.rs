@@ -209,8 +209,9 @@ impl<F: Fs> Store<F> {
         }
         let n = self.wbuf.len();
         let alloc = self.zero_ahead();
-        let file = self.open_block(self.blocks.len() - 1)?;
-        let newest = self.blocks.last_mut().expect("checked above");
+        let last = self.blocks.len() - 1;
+        let file = self.open_block(last)?;
+        let newest = &mut self.blocks[last];
         // as `flush`: the newest block is never cached; never let a copy go stale
         newest.cache = None;
         newest.written = true;

@@ -69,7 +69,7 @@ impl<F: Fs> Store<F> {
         let mut cut_off = None;
         if cut_pos < self.blocks.len() {
             self.ensure_loaded(cut_pos)?;
-            let entries = self.blocks[cut_pos].entries.as_ref().expect("loaded");
+            let entries = self.blocks[cut_pos].loaded();
             cut_off = entries.iter().find(|e| e.seq > seq).map(|e| e.off as u64);
         }
         let (keep_tombs, keep_floor) = match cut_off {
@@ -178,7 +178,7 @@ impl<F: Fs> Store<F> {
         self.dur.latch(r, "set_len", &b.path)?;
         b.len = off;
         b.alloc = off;
-        let entries = b.entries.as_mut().expect("loaded");
+        let entries = blocks::loaded_mut(&mut b.entries);
         entries.keep_first(entries.seq_point(seq.saturating_add(1)));
         // (built again from the entries left, on first use)
         b.subj_counts = None;

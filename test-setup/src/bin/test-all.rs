@@ -4,6 +4,7 @@
 //!
 //! The tests set up what they need themselves (`seqstore_test_setup`); this command only
 //! gathers their lines, which are otherwise spread over the output of some sixty test binaries.
+#![forbid(unsafe_code)]
 
 use seqstore_test_setup::{target_dir, LOG_VAR};
 use std::process::{Command, ExitCode};

@@ -24,6 +24,7 @@
 //! `check-seqstore` (a seqstore stream whose promises are `acked SEQ`: the stream's last
 //! sequence is never below an acknowledged one; a `LOCK.wasi` marker the crash left is
 //! removed first, the documented recovery when no process holds the store).
+#![forbid(unsafe_code)]
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;

@@ -28,7 +28,9 @@ mod convert;
 use convert::{from_fs_error, to_config, to_filtered, to_msg, to_report, to_wit_error};
 
 /// The bindings wit-bindgen generates from `wasm-guest/wit` (undocumented generated code).
-#[allow(missing_docs)]
+/// Its unsafe is the component ABI's glue (exported functions, raw pointers into linear
+/// memory), generated, not written here: no component can exist without it.
+#[allow(missing_docs, unsafe_code)]
 mod bindings {
     #[cfg(not(feature = "test-hooks"))]
     wit_bindgen::generate!({
@@ -713,5 +715,10 @@ impl wit::GuestStore for GuestStoreRes {
 
 // Natively there is no component to export into (and the linker cannot even spell the WIT
 // export names), so the native build only type-checks the implementation.
+// In a module of its own for the allow: the export glue is generated unsafe, as in `bindings`.
 #[cfg(target_arch = "wasm32")]
-bindings::export!(Component with_types_in bindings);
+#[allow(unsafe_code)]
+mod export {
+    use super::{bindings, Component};
+    bindings::export!(Component with_types_in bindings);
+}

@@ -60,7 +60,9 @@ pub(crate) fn component(engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Compon
     }
 }
 
-/// [`component`] with the cache in `dir`.
+/// [`component`] with the cache in `dir`. Unsafe because `Component::deserialize_file` is: it
+/// loads native code, and reading back compiled code is the whole point of the cache.
+#[allow(unsafe_code)]
 fn component_in(dir: &Path, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Component> {
     let path = entry(dir, engine, wasm);
     if path.is_file() {
