@@ -303,6 +303,20 @@ impl<F: Fs + 'static> LogStore<F> {
         self.write(|c| Ok(c.log_state())).await
     }
 
+    /// The index the log must hold durably again before this node votes or stands for
+    /// election, if its recovery found damage to durable entries ([`crate::damaged`]);
+    /// `None` once it does. [`crate::gate`] keeps a node to this.
+    pub fn damaged(&self) -> Option<u64> {
+        lock(&self.core).damaged()
+    }
+
+    /// The vote last saved and the id of the last entry present (or last purged), as they
+    /// are now (a gated vote request's answer: see [`crate::gate`]).
+    pub fn vote_and_last(&self) -> (Option<Vote>, Option<LogId>) {
+        let core = lock(&self.core);
+        (core.vote(), core.log_state().1)
+    }
+
     /// A reader sharing this log.
     pub fn reader(&self) -> LogReader<F> {
         LogReader {
@@ -390,8 +404,19 @@ impl<F: Fs + 'static> RaftLogStorage<TypeConfig> for LogStore<F> {
             .map_err(|e| e.to_storage(ErrorSubject::Vote, ErrorVerb::Write))
     }
 
+    /// The vote last saved; while the log is damaged ([`crate::gate`]), never a committed one:
+    /// openraft restarts a node whose committed vote is its own as that term's leader, and a
+    /// leader that lost entries of its own term would write other entries under their ids.
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError<u64>> {
-        Ok(lock(&self.core).vote())
+        let core = lock(&self.core);
+        let vote = core.vote();
+        Ok(match core.damaged() {
+            Some(_) => vote.map(|v| Vote {
+                committed: false,
+                ..v
+            }),
+            None => vote,
+        })
     }
 
     async fn save_committed(&mut self, c: Option<LogId>) -> Result<(), StorageError<u64>> {

@@ -12,8 +12,10 @@
 pub mod adapter;
 pub mod batch;
 pub mod bytes;
+pub mod damaged;
 pub mod error;
 pub mod floor;
+pub mod gate;
 pub mod log;
 pub mod meta;
 pub mod runtime;

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::meta::{self, Meta};
 use crate::sharedfs::SharedFs;
 use crate::types::{Entry, LogId, Vote};
-use crate::unsynced;
+use crate::{damaged, unsynced};
 use seqstore_core::internal::MSGS_DIR;
 use seqstore_core::{Config, Fs, FsFile, OpenOptions, Store, SyncPolicy};
 use std::sync::Arc;
@@ -65,6 +65,10 @@ pub enum Ablation {
     /// Open does not write the block files again: pages a failed writeback left clean (a
     /// block's header, say) stay as the page cache shows them and the disk never got them.
     TrustCleanPages,
+    /// Recovery takes every hole for a power cut's: damage to entries a later record vouches
+    /// for is cut like a torn tail and not recorded (`raft-damaged`), so the node votes and
+    /// stands for election at once with a log shorter than what it acknowledged.
+    TrustDamage,
 }
 
 /// The largest entry the log stores: store-core's upper bound for `max_payload` (32 MiB).
@@ -151,6 +155,7 @@ impl LogConfig {
                 "ack-before-sync" => Ablation::AckBeforeSync,
                 "forget-failed-sync" => Ablation::ForgetFailedSync,
                 "trust-clean-pages" => Ablation::TrustCleanPages,
+                "trust-damage" => Ablation::TrustDamage,
                 _ => return false,
             };
             self.ablation == a
@@ -201,8 +206,12 @@ pub struct LogCore<F: Fs> {
     /// Whether opening wrote anything (store recovery's repairs, a redone compaction, a cut).
     repaired: bool,
     /// The last stream sequence known durable: everything up to it was written before an
-    /// fsync that succeeded (in this process, or made durable at open).
+    /// fsync that succeeded (in this process, or made durable at open). Every record written
+    /// carries it in its headers (see the `damaged` module).
     synced_seq: u64,
+    /// The index the log must hold durably again before the node votes or stands for
+    /// election (`raft-damaged`): recovery found damage to entries that were durable.
+    damaged: Option<u64>,
 }
 
 /// Every block file of the log written again with what this process reads of it, and fsynced,
@@ -255,6 +264,8 @@ impl<F: Fs> LogCore<F> {
     pub fn open(fs: F, cfg: LogConfig) -> Result<Self> {
         let fs = SharedFs(Arc::new(fs));
         let meta = meta::read(&fs)?;
+        // a damage record from an earlier process (the log was cut there, the proof is gone)
+        let damaged = damaged::read(&fs)?;
         // (the store's lock first: nothing below writes while another process has the log)
         let mut store = Store::open(fs.clone(), cfg.store_config())?;
         if meta != Meta::default() && !cfg.ablated("forget-failed-sync") {
@@ -288,8 +299,10 @@ impl<F: Fs> LogCore<F> {
             repaired,
             cfg,
             synced_seq: 0,
+            damaged,
         };
         core.cut_unsynced()?;
+        core.find_damage()?;
         core.cut_at_hole()?;
         core.cut_front()?;
         core.check_contiguous()?;
@@ -307,18 +320,72 @@ impl<F: Fs> LogCore<F> {
     /// restarted after the failure would read those entries back and answer for them; a power
     /// cut would then take them. None of them was acknowledged (an append's callback fires
     /// only after its fsync succeeded), so they go, durably, and the leader sends them again.
+    /// The record is then cleared durably, and again at every later open that finds the file:
+    /// a clearing lost with a failed directory fsync would otherwise come back with a power
+    /// cut and cut entries acknowledged since (`unsynced` module doc).
     fn cut_unsynced(&mut self) -> Result<()> {
-        let Some(from) = unsynced::read(&self.fs)? else {
+        if !unsynced::exists(&self.fs)? {
             return Ok(());
-        };
-        let st = self.store.state();
-        if from <= st.last_seq {
-            self.store.truncate((from - 1).max(st.first_seq - 1))?;
-            self.cut = Some(self.index_of(from.max(st.first_seq)));
         }
-        unsynced::remove(&self.fs)?;
-        self.repaired = true;
+        if let Some(from) = unsynced::read(&self.fs)? {
+            let st = self.store.state();
+            if from <= st.last_seq {
+                self.store.truncate((from - 1).max(st.first_seq - 1))?;
+                self.cut = Some(self.index_of(from.max(st.first_seq)));
+            }
+            self.repaired = true;
+        }
+        unsynced::clear(&self.fs)
+    }
+
+    /// Damage to entries that were durable (see the `damaged` module): a hole, inside the
+    /// stream or right after the purge point, at or below a sequence that a record after it
+    /// vouches for. Recorded durably before `cut_at_hole` or `cut_front` removes the records
+    /// that show it: the node must hold the log's last index again before it votes.
+    fn find_damage(&mut self) -> Result<()> {
+        let st = self.store.state();
+        let first = self.seq_of(self.meta.last_purged.map_or(0, |p| p.index + 1));
+        let front = st.msgs > 0 && st.first_seq > first;
+        if (st.num_deleted == 0 && !front) || self.cfg.ablated("trust-damage") {
+            return Ok(());
+        }
+        let mut hole = front.then_some(first);
+        let mut vouched = 0;
+        for seq in st.first_seq..=st.last_seq {
+            match self.store.get(seq) {
+                Ok(m) if hole.is_some() => vouched = vouched.max(damaged::vouched(&m.headers)),
+                Ok(_) => {}
+                Err(seqstore_core::Error::NotFound { .. }) => {
+                    hole.get_or_insert(seq);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if hole.is_some_and(|h| h <= vouched) {
+            let through = self.index_of(st.last_seq);
+            damaged::note(&self.fs, through)?;
+            self.damaged = self.damaged.max(Some(through));
+            self.repaired = true;
+        }
         Ok(())
+    }
+
+    /// The index the log must hold durably again before the node votes or stands for
+    /// election, if recovery found damage (see the `damaged` module).
+    pub fn damaged(&self) -> Option<u64> {
+        self.damaged
+    }
+
+    /// Lifts the damage record once the log holds its index durably (after an fsync). A
+    /// record that cannot be removed stays, and so does the gate.
+    fn lift_damage(&mut self) {
+        if self
+            .damaged
+            .is_some_and(|t| self.synced_seq > 0 && self.index_of(self.synced_seq) >= t)
+            && damaged::remove(&self.fs).is_ok()
+        {
+            self.damaged = None;
+        }
     }
 
     /// Records, durably, that the entries after the last known durable one are in doubt,
@@ -538,11 +605,15 @@ impl<F: Fs> LogCore<F> {
                     )));
                 }
                 for _ in want..idx {
-                    let r = self.store.append(SUBJECT, b"", &[ABSENT]);
+                    let r = self
+                        .store
+                        .append(SUBJECT, &self.synced_seq.to_le_bytes(), &[ABSENT]);
                     self.note_failure(r)?;
                 }
             }
-            let r = self.store.append(SUBJECT, b"", &encode_entry(&e)?);
+            let r = self
+                .store
+                .append(SUBJECT, &self.synced_seq.to_le_bytes(), &encode_entry(&e)?);
             let seq = self.note_failure(r)?;
             if seq != self.seq_of(idx) {
                 return Err(Error::Gap(format!("index {idx} stored at sequence {seq}")));
@@ -558,6 +629,7 @@ impl<F: Fs> LogCore<F> {
         let r = self.store.sync();
         self.note_failure(r)?;
         self.synced_seq = last;
+        self.lift_damage();
         Ok(())
     }
 

@@ -234,6 +234,13 @@ fn check(img: &FaultFs, events: &[Event], cfg: &LogConfig, nested: bool) -> Resu
     if !nested && core.recovery_wrote() {
         check_recovery_crashes(&pristine, events, cfg)?;
     }
+    // a power cut takes only what no fsync covered: never damage to what a record vouches
+    // for (`seqstore_raft::damaged`), which would hold the node's vote for nothing
+    if let Some(through) = core.damaged() {
+        return Err(format!(
+            "a power cut was taken for damage to durable entries (held until {through})"
+        ));
+    }
     if core.vote() < x.vote {
         return Err(format!(
             "vote went back: {:?} < acknowledged {:?}",

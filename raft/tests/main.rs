@@ -12,6 +12,8 @@ mod nowhere;
 
 mod batch;
 mod crash;
+mod damage;
+mod failed_fsync;
 mod follower_ack;
 mod reopen;
 mod sim;

@@ -20,6 +20,9 @@ pub type NodeRaft = Raft<TypeConfig>;
 /// The node's state machine.
 pub type Sm = StreamStateMachine<HostFs>;
 
+/// The node's raft log (its damage gate is read by the vote handler: `seqstore_raft::gate`).
+pub type Log = LogStore<HostFs>;
+
 /// The default listening address of `serve`: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4480";
 
@@ -131,7 +134,7 @@ pub(crate) fn check_token(token: Option<&str>) -> Result<(), Error> {
 /// cluster with itself as the only voter, then adds the other peers as learners and makes
 /// them voters as they come up (`form_cluster`): a fresh peer is never a voter before it
 /// has joined, which is what lets the guard tell a fresh node from one that lost its disk.
-pub async fn start(o: &NodeOpts) -> Result<(NodeRaft, Sm), Error> {
+pub async fn start(o: &NodeOpts) -> Result<(NodeRaft, Sm, Log), Error> {
     if !o.peers.contains_key(&o.id) {
         return Err(Error::Options(format!("id {} is not in the peers", o.id)));
     }
@@ -152,9 +155,18 @@ pub async fn start(o: &NodeOpts) -> Result<(NodeRaft, Sm), Error> {
         crate::guard::check(o).await?;
     }
     let net = HttpNetwork::new(o.token.clone());
-    let raft = Raft::new(o.id, raft_config(o)?, net, log, sm.clone())
+    let raft = Raft::new(o.id, raft_config(o)?, net, log.clone(), sm.clone())
         .await
         .map_err(|e| Error::Raft(e.to_string()))?;
+    // a log whose recovery found damage: no candidacy until it holds what it lost
+    seqstore_raft::gate::hold_elections(&raft, &log);
+    if let Some(through) = log.damaged() {
+        eprintln!(
+            "node {}: the log's recovery found damage to durable entries; it neither votes \
+             nor stands for election until it holds index {through} again",
+            o.id
+        );
+    }
     let initialized = raft.is_initialized().await;
     if o.bootstrap && !initialized.map_err(|e| Error::Raft(e.to_string()))? {
         let me = BTreeMap::from([(o.id, BasicNode::new(&o.peers[&o.id]))]);
@@ -165,7 +177,7 @@ pub async fn start(o: &NodeOpts) -> Result<(NodeRaft, Sm), Error> {
             tokio::spawn(form_cluster(raft.clone(), o.id, o.peers.clone()));
         }
     }
-    Ok((raft, sm))
+    Ok((raft, sm, log))
 }
 
 /// Waits until the leader's replication to `id` reached `index` (the entry that added it as
@@ -223,7 +235,7 @@ async fn form_cluster(raft: NodeRaft, id: u64, peers: BTreeMap<u64, String>) {
 
 /// Runs a node until the process is killed.
 pub async fn serve(o: NodeOpts) -> Result<(), Error> {
-    let (raft, sm) = start(&o).await?;
+    let (raft, sm, log) = start(&o).await?;
     let listener = tokio::net::TcpListener::bind(&o.listen)
         .await
         .map_err(|source| Error::Listen {
@@ -234,6 +246,7 @@ pub async fn serve(o: NodeOpts) -> Result<(), Error> {
     let app = App::new(Inner {
         raft,
         sm,
+        log,
         id: o.id,
         token: o.token.clone(),
         write_timeout: o.write_timeout,

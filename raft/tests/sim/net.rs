@@ -10,7 +10,9 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::{BasicNode, Raft};
-use seqstore_fault_fs::Rng;
+use seqstore_fault_fs::{FaultFs, Rng};
+use seqstore_raft::sharedfs::SubFs;
+use seqstore_raft::LogStore;
 use seqstore_raft::TypeConfig;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -20,6 +22,17 @@ use std::time::Duration;
 use super::trace::Trace;
 
 pub type NodeRaft = Raft<TypeConfig>;
+
+/// A node's raft log in the simulation.
+pub type SimLog = LogStore<SubFs<FaultFs>>;
+
+/// A running node as its peers reach it: openraft, and its log (whose damage gate answers a
+/// vote request first: `seqstore_raft::gate`).
+#[derive(Clone)]
+pub struct Up {
+    pub raft: NodeRaft,
+    pub log: SimLog,
+}
 
 /// What the network does to messages now.
 #[derive(Clone, Debug, Default)]
@@ -36,8 +49,8 @@ pub struct Weather {
 
 /// The state shared by every node's network and the simulation driver.
 pub struct NetState {
-    /// The running incarnation of each node: its number and its `Raft`.
-    pub up: BTreeMap<u64, (u64, NodeRaft)>,
+    /// The running incarnation of each node: its number, its `Raft` and its log.
+    pub up: BTreeMap<u64, (u64, Up)>,
     pub weather: Weather,
     pub rng: Rng,
     pub trace: Trace,
@@ -137,7 +150,7 @@ impl Peer {
         &self,
         what: &'static str,
         req: R,
-        f: impl Fn(NodeRaft, R) -> Fut + Copy + Send + 'static,
+        f: impl Fn(Up, R) -> Fut + Copy + Send + 'static,
     ) -> Result<T, RPCError<u64, BasicNode, E>>
     where
         R: Clone + Send + 'static,
@@ -158,12 +171,12 @@ impl Peer {
                 st.up.get(&self.target).cloned()
             }
         };
-        let Some((tinc, raft)) = target else {
+        let Some((tinc, node)) = target else {
             tokio::time::sleep(LOST_AFTER).await;
             return Err(lost("no one there"));
         };
-        self.maybe_duplicate(what, tinc, raft.clone(), req.clone(), f);
-        let r = f(raft, req).await;
+        self.maybe_duplicate(what, tinc, node.clone(), req.clone(), f);
+        let r = f(node, req).await;
         let back = self.net.lock().fate(self.target, self.from, "reply");
         let Some(d) = back else {
             tokio::time::sleep(LOST_AFTER).await;
@@ -187,9 +200,9 @@ impl Peer {
         &self,
         what: &'static str,
         tinc: u64,
-        raft: NodeRaft,
+        node: Up,
         req: R,
-        f: impl Fn(NodeRaft, R) -> Fut + Send + 'static,
+        f: impl Fn(Up, R) -> Fut + Send + 'static,
     ) where
         R: Send + 'static,
         Fut: Future + Send + 'static,
@@ -211,7 +224,7 @@ impl Peer {
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
             if net.lock().alive(target, tinc) {
-                let _ = f(raft, req).await;
+                let _ = f(node, req).await;
             }
         });
     }
@@ -223,11 +236,9 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RpcErr> {
-        self.call(
-            "append",
-            rpc,
-            |r, q| async move { r.append_entries(q).await },
-        )
+        self.call("append", rpc, |n, q| async move {
+            n.raft.append_entries(q).await
+        })
         .await
     }
 
@@ -236,8 +247,8 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: InstallSnapshotRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<InstallSnapshotResponse<u64>, RpcErr<RaftError<u64, InstallSnapshotError>>> {
-        self.call("snapshot", rpc, |r, q| async move {
-            r.install_snapshot(q).await
+        self.call("snapshot", rpc, |n, q| async move {
+            n.raft.install_snapshot(q).await
         })
         .await
     }
@@ -247,7 +258,9 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: VoteRequest<u64>,
         _option: RPCOption,
     ) -> Result<VoteResponse<u64>, RpcErr> {
-        self.call("vote", rpc, |r, q| async move { r.vote(q).await })
-            .await
+        self.call("vote", rpc, |n, q| async move {
+            seqstore_raft::gate::vote(&n.raft, &n.log, q).await
+        })
+        .await
     }
 }

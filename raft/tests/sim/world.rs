@@ -5,7 +5,7 @@
 use super::book::{diff, Book, ConsumerAcked, ConsumerOp, Purged, Removal};
 use super::deferred::DeferredLog;
 use super::eager::{EagerLog, EagerSm};
-use super::net::{Factory, Net, NodeRaft, Weather};
+use super::net::{Factory, Net, NodeRaft, SimLog, Up, Weather};
 use anyhow::{anyhow, bail, Result};
 use openraft::storage::{RaftLogStorage, RaftStateMachine};
 use openraft::{BasicNode, Config, Raft, RaftMetrics, ServerState, SnapshotPolicy};
@@ -114,6 +114,8 @@ struct Node {
     inc: u64,
     raft: Option<NodeRaft>,
     sm: Option<StreamStateMachine<NodeFs>>,
+    /// The running incarnation's log (its damage gate).
+    log: Option<SimLog>,
     /// Restarted at this step.
     down_until: Option<usize>,
     /// A disk error was injected into this incarnation: it may stop (fail-stop), and is then
@@ -197,6 +199,7 @@ impl World {
                 inc: 0,
                 raft: None,
                 sm: None,
+                log: None,
                 down_until: None,
                 disk_error: false,
             };
@@ -250,7 +253,20 @@ impl World {
         let (purged, last) =
             (log.state_now().await).map_err(|e| anyhow!("node {id} does not read its log: {e}"))?;
         let opened_at = last.or(purged).map_or(0, |l| l.index);
-        if opened_at < matched {
+        let damage = log.damaged();
+        if let Some(through) = damage {
+            // recovery found damage to durable entries: the node holds its vote and its
+            // candidacy until it has them again (`seqstore_raft::gate`); its log may go back
+            // meanwhile, and what counts is that no acknowledged entry is lost (the book)
+            self.matched.remove(&id);
+            let t = format!(
+                "step {} @{}: node {id} found damage: its log at {opened_at}, held until \
+                 {through}",
+                self.step,
+                now_ms(self.start)
+            );
+            self.net.lock().trace.event(t);
+        } else if opened_at < matched {
             (self.book.lock().unwrap().violations).push(format!(
                 "node {id}'s log went back to {opened_at} at its restart, below index {matched}, \
                  which a leader saw it match"
@@ -269,6 +285,7 @@ impl World {
         } else {
             log.with_snapshot_floor(sm.snapshot_floor())
         };
+        let gated = log.clone();
         let factory = self.net.factory(id, inc);
         let rseed = mix(mix(seed, id), inc);
         let seeded = self.opts.seeded_elections.then_some(rseed);
@@ -295,11 +312,14 @@ impl World {
             new_raft(id, cfg, factory, log, sm.clone(), seeded).await
         };
         let raft = started.map_err(|e| anyhow!("node {id} does not start: {e}"))?;
+        seqstore_raft::gate::hold_elections(&raft, &gated);
         n.raft = Some(raft.clone());
         n.sm = Some(sm);
+        n.log = Some(gated.clone());
         n.down_until = None;
         n.disk_error = false;
-        self.net.lock().up.insert(id, (inc, raft));
+        let up = Up { raft, log: gated };
+        self.net.lock().up.insert(id, (inc, up));
         Ok(())
     }
 
@@ -313,6 +333,7 @@ impl World {
             let next = image(&n.fs, s);
             n.fs = next;
             n.sm = None;
+            n.log = None;
             stopped.extend(n.raft.take());
             self.net.lock().up.remove(&id);
         }
@@ -384,6 +405,12 @@ impl World {
     /// again: the simulation checks it here (on `sampled`, `watch_votes`' metrics) and at
     /// every restart (`start`).
     fn watch_logs(&mut self, sampled: &[(u64, RaftMetrics<u64, BasicNode>)]) {
+        // nodes whose log found damage hold their vote until they have it again: their log
+        // may be shorter than a leader last saw it meanwhile (the book checks the acks)
+        let held: BTreeSet<u64> = (self.nodes.iter())
+            .filter(|(_, n)| n.log.as_ref().is_some_and(|l| l.damaged().is_some()))
+            .map(|(id, _)| *id)
+            .collect();
         for (_, m) in sampled {
             let Some(rep) = &m.replication else { continue };
             // what the leader has made durable itself (its own entry is updated after its
@@ -391,7 +418,10 @@ impl World {
             // durable copies; past it the leader may lose its copy and a new leader, elected
             // without the follower, may rightly overwrite the follower's
             let own = rep.get(&m.id).copied().flatten().map_or(0, |l| l.index);
-            for (id, l) in rep.iter().filter(|(id, _)| **id != m.id) {
+            for (id, l) in rep
+                .iter()
+                .filter(|(id, _)| **id != m.id && !held.contains(id))
+            {
                 if let Some(l) = l {
                     let seen = self.matched.entry(*id).or_insert(0);
                     *seen = l.index.min(own).max(*seen);
@@ -406,7 +436,7 @@ impl World {
                 continue;
             }
             let matched = self.matched.get(id).copied().unwrap_or(0);
-            if last.unwrap_or(0) < matched {
+            if last.unwrap_or(0) < matched && !held.contains(id) {
                 found.push(format!(
                     "node {id}'s log went back to {last:?}, below index {matched}, which a \
                      leader saw it match"

@@ -36,6 +36,8 @@ pub struct Inner {
     pub raft: NodeRaft,
     /// The state machine (reads).
     pub sm: Sm,
+    /// The raft log (its damage gate: `seqstore_raft::gate`).
+    pub log: crate::node::Log,
     /// This node's id.
     pub id: u64,
     /// The bearer token, if any.

@@ -41,7 +41,7 @@ async fn append(State(app): State<App>, req: Request) -> Result<impl IntoRespons
 
 async fn vote(State(app): State<App>, req: Request) -> Result<impl IntoResponse, ApiError> {
     let rpc = decode(req).await?;
-    encode(&app.raft.vote(rpc).await)
+    encode(&seqstore_raft::gate::vote(&app.raft, &app.log, rpc).await)
 }
 
 async fn snapshot(State(app): State<App>, req: Request) -> Result<impl IntoResponse, ApiError> {
