@@ -391,7 +391,9 @@ mod tests {
         file.try_lock().unwrap();
         let forked = file.try_clone().unwrap();
         drop(NativeLock(file));
-        let again = fs.lock("LOCK").expect("the lock, after its holder let it go");
+        let again = fs
+            .lock("LOCK")
+            .expect("the lock, after its holder let it go");
         drop(again);
         drop(forked);
     }
