@@ -8,11 +8,12 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 // the launcher nats-parity's differential test uses too: one home for it
-use seqstore_nats_parity::server::{free_port, log_tail, spawn_with, wait_ready};
+use seqstore_nats_parity::server::free_port;
+pub(crate) use seqstore_nats_parity::server::Server;
 
 use anyhow::{bail, ensure, Context, Result};
 
@@ -111,117 +112,37 @@ pub(crate) fn cluster_config_text(
     s
 }
 
-/// A running nats-server. Dropping it kills the process and waits for it (on every path: an
+/// Starts `bin` with JetStream in `dir` (a fresh tempdir: config, `-sd` store, log) and waits
+/// until it accepts connections; `always` as in [`config_text`]. A server that exits before it
+/// listens (say its port was taken between choosing and its bind) is started again on another
+/// port; 3 tries. Dropping the server kills the process and waits for it (on every path: an
 /// error, a panic, the end of the table), then removes its directory.
-pub(crate) struct Server {
-    child: Child,
-    pub(crate) port: u16,
-    log: PathBuf,
-    // after `child` is reaped (fields drop after `Drop::drop`)
-    _dir: tempfile::TempDir,
+pub(crate) fn start(bin: &Path, dir: tempfile::TempDir, always: bool) -> Result<Server> {
+    Server::start_in(bin, dir, |port| config_text(port, always))
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// Three nodes of one cluster (`r3`), each in its own tempdir of `dirs`, every port chosen
+/// before the first starts (the routes name them all); waits until each accepts clients. A
+/// port taken in between fails the start (no retry: the ports are fresh).
+pub(crate) fn start_cluster(
+    bin: &Path,
+    dirs: [tempfile::TempDir; 3],
+    always: bool,
+) -> Result<Vec<Server>> {
+    let ports: Vec<(u16, u16)> = (0..3)
+        .map(|_| Ok((free_port()?, free_port()?)))
+        .collect::<Result<_>>()?;
+    let routes: Vec<u16> = ports.iter().map(|p| p.1).collect();
+    let mut nodes = Vec::new();
+    for (i, dir) in dirs.into_iter().enumerate() {
+        let (port, cport) = ports[i];
+        let conf = cluster_config_text(&format!("n{}", i + 1), port, cport, &routes, always);
+        nodes.push(Server::spawn(bin, dir, port, &conf)?);
     }
-}
-
-impl Server {
-    /// Starts `bin` with JetStream in `dir` (a fresh tempdir: config, `-sd` store, log) and
-    /// waits until it accepts connections. A server that exits before it listens (say its
-    /// port was taken between [`free_port`] and its bind) is started again on another port;
-    /// 3 tries.
-    pub(crate) fn start(bin: &Path, dir: tempfile::TempDir, always: bool) -> Result<Server> {
-        for _ in 1..3 {
-            let port = free_port()?;
-            let (mut child, log) = spawn(bin, dir.path(), port, always)?;
-            match wait_ready(&mut child, port, &log) {
-                Ok(true) => {
-                    return Ok(Server {
-                        child,
-                        port,
-                        log,
-                        _dir: dir,
-                    })
-                }
-                // exited before it listened: try again
-                Ok(false) => {}
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(e);
-                }
-            }
-        }
-        let port = free_port()?;
-        let (mut child, log) = spawn(bin, dir.path(), port, always)?;
-        let ready = wait_ready(&mut child, port, &log);
-        let s = Server {
-            child,
-            port,
-            log,
-            _dir: dir,
-        };
-        match ready? {
-            true => Ok(s),
-            false => bail!(
-                "nats-server exited before it listened:\n{}",
-                log_tail(&s.log)
-            ),
-        }
+    for n in &mut nodes {
+        n.wait_ready()?;
     }
-
-    /// Three nodes of one cluster (`r3`), each in its own tempdir of `dirs`, every port
-    /// chosen before the first starts (the routes name them all); waits until each accepts
-    /// clients. A port taken in between fails the start (no retry: the ports are fresh).
-    pub(crate) fn start_cluster(
-        bin: &Path,
-        dirs: [tempfile::TempDir; 3],
-        always: bool,
-    ) -> Result<Vec<Server>> {
-        let ports: Vec<(u16, u16)> = (0..3)
-            .map(|_| Ok((free_port()?, free_port()?)))
-            .collect::<Result<_>>()?;
-        let routes: Vec<u16> = ports.iter().map(|p| p.1).collect();
-        let mut nodes = Vec::new();
-        for (i, dir) in dirs.into_iter().enumerate() {
-            let (port, cport) = ports[i];
-            let conf = cluster_config_text(&format!("n{}", i + 1), port, cport, &routes, always);
-            let (child, log) = spawn_with(bin, dir.path(), &conf)?;
-            nodes.push(Server {
-                child,
-                port,
-                log,
-                _dir: dir,
-            });
-        }
-        for n in &mut nodes {
-            if !wait_ready(&mut n.child, n.port, &n.log)? {
-                bail!(
-                    "nats-server exited before it listened:\n{}",
-                    log_tail(&n.log)
-                );
-            }
-        }
-        Ok(nodes)
-    }
-
-    /// The server's process id.
-    #[cfg(test)]
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub(crate) fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-}
-
-/// Starts `bin` on `port` with its config, store and log in `dir` (the log truncated).
-fn spawn(bin: &Path, dir: &Path, port: u16, always: bool) -> Result<(Child, PathBuf)> {
-    spawn_with(bin, dir, &config_text(port, always))
+    Ok(nodes)
 }
 
 /// What one cell does: `publishers` concurrent publishers, `msgs` publishes in all (each
@@ -385,8 +306,8 @@ pub(crate) fn run_table(
     ctx.tick(&format!(
         "{NATS}: start nats-server {version} (always, default)"
     ));
-    let always = Server::start(&bin, ctx.tempdir("nats-always")?, true)?;
-    let default = Server::start(&bin, ctx.tempdir("nats-default")?, false)?;
+    let always = start(&bin, ctx.tempdir("nats-always")?, true)?;
+    let default = start(&bin, ctx.tempdir("nats-default")?, false)?;
     let (ca, cd) = (Client::connect(&always)?, Client::connect(&default)?);
     let max = Duration::from_secs_f64(opts.nats_max_secs);
     for r in 0..opts.nats_reps {
@@ -426,7 +347,7 @@ pub(crate) fn run_table(
             };
             let v = client
                 .publish_cell(&format!("bench_{c}_{r}"), cell, &ctx.payload)
-                .with_context(|| format!("nats-server's log:\n{}", log_tail(&server.log)))?;
+                .with_context(|| format!("nats-server's log:\n{}", server.log_tail()))?;
             table.push(c, v);
         }
     }

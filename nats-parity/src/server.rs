@@ -52,14 +52,25 @@ impl Drop for Server {
 
 impl Server {
     /// Starts `bin` with JetStream, its config, store and log in a new temp directory, and
-    /// waits until it accepts connections. A server that exits before it listens (its port
-    /// taken between [`free_port`] and its bind) is started again on another port; 3 tries.
+    /// waits until it accepts connections (see [`Server::start_in`]).
     pub fn start(bin: &Path) -> Result<Server> {
         let dir = tempfile::tempdir().context("temp dir for nats-server")?;
+        Server::start_in(bin, dir, config_text)
+    }
+
+    /// Starts `bin` with the config `conf(port)` on a free port, its store and log in `dir`,
+    /// and waits until it accepts connections. A server that exits before it listens (its
+    /// port taken between [`free_port`] and its bind) is started again on another port; 3
+    /// tries.
+    pub fn start_in(
+        bin: &Path,
+        dir: tempfile::TempDir,
+        conf: impl Fn(u16) -> String,
+    ) -> Result<Server> {
         let mut last = String::new();
         for _ in 0..3 {
             let port = free_port()?;
-            let (mut child, log) = spawn_with(bin, dir.path(), &config_text(port))?;
+            let (mut child, log) = spawn_with(bin, dir.path(), &conf(port))?;
             match wait_ready(&mut child, port, &log) {
                 Ok(true) => {
                     return Ok(Server {
@@ -80,9 +91,39 @@ impl Server {
         bail!("nats-server exited before it listened:\n{last}")
     }
 
+    /// Starts `bin` on `port` with the config `conf_text`, its store and log in `dir`, without
+    /// waiting for it (a cluster's nodes start before any is waited for: see
+    /// [`Server::wait_ready`]).
+    pub fn spawn(bin: &Path, dir: tempfile::TempDir, port: u16, conf_text: &str) -> Result<Server> {
+        let (child, log) = spawn_with(bin, dir.path(), conf_text)?;
+        Ok(Server {
+            child,
+            port,
+            log,
+            _dir: dir,
+        })
+    }
+
+    /// Waits until a [`Server::spawn`]ed server accepts connections; an error if it exits
+    /// first.
+    pub fn wait_ready(&mut self) -> Result<()> {
+        if !wait_ready(&mut self.child, self.port, &self.log)? {
+            bail!(
+                "nats-server exited before it listened:\n{}",
+                log_tail(&self.log)
+            );
+        }
+        Ok(())
+    }
+
     /// `nats://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The end of the server's log (for a failure's message).
