@@ -7,11 +7,13 @@
 //! process: the rows say so wherever they are printed.
 
 use std::fmt::Write as _;
-use std::io::Read as _;
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+// the launcher nats-parity's differential test uses too: one home for it
+use seqstore_nats_parity::server::free_port;
+pub(crate) use seqstore_nats_parity::server::Server;
 
 use anyhow::{bail, ensure, Context, Result};
 
@@ -23,9 +25,6 @@ use crate::BenchOpts;
 pub(crate) const NATS: &str = "nats_publish_msgs_per_s";
 /// Its cells, in the order each round measures them.
 pub(crate) const NATS_CELLS: &[&str] = &["always_1", "always_64", "default_64"];
-
-/// How long a started server may take to accept connections before the bench gives up.
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The nats-server to use: `explicit` (`--nats-server`), else `$NATS_SERVER_BIN` (what .ci/run
 /// sets), else `nats-server` on the PATH. `Err` says why there is none (the rows are skipped
@@ -113,201 +112,37 @@ pub(crate) fn cluster_config_text(
     s
 }
 
-/// A free loopback port (bound and released; the server binds it right after).
-fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").context("bind a loopback port")?;
-    Ok(l.local_addr()?.port())
-}
-
-/// A running nats-server. Dropping it kills the process and waits for it (on every path: an
+/// Starts `bin` with JetStream in `dir` (a fresh tempdir: config, `-sd` store, log) and waits
+/// until it accepts connections; `always` as in [`config_text`]. A server that exits before it
+/// listens (say its port was taken between choosing and its bind) is started again on another
+/// port; 3 tries. Dropping the server kills the process and waits for it (on every path: an
 /// error, a panic, the end of the table), then removes its directory.
-pub(crate) struct Server {
-    child: Child,
-    pub(crate) port: u16,
-    log: PathBuf,
-    // after `child` is reaped (fields drop after `Drop::drop`)
-    _dir: tempfile::TempDir,
+pub(crate) fn start(bin: &Path, dir: tempfile::TempDir, always: bool) -> Result<Server> {
+    Server::start_in(bin, dir, |port| config_text(port, always))
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// Three nodes of one cluster (`r3`), each in its own tempdir of `dirs`, every port chosen
+/// before the first starts (the routes name them all); waits until each accepts clients. A
+/// port taken in between fails the start (no retry: the ports are fresh).
+pub(crate) fn start_cluster(
+    bin: &Path,
+    dirs: [tempfile::TempDir; 3],
+    always: bool,
+) -> Result<Vec<Server>> {
+    let ports: Vec<(u16, u16)> = (0..3)
+        .map(|_| Ok((free_port()?, free_port()?)))
+        .collect::<Result<_>>()?;
+    let routes: Vec<u16> = ports.iter().map(|p| p.1).collect();
+    let mut nodes = Vec::new();
+    for (i, dir) in dirs.into_iter().enumerate() {
+        let (port, cport) = ports[i];
+        let conf = cluster_config_text(&format!("n{}", i + 1), port, cport, &routes, always);
+        nodes.push(Server::spawn(bin, dir, port, &conf)?);
     }
-}
-
-/// Makes the child die with this process, even when this one is killed by SIGKILL (no Drop
-/// guard runs then).
-///
-/// Unsafe because `CommandExt::pre_exec` is (the closure runs between fork and exec); no safe
-/// API sets the parent-death signal of a child.
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-fn die_with_parent(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt as _;
-    // SAFETY: the closure runs in the forked child before exec and only calls prctl, which is
-    // async-signal-safe; it touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
+    for n in &mut nodes {
+        n.wait_ready()?;
     }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_parent(_cmd: &mut Command) {}
-
-impl Server {
-    /// Starts `bin` with JetStream in `dir` (a fresh tempdir: config, `-sd` store, log) and
-    /// waits until it accepts connections. A server that exits before it listens (say its
-    /// port was taken between [`free_port`] and its bind) is started again on another port;
-    /// 3 tries.
-    pub(crate) fn start(bin: &Path, dir: tempfile::TempDir, always: bool) -> Result<Server> {
-        for _ in 1..3 {
-            let port = free_port()?;
-            let (mut child, log) = spawn(bin, dir.path(), port, always)?;
-            match wait_ready(&mut child, port, &log) {
-                Ok(true) => {
-                    return Ok(Server {
-                        child,
-                        port,
-                        log,
-                        _dir: dir,
-                    })
-                }
-                // exited before it listened: try again
-                Ok(false) => {}
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(e);
-                }
-            }
-        }
-        let port = free_port()?;
-        let (mut child, log) = spawn(bin, dir.path(), port, always)?;
-        let ready = wait_ready(&mut child, port, &log);
-        let s = Server {
-            child,
-            port,
-            log,
-            _dir: dir,
-        };
-        match ready? {
-            true => Ok(s),
-            false => bail!(
-                "nats-server exited before it listened:\n{}",
-                log_tail(&s.log)
-            ),
-        }
-    }
-
-    /// Three nodes of one cluster (`r3`), each in its own tempdir of `dirs`, every port
-    /// chosen before the first starts (the routes name them all); waits until each accepts
-    /// clients. A port taken in between fails the start (no retry: the ports are fresh).
-    pub(crate) fn start_cluster(
-        bin: &Path,
-        dirs: [tempfile::TempDir; 3],
-        always: bool,
-    ) -> Result<Vec<Server>> {
-        let ports: Vec<(u16, u16)> = (0..3)
-            .map(|_| Ok((free_port()?, free_port()?)))
-            .collect::<Result<_>>()?;
-        let routes: Vec<u16> = ports.iter().map(|p| p.1).collect();
-        let mut nodes = Vec::new();
-        for (i, dir) in dirs.into_iter().enumerate() {
-            let (port, cport) = ports[i];
-            let conf = cluster_config_text(&format!("n{}", i + 1), port, cport, &routes, always);
-            let (child, log) = spawn_with(bin, dir.path(), &conf)?;
-            nodes.push(Server {
-                child,
-                port,
-                log,
-                _dir: dir,
-            });
-        }
-        for n in &mut nodes {
-            if !wait_ready(&mut n.child, n.port, &n.log)? {
-                bail!(
-                    "nats-server exited before it listened:\n{}",
-                    log_tail(&n.log)
-                );
-            }
-        }
-        Ok(nodes)
-    }
-
-    /// The server's process id.
-    #[cfg(test)]
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub(crate) fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-}
-
-/// Starts `bin` on `port` with its config, store and log in `dir` (the log truncated).
-fn spawn(bin: &Path, dir: &Path, port: u16, always: bool) -> Result<(Child, PathBuf)> {
-    spawn_with(bin, dir, &config_text(port, always))
-}
-
-/// Starts `bin` with the config `conf`, its store and log in `dir` (the log truncated).
-fn spawn_with(bin: &Path, dir: &Path, conf_text: &str) -> Result<(Child, PathBuf)> {
-    let conf = dir.join("nats.conf");
-    std::fs::write(&conf, conf_text).with_context(|| format!("write {}", conf.display()))?;
-    let log = dir.join("nats-server.log");
-    let logf = std::fs::File::create(&log)?;
-    let mut cmd = Command::new(bin);
-    cmd.arg("-c")
-        .arg(&conf)
-        .arg("-js")
-        .arg("-sd")
-        .arg(dir.join("store"))
-        .stdin(Stdio::null())
-        .stdout(logf.try_clone()?)
-        .stderr(logf);
-    die_with_parent(&mut cmd);
-    let child = cmd
-        .spawn()
-        .with_context(|| format!("start {}", bin.display()))?;
-    Ok((child, log))
-}
-
-/// Polls every 20 ms, for at most [`READY_TIMEOUT`], until the server's log says "Server is
-/// ready" and a TCP connect to its port succeeds (the log line makes sure the port is this
-/// server's, not another's that took it first). `Ok(false)`: the process exited first.
-fn wait_ready(child: &mut Child, port: u16, log: &Path) -> Result<bool> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let t = Instant::now();
-    loop {
-        if child.try_wait()?.is_some() {
-            return Ok(false);
-        }
-        let said = std::fs::read_to_string(log).is_ok_and(|l| l.contains("Server is ready"));
-        if said && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(true);
-        }
-        if t.elapsed() > READY_TIMEOUT {
-            bail!(
-                "nats-server did not listen on {addr} within {READY_TIMEOUT:?}:\n{}",
-                log_tail(log)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The last 2 KiB of a server's log, for error messages.
-fn log_tail(log: &Path) -> String {
-    let mut s = String::new();
-    if let Ok(mut f) = std::fs::File::open(log) {
-        let _ = f.read_to_string(&mut s);
-    }
-    let cut = s.len().saturating_sub(2048);
-    s[s.ceil_char_boundary(cut)..].to_string()
+    Ok(nodes)
 }
 
 /// What one cell does: `publishers` concurrent publishers, `msgs` publishes in all (each
@@ -330,20 +165,7 @@ pub(crate) struct Client {
 
 impl Client {
     pub(crate) fn connect(server: &Server) -> Result<Client> {
-        // two workers: the machines this runs on have two cores
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .context("tokio runtime")?;
-        let url = server.url();
-        // the JetStream context spawns its acker task: inside the runtime
-        let js = rt.block_on(async {
-            let client = async_nats::connect(url.as_str())
-                .await
-                .with_context(|| format!("connect to {url}"))?;
-            anyhow::Ok(async_nats::jetstream::new(client))
-        })?;
+        let (rt, js) = seqstore_nats_parity::server::connect(&server.url())?;
         Ok(Client { js, rt })
     }
 
@@ -484,8 +306,8 @@ pub(crate) fn run_table(
     ctx.tick(&format!(
         "{NATS}: start nats-server {version} (always, default)"
     ));
-    let always = Server::start(&bin, ctx.tempdir("nats-always")?, true)?;
-    let default = Server::start(&bin, ctx.tempdir("nats-default")?, false)?;
+    let always = start(&bin, ctx.tempdir("nats-always")?, true)?;
+    let default = start(&bin, ctx.tempdir("nats-default")?, false)?;
     let (ca, cd) = (Client::connect(&always)?, Client::connect(&default)?);
     let max = Duration::from_secs_f64(opts.nats_max_secs);
     for r in 0..opts.nats_reps {
@@ -525,7 +347,7 @@ pub(crate) fn run_table(
             };
             let v = client
                 .publish_cell(&format!("bench_{c}_{r}"), cell, &ctx.payload)
-                .with_context(|| format!("nats-server's log:\n{}", log_tail(&server.log)))?;
+                .with_context(|| format!("nats-server's log:\n{}", server.log_tail()))?;
             table.push(c, v);
         }
     }

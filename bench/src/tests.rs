@@ -317,7 +317,7 @@ fn nats_rows_against_a_real_server() {
 
     // a server is killed and reaped when its guard drops
     let sd = tempfile::tempdir_in(dir.path()).expect("tempdir");
-    let s = crate::nats::Server::start(&bin, sd, true).expect("start");
+    let s = crate::nats::start(&bin, sd, true).expect("start");
     let pid = s.pid();
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
     drop(s);

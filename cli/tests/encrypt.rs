@@ -13,6 +13,13 @@ fn run(dir: &Path, args: &[&str]) -> Output {
         .expect("run seqstore")
 }
 
+/// `seqstore append --subject a.b --data DATA` with the layer flags `layer`; it must succeed.
+fn append_keyed(dir: &Path, data: &str, layer: &[&str]) {
+    let args = [&["append", "--subject", "a.b", "--data", data][..], layer].concat();
+    let out = run(dir, &args);
+    assert!(out.status.success(), "{out:?}");
+}
+
 #[test]
 fn an_encrypted_store_needs_its_key() {
     let t = tempfile::tempdir().expect("tempdir");
@@ -27,21 +34,11 @@ fn an_encrypted_store_needs_its_key() {
     std::fs::write(&other, [7u8; 32]).unwrap();
     let k = key.to_str().unwrap();
     for i in 0..5 {
-        let data = format!("secret message {i}");
-        let out = run(
+        append_keyed(
             &dir,
-            &[
-                "append",
-                "--subject",
-                "a.b",
-                "--data",
-                &data,
-                "--key-file",
-                k,
-                "--compress",
-            ],
+            &format!("secret message {i}"),
+            &["--key-file", k, "--compress"],
         );
-        assert!(out.status.success(), "{out:?}");
     }
     let out = run(&dir, &["get", "3", "--key-file", k, "--compress"]);
     assert!(out.status.success(), "{out:?}");
@@ -120,20 +117,7 @@ fn a_snapshot_of_an_encrypted_store_restores_encrypted() {
     std::fs::write(&key2, [2u8; 32]).unwrap();
     let (k, k2) = (key.to_str().unwrap(), key2.to_str().unwrap());
     for i in 0..20 {
-        let data = format!("confidential {i}");
-        let out = run(
-            &src,
-            &[
-                "append",
-                "--subject",
-                "a.b",
-                "--data",
-                &data,
-                "--key-file",
-                k,
-            ],
-        );
-        assert!(out.status.success(), "{out:?}");
+        append_keyed(&src, &format!("confidential {i}"), &["--key-file", k]);
     }
     let snap = t.path().join("snap.tar");
     let seqstore = || Command::new(env!("CARGO_BIN_EXE_seqstore"));

@@ -29,21 +29,8 @@ fn seed(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// splitmix64, as the other randomized tests of the project.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+// the workspace's one seeded generator (splitmix64)
+use seqstore_fault_fs::Rng;
 
 fn run(dir: &Path, args: &[&str]) -> Output {
     common::seqstore(dir, args)
@@ -78,7 +65,7 @@ fn wasi_command(dir: &Path, args: &[&str]) -> seqstore_wasm::CommandOutput {
 
 /// A writer: `count` appends of random messages on subjects `w{id}.*`, each its own process.
 fn writer(dir: &Path, id: usize, seed: u64, count: usize, extra: &[&str]) -> Vec<Acked> {
-    let mut rng = Rng(seed ^ (id as u64 + 1).wrapping_mul(0x1000_0001));
+    let mut rng = Rng::new(seed ^ (id as u64 + 1).wrapping_mul(0x1000_0001));
     (0..count)
         .map(|i| {
             let subject = format!("w{id}.{}", rng.below(4));
@@ -115,7 +102,7 @@ fn writer(dir: &Path, id: usize, seed: u64, count: usize, extra: &[&str]) -> Vec
 /// messages: appends on `junk.*`, filtered purges and deletes of them, and `verify`. Returns
 /// the failures it saw.
 fn churner(dir: &Path, seed: u64, rounds: usize) -> Vec<String> {
-    let mut rng = Rng(seed ^ 0xc0ffee);
+    let mut rng = Rng::new(seed ^ 0xc0ffee);
     let mut failures = Vec::new();
     let mut check = |what: &str, out: Output| {
         if !out.status.success() {
@@ -466,7 +453,7 @@ fn a_killed_writer_reopens_from_its_tail_as_a_rebuild_would() {
     }
     let seed = seed(20261207);
     println!("seed {seed} (SEQSTORE_SEED={seed} replays the kill points)");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     for round in 0..6 {
         let tmp = tempfile::tempdir().expect("tempdir");
         let (dir, copy) = (tmp.path().join("store"), tmp.path().join("rebuilt"));

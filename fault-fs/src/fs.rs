@@ -101,6 +101,26 @@ fn components(path: &str) -> io::Result<Vec<&str>> {
     Ok(comps)
 }
 
+/// The live entry `path` names: its directory, its name and its inode. `root` is the error
+/// for the root (it is no entry of a directory), `missing` the message of `NotFound`.
+fn live_entry<'p>(
+    core: &Core,
+    path: &'p str,
+    root: (ErrorKind, &str),
+    missing: &str,
+) -> io::Result<(Ino, &'p str, Ino)> {
+    let comps = components(path)?;
+    let Some((name, parent_comps)) = comps.split_last() else {
+        return Err(err(root.0, root.1));
+    };
+    let dir = core.walk_dir(parent_comps)?;
+    let ino = *core
+        .live_entries(dir)?
+        .get(*name)
+        .ok_or_else(|| err(ErrorKind::NotFound, missing))?;
+    Ok((dir, *name, ino))
+}
+
 impl Ctx<'_> {
     fn core(&self) -> &Core {
         self.core
@@ -752,20 +772,12 @@ impl Fs for FaultFs {
         let loc = Location::caller();
         self.op(OpKind::RemoveFile, path, None, OpArg::None, loc, |cx| {
             cx.check_injected()?;
-            let comps = components(path)?;
-            let Some((name, parent_comps)) = comps.split_last() else {
-                return Err(err(ErrorKind::IsADirectory, "the root is a directory"));
-            };
-            let dir = cx.core().walk_dir(parent_comps)?;
-            let ino = *cx
-                .core()
-                .live_entries(dir)?
-                .get(*name)
-                .ok_or_else(|| err(ErrorKind::NotFound, "no such file"))?;
+            let root = (ErrorKind::IsADirectory, "the root is a directory");
+            let (dir, name, ino) = live_entry(cx.core(), path, root, "no such file")?;
             if cx.core().is_dir(ino) {
                 return Err(err(ErrorKind::IsADirectory, "is a directory"));
             }
-            cx.core_mut().live_entries_mut(dir)?.remove(*name);
+            cx.core_mut().live_entries_mut(dir)?.remove(name);
             cx.log_ns(NsOp::Unlink {
                 dir,
                 name: name.to_string(),
@@ -780,23 +792,15 @@ impl Fs for FaultFs {
         let loc = Location::caller();
         self.op(OpKind::RemoveDirAll, path, None, OpArg::None, loc, |cx| {
             cx.check_injected()?;
-            let comps = components(path)?;
-            let Some((name, parent_comps)) = comps.split_last() else {
-                return Err(err(ErrorKind::InvalidInput, "cannot remove the root"));
-            };
-            let dir = cx.core().walk_dir(parent_comps)?;
-            let ino = *cx
-                .core()
-                .live_entries(dir)?
-                .get(*name)
-                .ok_or_else(|| err(ErrorKind::NotFound, "no such directory"))?;
+            let root = (ErrorKind::InvalidInput, "cannot remove the root");
+            let (dir, name, ino) = live_entry(cx.core(), path, root, "no such directory")?;
             if !cx.core().is_dir(ino) {
                 return Err(err(ErrorKind::NotADirectory, "not a directory"));
             }
             // The subtree is detached as a whole: only the top entry's removal is a namespace
             // change (durable with its parent); the inner entries stay as they were, so an
             // image that undoes the removal brings the whole tree back.
-            cx.core_mut().live_entries_mut(dir)?.remove(*name);
+            cx.core_mut().live_entries_mut(dir)?.remove(name);
             cx.log_ns(NsOp::Unlink {
                 dir,
                 name: name.to_string(),

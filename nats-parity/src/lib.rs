@@ -179,18 +179,7 @@ impl Harness {
     /// Starts `bin` and connects.
     pub fn start(bin: &std::path::Path) -> Result<Harness> {
         let server = server::Server::start(bin)?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .context("tokio runtime")?;
-        let url = server.url();
-        let js = rt.block_on(async {
-            let client = async_nats::connect(url.as_str())
-                .await
-                .with_context(|| format!("connect to {url}"))?;
-            anyhow::Ok(jetstream::new(client))
-        })?;
+        let (rt, js) = server::connect(&server.url())?;
         Ok(Harness {
             js,
             rt,

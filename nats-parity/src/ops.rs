@@ -88,32 +88,18 @@ impl fmt::Display for Op {
     }
 }
 
-/// A splitmix64 generator: small, seeded, the same on every platform.
-pub struct Rng(u64);
+/// The workspace's one seeded generator (splitmix64): a printed seed replays the same
+/// operations.
+pub use seqstore_fault_fs::Rng;
 
-impl Rng {
-    /// A generator from `seed`.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// A number below `n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-    fn u8(&mut self, n: u64) -> u8 {
-        self.below(n) as u8
-    }
-    fn u16(&mut self) -> u16 {
-        self.next_u64() as u16
-    }
+/// A number below `n` (`n > 0`), as a byte.
+fn byte_below(r: &mut Rng, n: u64) -> u8 {
+    r.below(n) as u8
+}
+
+/// 16 random bits.
+fn bits16(r: &mut Rng) -> u16 {
+    r.next_u64() as u16
 }
 
 /// `n` operations from `seed`: mostly publishes early on, every removal and purge form,
@@ -124,29 +110,29 @@ pub fn generate(seed: u64, n: usize) -> Vec<Op> {
     (0..n)
         .map(|_| match r.below(100) {
             0..=29 => Op::Publish {
-                subject: r.u8(SUBJECTS.len() as u64),
-                len: r.u8(40),
+                subject: byte_below(&mut r, SUBJECTS.len() as u64),
+                len: byte_below(&mut r, 40),
             },
-            30..=35 => Op::Delete(r.u16()),
-            36..=37 => Op::Erase(r.u16()),
+            30..=35 => Op::Delete(bits16(&mut r)),
+            36..=37 => Op::Erase(bits16(&mut r)),
             38..=44 => Op::Purge(match r.below(12) {
                 0 => PurgeForm::All,
-                1..=2 => PurgeForm::Filter(r.u8(f)),
-                3..=4 => PurgeForm::Seq(r.u16()),
-                5..=6 => PurgeForm::Keep(r.u8(4)),
-                7..=9 => PurgeForm::FilterKeep(r.u8(f), r.u8(4)),
-                _ => PurgeForm::FilterSeq(r.u8(f), r.u16()),
+                1..=2 => PurgeForm::Filter(byte_below(&mut r, f)),
+                3..=4 => PurgeForm::Seq(bits16(&mut r)),
+                5..=6 => PurgeForm::Keep(byte_below(&mut r, 4)),
+                7..=9 => PurgeForm::FilterKeep(byte_below(&mut r, f), byte_below(&mut r, 4)),
+                _ => PurgeForm::FilterSeq(byte_below(&mut r, f), bits16(&mut r)),
             }),
-            45..=47 => Op::Compact(r.u16()),
-            48..=59 => Op::Fetch(1 + r.u8(3)),
-            60..=66 => Op::Ack(r.u16()),
-            67..=69 => Op::Nak(r.u16()),
+            45..=47 => Op::Compact(bits16(&mut r)),
+            48..=59 => Op::Fetch(1 + byte_below(&mut r, 3)),
+            60..=66 => Op::Ack(bits16(&mut r)),
+            67..=69 => Op::Nak(bits16(&mut r)),
             70 => Op::Recreate,
-            71..=75 => Op::Get(r.u16()),
-            76..=80 => Op::Last(r.u8(f)),
-            81..=85 => Op::Next(r.u8(f), r.u16()),
-            86..=89 => Op::Subjects(r.u8(f)),
-            90..=95 => Op::TimeSeq(r.u16(), r.u8(3)),
+            71..=75 => Op::Get(bits16(&mut r)),
+            76..=80 => Op::Last(byte_below(&mut r, f)),
+            81..=85 => Op::Next(byte_below(&mut r, f), bits16(&mut r)),
+            86..=89 => Op::Subjects(byte_below(&mut r, f)),
+            90..=95 => Op::TimeSeq(bits16(&mut r), byte_below(&mut r, 3)),
             _ => Op::Content,
         })
         .collect()

@@ -108,12 +108,18 @@ pub(crate) fn seeded_rng(default: u64) -> (u64, impl FnMut() -> u64) {
         .and_then(|s| s.parse().ok())
         .unwrap_or(default);
     let mut x = seed;
-    let next = move || {
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
-    (seed, next)
+    (seed, move || splitmix64(&mut x))
+}
+
+/// One splitmix64 step: advances `x` and returns the next 64 bits. The store's own copy of the
+/// workspace's seeded generator (`seqstore_fault_fs::Rng`, which depends on this crate), for
+/// [`seeded_rng`] and the crypt layer's seeded entropy.
+#[cfg(any(test, feature = "ablation"))]
+#[cfg_attr(all(not(test), not(feature = "crypt")), allow(dead_code))]
+pub(crate) fn splitmix64(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }

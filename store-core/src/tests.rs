@@ -727,21 +727,20 @@ fn damaged_index_is_rebuilt() {
     assert_eq!(s.state().msgs, 20);
 }
 
-#[test]
-fn shared_store_group_commit() {
-    // fsyncs take 500 µs, as on a quiet disk here: writers pile up behind each leader
-    let fs = MemFs::with_sync_delay(500);
-    let shared = SharedStore::new(open(&fs, Config::default()));
-    let before = fs.syncs();
-    let threads: Vec<_> = (0..8)
+/// `writers` threads, each writing `each` times with `write(store, thread, i)` (`i` in
+/// `0..each`) on its clone of `shared`: every sequence they got, sorted.
+pub(crate) fn seqs_from_threads(
+    shared: &SharedStore<MemFs>,
+    writers: u64,
+    each: u64,
+    write: fn(&SharedStore<MemFs>, u64, u64) -> Result<u64>,
+) -> Vec<u64> {
+    let threads: Vec<_> = (0..writers)
         .map(|t| {
             let s = shared.clone();
             std::thread::spawn(move || {
-                (0..200)
-                    .map(|i| {
-                        s.append(&format!("t.{t}"), b"", format!("{t}-{i}").as_bytes())
-                            .unwrap()
-                    })
+                (0..each)
+                    .map(|i| write(&s, t, i).unwrap())
                     .collect::<Vec<u64>>()
             })
         })
@@ -751,6 +750,18 @@ fn shared_store_group_commit() {
         .flat_map(|h| h.join().unwrap())
         .collect();
     seqs.sort_unstable();
+    seqs
+}
+
+#[test]
+fn shared_store_group_commit() {
+    // fsyncs take 500 µs, as on a quiet disk here: writers pile up behind each leader
+    let fs = MemFs::with_sync_delay(500);
+    let shared = SharedStore::new(open(&fs, Config::default()));
+    let before = fs.syncs();
+    let seqs = seqs_from_threads(&shared, 8, 200, |s, t, i| {
+        s.append(&format!("t.{t}"), b"", format!("{t}-{i}").as_bytes())
+    });
     assert_eq!(
         seqs,
         (1..=1600).collect::<Vec<_>>(),
@@ -798,18 +809,9 @@ fn shared_group_commit_wakes_only_covered_writers_and_hands_the_lead_on() {
     let fs = MemFs::with_sync_delay(2_000);
     let shared = SharedStore::new(open(&fs, Config::default()));
     let before = fs.syncs();
-    let hs: Vec<_> = (0..32)
-        .map(|t| {
-            let s = shared.clone();
-            std::thread::spawn(move || {
-                (0..50)
-                    .map(|_| s.append(&format!("w.{t}"), b"", b"p").unwrap())
-                    .collect::<Vec<u64>>()
-            })
-        })
-        .collect();
-    let mut seqs: Vec<u64> = hs.into_iter().flat_map(|h| h.join().unwrap()).collect();
-    seqs.sort_unstable();
+    let seqs = seqs_from_threads(&shared, 32, 50, |s, t, _| {
+        s.append(&format!("w.{t}"), b"", b"p")
+    });
     assert_eq!(seqs, (1..=1600).collect::<Vec<_>>());
     let syncs = fs.syncs() - before;
     assert!(

@@ -376,25 +376,10 @@ fn shared_store_ttl_raw_and_skip_writes() {
     assert_eq!(store.config().sync, SyncPolicy::Always);
     let shared = SharedStore::new(store);
     let before = fs.syncs();
-    let threads: Vec<_> = (0..6)
-        .map(|t| {
-            let s = shared.clone();
-            std::thread::spawn(move || {
-                (0..100)
-                    .map(|i| match i % 2 {
-                        0 => s.append_with_ttl("t", b"", b"x", Duration::from_secs(3600)),
-                        _ => s.append(&format!("p.{t}"), b"", b"y"),
-                    })
-                    .collect::<Result<Vec<u64>>>()
-                    .unwrap()
-            })
-        })
-        .collect();
-    let mut seqs: Vec<u64> = threads
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect();
-    seqs.sort_unstable();
+    let seqs = crate::tests::seqs_from_threads(&shared, 6, 100, |s, t, i| match i % 2 {
+        0 => s.append_with_ttl("t", b"", b"x", Duration::from_secs(3600)),
+        _ => s.append(&format!("p.{t}"), b"", b"y"),
+    });
     assert_eq!(seqs, (1..=600).collect::<Vec<_>>());
     let syncs = fs.syncs() - before;
     assert!(

@@ -229,16 +229,10 @@ impl Stats {
 
 /// splitmix64 of the inputs: the sample decisions and image seeds, reproducible from the seed.
 fn mix(parts: &[u64]) -> u64 {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    for &p in parts {
-        x ^= p;
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x = z ^ (z >> 31);
-    }
-    x
+    // each part folded in as the seed of one splitmix64 step
+    (parts.iter()).fold(0x9e37_79b9_7f4a_7c15u64, |x, &p| {
+        seqstore_fault_fs::Rng::new(x ^ p).next_u64()
+    })
 }
 
 /// The recovery as an explorer workload: one step, open the store and drop it (no close);

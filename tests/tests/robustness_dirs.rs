@@ -297,16 +297,40 @@ fn blank_and_zeros() -> Vec<Row> {
     ]
 }
 
+/// Changes the record of `seq` in block `blk`: `damage` gets the block and the record's
+/// offset.
+fn damage_record(fs: &FaultFs, blk: &str, seq: u64, damage: fn(&mut [u8], usize)) {
+    let mut b = file(fs, blk);
+    let at = rec_off(&b, seq);
+    damage(&mut b, at);
+    put(fs, blk, &b);
+}
+
+/// The record of `seq` in `blk` alone is lost: tolerant recovery opens the other 24 of 1..=25
+/// and reports `seq` lost; strict recovery refuses at the record's offset. The tolerant
+/// report and that offset.
+fn lost_one<'g>(g: &'g Got, blk: &str, seq: u64) -> Result<(&'g RecoveryReport, u64), String> {
+    let (st, rep) = opened(&g.tolerant)?;
+    state_is(st, 24, 1, 25)?;
+    lost(rep, &[(seq, seq)])?;
+    let at = base_off(blk, seq);
+    corrupt(&g.strict, blk, Some(at))?;
+    Ok((rep, at))
+}
+
+fn strict_unchanged(g: &Got) -> Result<(), String> {
+    g.strict_unchanged
+        .then_some(())
+        .ok_or_else(|| "strict changed the directory".to_string())
+}
+
 /// A record damaged inside a block: torn or forged length fields, checksum mismatches.
 fn damaged_records() -> Vec<Row> {
     vec![
         Row {
             name: "record length past the end, newest block (torn tail), no index.db",
             setup: |fs| {
-                let mut b = file(fs, "msgs/3.blk");
-                let at = rec_off(&b, 25);
-                set_u32(&mut b, at, 5000);
-                put(fs, "msgs/3.blk", &b);
+                damage_record(fs, "msgs/3.blk", 25, |b, at| set_u32(b, at, 5000));
                 no_index(fs);
             },
             check: |_, g| {
@@ -324,93 +348,58 @@ fn damaged_records() -> Vec<Row> {
         Row {
             name: "record length past the end, older block (msgs/1.blk, seq 5), no index.db",
             setup: |fs| {
-                let mut b = file(fs, "msgs/1.blk");
-                let at = rec_off(&b, 5);
-                set_u32(&mut b, at, 0x00ff_ffff);
-                put(fs, "msgs/1.blk", &b);
+                damage_record(fs, "msgs/1.blk", 5, |b, at| set_u32(b, at, 0x00ff_ffff));
                 no_index(fs);
             },
             check: |_, g| {
                 // recovery resyncs on the next valid record: only seq 5 is lost
-                let (st, rep) = opened(&g.tolerant)?;
-                state_is(st, 24, 1, 25)?;
-                lost(rep, &[(5, 5)])?;
-                let at = base_off("msgs/1.blk", 5);
-                corrupt(&g.strict, "msgs/1.blk", Some(at))?;
-                g.strict_unchanged
-                    .then_some(())
-                    .ok_or("strict changed the directory")?;
+                lost_one(g, "msgs/1.blk", 5)?;
+                strict_unchanged(g)?;
                 verify_problem(&g.verify, "msgs/1.blk", "past the end")
             },
         },
         Row {
             name: "4 GiB length field (msgs/1.blk, seq 5), no index.db",
             setup: |fs| {
-                let mut b = file(fs, "msgs/1.blk");
-                let at = rec_off(&b, 5);
-                set_u32(&mut b, at, u32::MAX);
-                put(fs, "msgs/1.blk", &b);
+                damage_record(fs, "msgs/1.blk", 5, |b, at| set_u32(b, at, u32::MAX));
                 no_index(fs);
             },
             check: |_, g| {
                 // no 4 GiB allocation; recovery resyncs on the next valid record
-                let (st, rep) = opened(&g.tolerant)?;
-                state_is(st, 24, 1, 25)?;
-                lost(rep, &[(5, 5)])?;
-                let at = base_off("msgs/1.blk", 5);
-                corrupt(&g.strict, "msgs/1.blk", Some(at))?;
+                lost_one(g, "msgs/1.blk", 5)?;
                 verify_problem(&g.verify, "msgs/1.blk", "length out of range")
             },
         },
         Row {
             name: "checksum mismatch mid-block (msgs/1.blk, seq 5 payload), no index.db",
             setup: |fs| {
-                let mut b = file(fs, "msgs/1.blk");
-                let at = rec_off(&b, 5);
-                b[at + 40] ^= 0x20;
-                put(fs, "msgs/1.blk", &b);
+                damage_record(fs, "msgs/1.blk", 5, |b, at| b[at + 40] ^= 0x20);
                 no_index(fs);
             },
             check: |_, g| {
-                let (st, rep) = opened(&g.tolerant)?;
-                state_is(st, 24, 1, 25)?;
-                lost(rep, &[(5, 5)])?;
-                let at = base_off("msgs/1.blk", 5);
+                let (rep, at) = lost_one(g, "msgs/1.blk", 5)?;
                 (rep.skipped.len() == 1 && rep.skipped[0].offset == at)
                     .then_some(())
                     .ok_or(format!("skipped {:?}", rep.skipped))?;
-                corrupt(&g.strict, "msgs/1.blk", Some(at))?;
-                g.strict_unchanged
-                    .then_some(())
-                    .ok_or("strict changed the directory")?;
+                strict_unchanged(g)?;
                 verify_problem(&g.verify, "msgs/1.blk", "checksum mismatch")
             },
         },
         Row {
             name: "checksum mismatch mid-block, newest block (msgs/3.blk, seq 22), no index.db",
             setup: |fs| {
-                let mut b = file(fs, "msgs/3.blk");
-                let at = rec_off(&b, 22);
-                b[at + 40] ^= 0x20;
-                put(fs, "msgs/3.blk", &b);
+                damage_record(fs, "msgs/3.blk", 22, |b, at| b[at + 40] ^= 0x20);
                 no_index(fs);
             },
             check: |_, g| {
-                let (st, rep) = opened(&g.tolerant)?;
-                state_is(st, 24, 1, 25)?;
-                lost(rep, &[(22, 22)])?;
-                let at = base_off("msgs/3.blk", 22);
-                corrupt(&g.strict, "msgs/3.blk", Some(at))?;
+                lost_one(g, "msgs/3.blk", 22)?;
                 verify_problem(&g.verify, "msgs/3.blk", "checksum mismatch")
             },
         },
         Row {
             name: "checksum mismatch mid-block (msgs/1.blk, seq 5), fresh index.db",
             setup: |fs| {
-                let mut b = file(fs, "msgs/1.blk");
-                let at = rec_off(&b, 5);
-                b[at + 40] ^= 0x20;
-                put(fs, "msgs/1.blk", &b);
+                damage_record(fs, "msgs/1.blk", 5, |b, at| b[at + 40] ^= 0x20);
             },
             check: |_, g| {
                 // index.db checks each block's length, header and last crc, and open reads the

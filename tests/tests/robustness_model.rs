@@ -4,8 +4,18 @@
 
 use crate::seed;
 use seqstore_core::{Ablation, SyncPolicy};
+use seqstore_core::{Config, ManualClock, Store};
 use seqstore_crash_matrix::*;
-use seqstore_fault_fs::Model;
+use seqstore_fault_fs::{FaultFs, Model};
+
+/// The store on `fs` with `cfg` and a manual clock at 1 ns.
+fn open_at_1(fs: &FaultFs, cfg: Config) -> Store<FaultFs> {
+    Store::builder(fs.clone())
+        .config(cfg)
+        .clock(ManualClock::new(1))
+        .open()
+        .expect("open")
+}
 
 fn explore_all(name: &'static str, steps: Vec<Step>, block_size: u64) {
     let seed = seed();
@@ -91,15 +101,7 @@ fn dropping_several_front_blocks_keeps_deletes() {
 /// unneeded.
 #[test]
 fn erasing_the_last_message_keeps_the_sequence() {
-    use seqstore_core::{Config, ManualClock, Store};
-    let open = |fs: &seqstore_fault_fs::FaultFs| {
-        let cfg = Config::default().with_sync(SyncPolicy::Never);
-        Store::builder(fs.clone())
-            .config(cfg)
-            .clock(ManualClock::new(1))
-            .open()
-            .expect("open")
-    };
+    let open = |fs: &FaultFs| open_at_1(fs, Config::default().with_sync(SyncPolicy::Never));
     let fs = seqstore_fault_fs::FaultFs::new(Model::Posix);
     let mut s = open(&fs);
     for i in 0..2 {
@@ -129,16 +131,9 @@ fn erasing_the_last_message_keeps_the_sequence() {
 /// and the next append reuses sequence 2.
 #[test]
 fn dropping_the_block_with_the_last_sequence_keeps_it() {
-    use seqstore_core::{Config, ManualClock, Store};
     for sync in [SyncPolicy::Always, SyncPolicy::Never] {
-        let open = |fs: &seqstore_fault_fs::FaultFs| {
-            let cfg = Config::default().with_sync(sync).with_block_size(1024);
-            Store::builder(fs.clone())
-                .config(cfg)
-                .clock(ManualClock::new(1))
-                .open()
-                .expect("open")
-        };
+        let open =
+            |fs: &FaultFs| open_at_1(fs, Config::default().with_sync(sync).with_block_size(1024));
         let fs = seqstore_fault_fs::FaultFs::new(Model::Posix);
         let mut s = open(&fs);
         s.append("a.1", b"", &payload(0, 12)).expect("append");

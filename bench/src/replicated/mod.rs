@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::groups::loadavg;
-use crate::nats::{find_server, server_version, Cell, Client, Server};
+use crate::nats::{find_server, server_version, start_cluster, Cell, Client, Server};
 use crate::report::Goal;
 use crate::util::Ctx;
 
@@ -110,7 +110,7 @@ pub fn run_replicated(opts: &ReplOpts, progress: &dyn Fn(&str)) -> Result<ReplRe
         if !wants(&format!("nats_r3_{tag}")) {
             return Ok(None);
         }
-        let servers = Server::start_cluster(&bin, dirs(tag)?, always)?;
+        let servers = start_cluster(&bin, dirs(tag)?, always)?;
         let client = Client::connect(&servers[0])?;
         Ok(Some((servers, client)))
     };

@@ -73,11 +73,7 @@ impl Entropy for SeededEntropy {
     fn fill(&self, buf: &mut [u8]) -> io::Result<()> {
         let mut x = self.0.lock().unwrap_or_else(|p| p.into_inner());
         for chunk in buf.chunks_mut(8) {
-            *x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = *x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
+            let z = crate::splitmix64(&mut x);
             chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
         }
         Ok(())

@@ -62,6 +62,7 @@ pub use layout::{is_lock_name, INDEX_FILE, INDEX_TMP, LOCK_FILE, MSGS_DIR, PURGE
 pub(crate) use replay::{Replay, Verdict};
 pub(crate) use scan::{scan_block, ScanEnd};
 pub(crate) use snapshot::load_index;
+pub use subjects::FxHasher;
 pub use sync::{SyncSite, SYNC_SITES};
 pub use types::{
     Cut, FilteredState, OutOfOrderRecord, RecoveryReport, SeqRange, SkippedRecord, StoredMsg,

@@ -2,9 +2,10 @@
 
 use super::*;
 
-/// FxHash (rustc's): a few ns for a 16-byte subject where SipHash takes ~20.
+/// FxHash (rustc's): a few ns for a 16-byte subject where SipHash takes ~20. Also the wasm
+/// host's hasher for the subjects it has validated (through `internal`).
 #[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
+pub struct FxHasher(u64);
 
 impl FxHasher {
     #[inline]

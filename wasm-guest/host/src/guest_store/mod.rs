@@ -36,26 +36,8 @@ const FLUSH_BYTES: usize = 64 << 10;
 /// bound on the memory of [`ValidSubjects`].
 const MAX_VALID_SUBJECTS: usize = 4096;
 
-/// FxHash (rustc's, as store-core's subject map): a few ns for a 16-byte subject.
-#[derive(Default, Clone, Copy)]
-struct FxHasher(u64);
-
-impl std::hash::Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            self.0 =
-                (self.0.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.0 = (self.0.rotate_left(5) ^ u64::from(i)).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
+// FxHash: store-core's subject map's hasher, a few ns for a 16-byte subject
+use seqstore_core::internal::FxHasher;
 
 /// Subjects the host has checked with `validate_subject` and found valid. Validation is a pure
 /// function of the string, so remembering it changes no result; it spares the queued path a

@@ -32,24 +32,32 @@ fn workload(
 /// Everything observable of a store: its counters and every message.
 fn snapshot_native(s: &mut Store<HostFs>) -> (StreamState, Vec<StoredMsg>) {
     let st = s.state();
-    let mut msgs = Vec::new();
-    let mut next = st.first_seq;
-    while let Some(m) = s.next_matching(">", next).unwrap() {
-        next = m.seq + 1;
-        msgs.push(m);
-    }
-    (st, msgs)
+    (
+        st,
+        every_msg(st.first_seq, |n| s.next_matching(">", n).unwrap()),
+    )
 }
 
 fn snapshot_guest(s: &mut GuestStore) -> (StreamState, Vec<StoredMsg>) {
     let st = s.state().unwrap();
+    (
+        st,
+        every_msg(st.first_seq, |n| s.next_matching(">", n).unwrap()),
+    )
+}
+
+/// Every message from `first` on, walked with `next_matching(seq)` (the next at or after).
+fn every_msg(
+    first: u64,
+    mut next_matching: impl FnMut(u64) -> Option<StoredMsg>,
+) -> Vec<StoredMsg> {
     let mut msgs = Vec::new();
-    let mut next = st.first_seq;
-    while let Some(m) = s.next_matching(">", next).unwrap() {
+    let mut next = first;
+    while let Some(m) = next_matching(next) {
         next = m.seq + 1;
         msgs.push(m);
     }
-    (st, msgs)
+    msgs
 }
 
 fn write_native(dir: &Path, cfg: &Config) -> (StreamState, Vec<StoredMsg>) {
