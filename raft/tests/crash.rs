@@ -15,12 +15,12 @@
 //! Randomized workloads are seeded: `SEQSTORE_SEED=<n>` replays one.
 
 use openraft::testing::log_id;
-use openraft::{EntryPayload, Vote};
+use openraft::Vote;
 use seqstore_fault_fs::{
     explore, explore_from, CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report,
 };
 use seqstore_raft::log::Ablation;
-use seqstore_raft::{Entry, LogConfig, LogCore, LogId, LogStore, Op, Request};
+use seqstore_raft::{Entry, LogConfig, LogCore, LogId, LogStore};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -50,20 +50,8 @@ enum Event {
 }
 
 fn entry(id: LogId) -> Entry {
-    Entry {
-        log_id: id,
-        // ~128 bytes per record: several records per 512-byte sector, tears inside them
-        payload: EntryPayload::Normal(Request {
-            ts: id.index as i64,
-            op: Op::Append {
-                stream: "s".into(),
-                subject: format!("k{}", id.index),
-                headers: Vec::new(),
-                payload: vec![b'v'; 76],
-                ttl_ms: 0,
-            },
-        }),
-    }
+    // ~128 bytes per record: several records per 512-byte sector, tears inside them
+    crate::entries::append_entry(id, 76)
 }
 
 struct Runner {

@@ -8,26 +8,13 @@
 //! point, is taken for damage.
 
 use openraft::testing::log_id;
-use openraft::EntryPayload;
 use seqstore_core::{Fs, FsFile, OpenOptions};
 use seqstore_fault_fs::{FaultFs, Model, Rng};
 use seqstore_raft::log::Ablation;
-use seqstore_raft::{Entry, LogConfig, LogCore, Op, Request};
+use seqstore_raft::{Entry, LogConfig, LogCore};
 
 fn entry(index: u64) -> Entry {
-    Entry {
-        log_id: log_id(1, 1, index),
-        payload: EntryPayload::Normal(Request {
-            ts: index as i64,
-            op: Op::Append {
-                stream: "s".into(),
-                subject: format!("k{index}"),
-                headers: Vec::new(),
-                payload: vec![b'v'; 60],
-                ttl_ms: 0,
-            },
-        }),
-    }
+    crate::entries::append_entry(log_id(1, 1, index), 60)
 }
 
 /// One block (large), so that every record is in `msgs/1.blk`.

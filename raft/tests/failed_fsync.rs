@@ -16,25 +16,12 @@
 //! need new names made durable, which neither the log nor store-core does yet.
 
 use openraft::testing::log_id;
-use openraft::EntryPayload;
 use seqstore_fault_fs::{FaultFs, FaultKind, Model, OpKind, Rng};
 use seqstore_raft::log::Ablation;
-use seqstore_raft::{Entry, LogConfig, LogCore, LogId, Op, Request};
+use seqstore_raft::{Entry, LogConfig, LogCore, LogId};
 
 fn entry(id: LogId) -> Entry {
-    Entry {
-        log_id: id,
-        payload: EntryPayload::Normal(Request {
-            ts: id.index as i64,
-            op: Op::Append {
-                stream: "s".into(),
-                subject: format!("k{}", id.index),
-                headers: Vec::new(),
-                payload: vec![b'v'; 40],
-                ttl_ms: 0,
-            },
-        }),
-    }
+    crate::entries::append_entry(id, 40)
 }
 
 /// Small blocks, so that batches begin blocks often.

@@ -9,6 +9,9 @@ mod wrap;
 // a network that is never called, for one-node rafts
 #[path = "support/nowhere.rs"]
 mod nowhere;
+// the entries the log's own tests append
+#[path = "support/entries.rs"]
+mod entries;
 
 mod batch;
 mod crash;
