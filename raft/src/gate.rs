@@ -15,7 +15,7 @@ use crate::adapter::LogStore;
 use crate::types::TypeConfig;
 use openraft::error::RaftError;
 use openraft::raft::{VoteRequest, VoteResponse};
-use openraft::{Raft, Vote};
+use openraft::{BasicNode, Raft, RaftMetrics, Vote};
 use seqstore_core::Fs;
 use std::time::Duration;
 
@@ -43,7 +43,9 @@ pub async fn vote<F: Fs + 'static>(
 
 /// Keeps `raft` from standing for election while `log` is damaged, from now until the log
 /// holds its index again (a task on the current tokio runtime, which ends with the node).
-/// Call it right after `Raft::new`, before its first election timeout.
+/// Call it right after `Raft::new`, before its first election timeout. A node that is its
+/// cluster's only voter is let go at once: no other copy can fill it, and held it would
+/// never serve again.
 pub fn hold_elections<F: Fs + 'static>(raft: &Raft<TypeConfig>, log: &LogStore<F>) {
     if log.damaged().is_none() {
         return;
@@ -58,10 +60,16 @@ pub fn hold_elections<F: Fs + 'static>(raft: &Raft<TypeConfig>, log: &LogStore<F
                 changed = metrics.changed() => if changed.is_err() { return },
                 _ = tokio::time::sleep(LOOK) => {}
             }
-            if log.damaged().is_none() {
+            if log.damaged().is_none() || alone(&metrics.borrow()) {
                 raft.runtime_config().elect(true);
                 return;
             }
         }
     });
+}
+
+/// Whether the node is the only voter of its membership.
+fn alone(m: &RaftMetrics<u64, BasicNode>) -> bool {
+    let mut voters = m.membership_config.membership().voter_ids();
+    voters.next() == Some(m.id) && voters.next().is_none()
 }

@@ -109,3 +109,64 @@ fn damage_to_a_synced_batch_holds_the_node_until_it_is_filled_again() {
         assert_eq!(core.damaged(), None, "{ctx}: held again after a power cut");
     }
 }
+
+/// A one-node cluster whose log finds damage is its own only copy: nothing can fill it, so it
+/// is not held (held, it would never lead again). Its log: a stream created and 40 appends,
+/// one entry each, in blocks of 1 KiB; the node stops, a byte of its first block's records
+/// changes, and it starts again: damage found, and it leads.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_damaged_node_that_is_its_only_voter_leads_again() {
+    use openraft::{BasicNode, Config, Raft};
+    use seqstore_raft::{gate, LogStore, Op, Request, StreamConfig, StreamStateMachine};
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    let (log_fs, sm_fs) = (FaultFs::new(Model::Posix), FaultFs::new(Model::Posix));
+    let config = Arc::new(Config::default().validate().expect("config"));
+    let start = |log_fs: &FaultFs, sm_fs: &FaultFs| {
+        let log =
+            LogStore::open(log_fs.clone(), cfg(Ablation::Full).with_inline_io(true)).expect("log");
+        let sm = StreamStateMachine::open(sm_fs.clone())
+            .expect("sm")
+            .with_inline_io(true);
+        (log, sm)
+    };
+    let (log, sm) = start(&log_fs, &sm_fs);
+    let raft = Raft::new(1, config.clone(), crate::nowhere::Nowhere, log, sm)
+        .await
+        .expect("raft");
+    raft.initialize(BTreeMap::from([(1, BasicNode::new("-"))]))
+        .await
+        .expect("initialize");
+    let write = |op| Request { ts: 1, op };
+    let create = Op::CreateStream {
+        name: "s".into(),
+        config: StreamConfig::default(),
+    };
+    raft.client_write(write(create)).await.expect("create");
+    for i in 0..40u8 {
+        let op = Op::Append {
+            stream: "s".into(),
+            subject: "x".into(),
+            headers: Vec::new(),
+            payload: vec![i; 40],
+            ttl_ms: 0,
+        };
+        raft.client_write(write(op)).await.expect("append");
+    }
+    raft.shutdown().await.expect("shutdown");
+    rot(&log_fs, 200);
+
+    let (log_fs, sm_fs) = (log_fs.fork(), sm_fs.fork());
+    let (log, sm) = start(&log_fs, &sm_fs);
+    assert!(log.damaged().is_some(), "no damage found");
+    let raft = Raft::new(1, config, crate::nowhere::Nowhere, log.clone(), sm)
+        .await
+        .expect("raft");
+    gate::hold_elections(&raft, &log);
+    let led = raft
+        .wait(Some(std::time::Duration::from_secs(30)))
+        .current_leader(1, "leads again")
+        .await;
+    assert!(led.is_ok(), "the only voter was held: {led:?}");
+}
