@@ -1,6 +1,6 @@
 //! `raft-damaged`: the log index through which a node's log must be filled again before the
 //! node votes or stands for election, written when recovery found damage to entries that were
-//! durable (see `LogCore::open`), removed once the log holds that index durably again.
+//! durable (see `LogCore::open`), cleared once the log holds that index durably again.
 //!
 //! Damage is told from a power cut by what the log's own records vouch for: every entry
 //! record carries, in its headers, the last stream sequence that was durable (an fsync had
@@ -9,11 +9,12 @@
 //! misdirected write), not a power cut. The node may have acknowledged what it lost; until it
 //! has it again, its vote could elect a leader without it.
 //!
-//! Format: [`crate::meta`]'s frame with magic `b"SQRD"` around the index (`u64`, LE).
+//! Format: [`crate::meta`]'s frame with magic `b"SQRD"` around the index (`u64`, LE), or
+//! around nothing (cleared).
 //! Replaced crash-atomically and durably, as the metadata file is.
 
-use crate::error::{Error, Result};
-use crate::meta::{frame, read_file, replace_file, unframe};
+use crate::error::Result;
+use crate::meta::{read_number, write_number};
 use seqstore_core::Fs;
 
 /// The file's name (in the log's root directory).
@@ -27,30 +28,19 @@ pub(crate) fn note<F: Fs>(fs: &F, through: u64) -> Result<()> {
     if read(fs)?.is_some_and(|old| old >= through) {
         return Ok(());
     }
-    let body = through.to_le_bytes();
-    replace_file(fs, DAMAGED_FILE, DAMAGED_TMP, &frame(MAGIC, &body), true)
+    write_number(fs, DAMAGED_FILE, DAMAGED_TMP, MAGIC, Some(through))
 }
 
-/// The index recorded, if the file exists.
+/// The index recorded, if the file exists and is not cleared.
 pub(crate) fn read<F: Fs>(fs: &F) -> Result<Option<u64>> {
-    let Some(b) = read_file(fs, DAMAGED_FILE)? else {
-        return Ok(None);
-    };
-    let body = unframe(MAGIC, DAMAGED_FILE, &b)?;
-    let through = <[u8; 8]>::try_from(body)
-        .map(u64::from_le_bytes)
-        .map_err(|_| Error::corrupt(DAMAGED_FILE, "not one index"))?;
-    Ok(Some(through))
+    Ok(read_number(fs, DAMAGED_FILE, MAGIC)?.flatten())
 }
 
-/// Removes the record, durably (once the log holds the index again).
-pub(crate) fn remove<F: Fs>(fs: &F) -> Result<()> {
-    match fs.remove_file(DAMAGED_FILE) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io("remove_file", DAMAGED_FILE, e)),
-    }
-    fs.sync_dir("").map_err(|e| Error::io("sync_dir", "", e))
+/// Clears the record, durably (once the log holds the index again), by an empty record, as
+/// `raft-unsynced` is cleared: a removal lost with a failed directory fsync would come back
+/// with a power cut and hold the node again.
+pub(crate) fn clear<F: Fs>(fs: &F) -> Result<()> {
+    write_number(fs, DAMAGED_FILE, DAMAGED_TMP, MAGIC, None)
 }
 
 /// The sequence an entry record's headers vouch for: durable when it was written (empty
@@ -65,7 +55,7 @@ mod tests {
     use seqstore_fault_fs::{FaultFs, Model};
 
     #[test]
-    fn the_highest_index_to_refill_is_kept_until_removed() {
+    fn the_highest_index_to_refill_is_kept_until_cleared() {
         let fs = FaultFs::new(Model::Posix);
         assert_eq!(read(&fs).unwrap(), None);
         note(&fs, 9).unwrap();
@@ -73,9 +63,9 @@ mod tests {
         assert_eq!(read(&fs).unwrap(), Some(9));
         note(&fs, 12).unwrap();
         assert_eq!(read(&fs).unwrap(), Some(12));
-        remove(&fs).unwrap();
+        clear(&fs).unwrap();
         assert_eq!(read(&fs).unwrap(), None);
-        remove(&fs).unwrap();
+        clear(&fs).unwrap();
         assert_eq!(vouched(b""), 0);
         assert_eq!(vouched(&7u64.to_le_bytes()), 7);
     }

@@ -311,6 +311,7 @@ impl<F: Fs> LogCore<F> {
         // entries a previous process wrote may still sit in the page cache only.
         core.store.sync()?;
         core.synced_seq = core.store.state().last_seq;
+        core.lift_damage();
         Ok(core)
     }
 
@@ -324,10 +325,10 @@ impl<F: Fs> LogCore<F> {
     /// a clearing lost with a failed directory fsync would otherwise come back with a power
     /// cut and cut entries acknowledged since (`unsynced` module doc).
     fn cut_unsynced(&mut self) -> Result<()> {
-        if !unsynced::exists(&self.fs)? {
+        let Some(record) = unsynced::read_record(&self.fs)? else {
             return Ok(());
-        }
-        if let Some(from) = unsynced::read(&self.fs)? {
+        };
+        if let Some(from) = record {
             let st = self.store.state();
             if from <= st.last_seq {
                 self.store.truncate((from - 1).max(st.first_seq - 1))?;
@@ -376,13 +377,14 @@ impl<F: Fs> LogCore<F> {
         self.damaged
     }
 
-    /// Lifts the damage record once the log holds its index durably (after an fsync). A
-    /// record that cannot be removed stays, and so does the gate.
+    /// Lifts the damage record once the log holds its index durably (after an fsync, and at
+    /// open: a record whose clearing a crash lost). A record that cannot be cleared stays,
+    /// and so does the gate.
     fn lift_damage(&mut self) {
         if self
             .damaged
             .is_some_and(|t| self.synced_seq > 0 && self.index_of(self.synced_seq) >= t)
-            && damaged::remove(&self.fs).is_ok()
+            && damaged::clear(&self.fs).is_ok()
         {
             self.damaged = None;
         }

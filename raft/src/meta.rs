@@ -112,6 +112,42 @@ pub(crate) fn read_file<F: Fs>(fs: &F, name: &str) -> Result<Option<Vec<u8>>> {
     Ok(Some(buf))
 }
 
+/// A record file of one number, or of none once cleared (`raft-unsynced`, `raft-damaged`):
+/// `None` when the file does not exist, `Some(None)` when it is cleared.
+pub(crate) fn read_number<F: Fs>(
+    fs: &F,
+    name: &str,
+    magic: &[u8; 4],
+) -> Result<Option<Option<u64>>> {
+    let Some(b) = read_file(fs, name)? else {
+        return Ok(None);
+    };
+    let body = unframe(magic, name, &b)?;
+    if body.is_empty() {
+        return Ok(Some(None));
+    }
+    let n = <[u8; 8]>::try_from(body)
+        .map(u64::from_le_bytes)
+        .map_err(|_| Error::corrupt(name, "not one number"))?;
+    Ok(Some(Some(n)))
+}
+
+/// Replaces the record file `name` (through `tmp`) with `number`, or clears it (`None`),
+/// durably. Cleared, not removed: a removal whose directory fsync fails is lost for good while
+/// the process sees the file gone, and a power cut brings the old record back; a replacement
+/// is a new change of the directory, made durable by the next fsync of it.
+pub(crate) fn write_number<F: Fs>(
+    fs: &F,
+    name: &str,
+    tmp: &str,
+    magic: &[u8; 4],
+    number: Option<u64>,
+) -> Result<()> {
+    let body = number.map(u64::to_le_bytes);
+    let body: &[u8] = body.as_ref().map_or(&[], |b| b);
+    replace_file(fs, name, tmp, &frame(magic, body), true)
+}
+
 /// Replaces `name` crash-atomically with `bytes`: written to `tmp`, `tmp` fsynced, renamed over
 /// `name`, the directory fsynced (both in the root). Without `durable` the two fsyncs are left
 /// out (ablation only).

@@ -13,7 +13,7 @@
 //! around nothing (cleared). Replaced crash-atomically and durably, as the metadata file is.
 
 use crate::error::{Error, Result};
-use crate::meta::{frame, read_file, replace_file, unframe};
+use crate::meta::{read_number, write_number};
 use seqstore_core::Fs;
 
 /// The file's name (in the log's root directory).
@@ -27,37 +27,27 @@ pub(crate) fn note<F: Fs>(fs: &F, from: u64) -> Result<()> {
     if read(fs)?.is_some_and(|old| old <= from) {
         return Ok(());
     }
-    let body = from.to_le_bytes();
-    replace_file(fs, UNSYNCED_FILE, UNSYNCED_TMP, &frame(MAGIC, &body), true)
+    write_number(fs, UNSYNCED_FILE, UNSYNCED_TMP, MAGIC, Some(from))
 }
 
-/// Whether the file exists (a record, or a cleared one).
-pub(crate) fn exists<F: Fs>(fs: &F) -> Result<bool> {
-    Ok(read_file(fs, UNSYNCED_FILE)?.is_some())
+/// `None` if the file does not exist; else the sequence recorded, `None` once cleared.
+pub(crate) fn read_record<F: Fs>(fs: &F) -> Result<Option<Option<u64>>> {
+    let r = read_number(fs, UNSYNCED_FILE, MAGIC)?;
+    if r == Some(Some(0)) {
+        return Err(Error::corrupt(UNSYNCED_FILE, "sequence 0"));
+    }
+    Ok(r)
 }
 
 /// The sequence recorded, if the file exists and is not cleared.
 pub(crate) fn read<F: Fs>(fs: &F) -> Result<Option<u64>> {
-    let Some(b) = read_file(fs, UNSYNCED_FILE)? else {
-        return Ok(None);
-    };
-    let body = unframe(MAGIC, UNSYNCED_FILE, &b)?;
-    if body.is_empty() {
-        return Ok(None); // cleared
-    }
-    let from = <[u8; 8]>::try_from(body)
-        .map(u64::from_le_bytes)
-        .map_err(|_| Error::corrupt(UNSYNCED_FILE, "not one sequence"))?;
-    if from == 0 {
-        return Err(Error::corrupt(UNSYNCED_FILE, "sequence 0"));
-    }
-    Ok(Some(from))
+    Ok(read_record(fs)?.flatten())
 }
 
 /// Clears the record, durably (once the log no longer holds what it put in doubt): an empty
 /// record replaces it (see the module doc for why not a removal).
 pub(crate) fn clear<F: Fs>(fs: &F) -> Result<()> {
-    replace_file(fs, UNSYNCED_FILE, UNSYNCED_TMP, &frame(MAGIC, &[]), true)
+    write_number(fs, UNSYNCED_FILE, UNSYNCED_TMP, MAGIC, None)
 }
 
 #[cfg(test)]
@@ -76,7 +66,7 @@ mod tests {
         assert_eq!(read(&fs).unwrap(), Some(4));
         clear(&fs).unwrap();
         assert_eq!(read(&fs).unwrap(), None);
-        assert!(exists(&fs).unwrap());
+        assert_eq!(read_record(&fs).unwrap(), Some(None));
         note(&fs, 12).unwrap();
         assert_eq!(read(&fs).unwrap(), Some(12));
         clear(&fs).unwrap();
