@@ -5,6 +5,7 @@
 //! `SyncPolicy::Always` every `append` returns once its message is durable, and concurrent
 //! appends share their fsyncs (group commit).
 
+use seqstore_core::surface::StreamStore;
 use seqstore_core::{Config, SharedStore, Store, SyncPolicy};
 use seqstore_fs::HostFs;
 use std::thread;
@@ -17,7 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = Store::builder(HostFs::create(dir.path())?)
         .config(cfg.clone())
         .open()?;
-    let shared = SharedStore::new(store);
+    let mut shared = SharedStore::new(store);
 
     let writers: Vec<_> = (0..4)
         .map(|w| {
@@ -37,15 +38,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     seqs.sort_unstable();
     assert_eq!(seqs, (1..=100).collect::<Vec<_>>());
 
-    let st = shared.state();
+    // the reads: the operations every store has (`StreamStore`), on this thread's handle
+    let st = shared.state()?;
     println!(
         "{} messages, sequences {}..={}",
         st.msgs, st.first_seq, st.last_seq
     );
     println!("orders.w2: {:?}", shared.filtered_state("orders.w2", 1)?);
 
-    // the handle is released when the last clone is dropped; reopening recovers the same stream
-    drop(shared);
+    // the last handle's close writes index.db and releases the directory; reopening recovers
+    // the same stream
+    shared.close()?;
     let store = Store::builder(HostFs::open(dir.path())?)
         .config(cfg)
         .open()?;

@@ -8,10 +8,11 @@
 
 use seqstore_client::wire::{self, AckPolicy, AppendRequest, NextRequest, PurgeRequest};
 use seqstore_client::{Client, Error as ClientError};
-use seqstore_commands::{
-    AckArg, Backend, ConsumerCmd, ConsumerInfo, Error, Msg, Output, Result, StoreCmd,
+use seqstore_commands::{AckArg, ConsumerCmd, ConsumerInfo, Error, Msg, Output, Result, StoreCmd};
+use seqstore_core::surface::StreamStore;
+use seqstore_core::{
+    ConsumerConfig, ConsumerState, FilteredState, RecoveryReport, StoredMsg, StreamState,
 };
-use seqstore_core::{ConsumerConfig, ConsumerState, RecoveryReport, StoredMsg, StreamState};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -49,7 +50,7 @@ pub(crate) fn run(
     }
 }
 
-/// The cluster as a [`Backend`] of the shared commands.
+/// The cluster as a [`StreamStore`] for the shared commands: a blocking adapter of the client.
 struct Remote {
     client: Client,
     stream: String,
@@ -193,19 +194,75 @@ fn info(i: wire::ConsumerInfo) -> ConsumerInfo {
     ConsumerInfo::new(&cfg, &st)
 }
 
-impl Backend for Remote {
-    fn append(
+impl Remote {
+    fn append_req(
         &mut self,
         subject: &str,
-        headers: &[u8],
-        payload: &[u8],
+        h: &[u8],
+        p: &[u8],
         ttl: Option<Duration>,
     ) -> Result<u64> {
-        let mut req = AppendRequest::new(subject, payload).with_headers(headers);
+        let mut req = AppendRequest::new(subject, p).with_headers(h);
         req.ttl_ms = ttl.map_or(0, |t| {
             u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
         });
         self.wait(self.client.append(&self.stream, &req))
+    }
+}
+
+/// Each operation is one request to the cluster's leader; what the server does not serve
+/// (one directory's files, a replica's own writes, consumers' low-level state) is refused.
+impl StreamStore for Remote {
+    type Error = Error;
+
+    fn append(&mut self, subject: &str, headers: &[u8], payload: &[u8]) -> Result<u64> {
+        self.append_req(subject, headers, payload, None)
+    }
+    fn append_with_ttl(&mut self, s: &str, h: &[u8], p: &[u8], ttl: Duration) -> Result<u64> {
+        self.append_req(s, h, p, Some(ttl))
+    }
+    fn append_raw(&mut self, _: u64, _: i64, _: &str, _: &[u8], _: &[u8]) -> Result<u64> {
+        Err(unserved("an append at a given sequence (a replica's)"))
+    }
+    fn skip_msg(&mut self, seq: u64) -> Result<u64> {
+        self.skip_many(seq, 1)
+    }
+    fn next_matching(&mut self, filter: &str, from: u64) -> Result<Option<StoredMsg>> {
+        self.next_matching_multi(&[filter], from)
+    }
+    fn prev_matching(&mut self, filter: &str, from: u64) -> Result<Option<StoredMsg>> {
+        self.prev_matching_multi(&[filter], from)
+    }
+    fn num_pending(&mut self, from: u64, filter: &str, lps: bool) -> Result<(u64, u64)> {
+        self.num_pending_multi(from, &[filter], lps)
+    }
+    fn get_batch(&mut self, _: u64, _: &str, _: usize, _: u64) -> Result<Vec<StoredMsg>> {
+        Err(unserved("get-batch"))
+    }
+    fn filtered_state(&mut self, _: &str, _: u64) -> Result<FilteredState> {
+        Err(unserved("filtered-state"))
+    }
+    fn filtered_state_multi(&mut self, _: &[&str], _: u64) -> Result<FilteredState> {
+        Err(unserved("filtered-state"))
+    }
+    fn subjects_state_detail(&mut self, _: &str) -> Result<BTreeMap<String, FilteredState>> {
+        Err(unserved("subjects-state-detail"))
+    }
+    fn multi_last_seqs(&mut self, _: &[&str], _: u64, _: usize) -> Result<Vec<u64>> {
+        Err(unserved("multi-last-seqs"))
+    }
+    fn subject_for_seq(&mut self, seq: u64) -> Result<String> {
+        self.get(seq).map(|m| m.subject)
+    }
+    fn tick(&mut self) -> Result<()> {
+        // the cluster's nodes run their own timers
+        Ok(())
+    }
+    fn consumer_update(&mut self, _: &ConsumerConfig) -> Result<()> {
+        Err(unserved("a consumer's low-level state"))
+    }
+    fn consumer_reset(&mut self, _: &str, _: u64) -> Result<()> {
+        Err(unserved("a consumer's low-level state"))
     }
     fn skip_many(&mut self, first: u64, count: u64) -> Result<u64> {
         let last = self.state()?.last_seq;

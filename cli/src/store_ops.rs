@@ -2,13 +2,12 @@
 //! in the wasm guest through wasm-host, and their output as text or `--json`.
 
 use seqstore_commands::{
-    execute, is_locked, prepare_dir, report, retry_locked, run_and_close, Backend, Error, Output,
-    StoreCmd, EXIT_FAILED,
+    execute, is_locked, prepare_dir, report, retry_locked, run_and_close, Error, Output, StoreCmd,
+    EXIT_FAILED,
 };
-use seqstore_core::{ConsumerConfig, ConsumerState, RecoveryReport, StoredMsg, StreamState};
-use std::collections::BTreeMap;
+use seqstore_core::surface::StreamStore;
+use seqstore_core::{RecoveryReport, StreamState};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use crate::CliExtra;
 
@@ -86,37 +85,20 @@ fn in_guest(
     run_and_close(Guest(g), cmd, &seqstore_fs::SystemClock)
 }
 
-/// The wasm guest as a [`Backend`] of the shared commands.
+/// The wasm guest for the shared commands.
 struct Guest(seqstore_wasm::GuestStore);
 
 fn backend(e: seqstore_wasm::Error) -> Error {
     Error::Backend(Box::new(e))
 }
 
-/// Forwards to `GuestStore`'s method of the same name.
-macro_rules! forward {
-    ($( fn $name:ident(&mut self $(, $a:ident: $t:ty)*) -> $r:ty; )*) => {
-        $( fn $name(&mut self $(, $a: $t)*) -> seqstore_commands::Result<$r> {
-            self.0.$name($($a),*).map_err(backend)
-        } )*
-    };
-}
+/// The guest's operations, their errors as the commands' [`Error::Backend`].
+impl StreamStore for Guest {
+    type Error = Error;
 
-impl Backend for Guest {
-    fn append(
-        &mut self,
-        subject: &str,
-        headers: &[u8],
-        payload: &[u8],
-        ttl: Option<Duration>,
-    ) -> seqstore_commands::Result<u64> {
-        match ttl {
-            None => self.0.append(subject, headers, payload),
-            Some(t) => self.0.append_with_ttl(subject, headers, payload, t),
-        }
-        .map_err(backend)
-    }
-    seqstore_commands::for_each_forwarded!(forward);
+    seqstore_core::forward_stream_ops!(
+        [acked sync_purge changes reads] seqstore_wasm::GuestStore, this => &mut this.0, backend
+    );
     fn state(&mut self) -> seqstore_commands::Result<StreamState> {
         self.0.state().map_err(backend)
     }

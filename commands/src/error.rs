@@ -5,7 +5,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::path::PathBuf;
 
-/// A boxed error of a [`crate::Backend`] that is not store-core's own (the wasm host's).
+/// A boxed error of a store that is not store-core's own (the wasm host's, a cluster's).
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 
 /// Why a store command failed (exit code [`crate::EXIT_FAILED`]).

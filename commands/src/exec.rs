@@ -1,20 +1,24 @@
-//! Running one command on a [`Backend`]: the same code for the native store, the WASI
-//! command's store and the CLI's wasm guest.
+//! Running one command on a [`StreamStore`]: the same code for the native store, the WASI
+//! command's store, the CLI's wasm guest and a cluster.
 
 use clap::Args;
+use seqstore_core::surface::StreamStore;
 use seqstore_core::{AckPolicy, Clock, ConsumerConfig};
 use std::io::Read;
 
 use crate::output::{ConsumerInfo, Msg, Output, Report, Subjects};
-use crate::{AckArg, Backend, ConsumerCmd, Error, Result, StoreCmd};
+use crate::{AckArg, ConsumerCmd, Error, Result, StoreCmd};
 
 /// Runs `cmd` on `store` and returns what it prints. `clock` stamps consumer deliveries.
 /// `verify` reads the directory without a store: see [`crate::execute`].
-pub fn run<B: Backend, X: Args>(
+pub fn run<B: StreamStore, X: Args>(
     store: &mut B,
     cmd: &StoreCmd<X>,
     clock: &dyn Clock,
-) -> Result<Output> {
+) -> Result<Output>
+where
+    Error: From<B::Error>,
+{
     use StoreCmd::*;
     match cmd {
         Append { .. } | Skip { .. } | Delete { .. } | Erase { .. } | Purge { .. } => {
@@ -32,7 +36,10 @@ pub fn run<B: Backend, X: Args>(
 }
 
 /// The commands that change the stream.
-fn write<B: Backend, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Output> {
+fn write<B: StreamStore, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Output>
+where
+    Error: From<B::Error>,
+{
     use StoreCmd::*;
     Ok(match cmd {
         Append {
@@ -50,7 +57,11 @@ fn write<B: Backend, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Output
                     v
                 }
             };
-            Output::Seq(store.append(subject, headers.as_bytes(), &payload, *ttl)?)
+            let h = headers.as_bytes();
+            Output::Seq(match ttl {
+                None => store.append(subject, h, &payload)?,
+                Some(t) => store.append_with_ttl(subject, h, &payload, *t)?,
+            })
         }
         Skip { seq, count, .. } => Output::LastSeq(store.skip_many(*seq, *count)?),
         Delete {
@@ -95,7 +106,10 @@ fn write<B: Backend, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Output
 }
 
 /// The reads of one message; none is an error ([`Error::NoMessage`]).
-fn message<B: Backend, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Output> {
+fn message<B: StreamStore, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Output>
+where
+    Error: From<B::Error>,
+{
     use StoreCmd::*;
     let (found, what) = match cmd {
         Get { seq, .. } => (Some(store.get(*seq)?), String::new()),
@@ -128,7 +142,10 @@ fn message<B: Backend, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Outp
 }
 
 /// The other reads.
-fn read<B: Backend, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Output> {
+fn read<B: StreamStore, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Output>
+where
+    Error: From<B::Error>,
+{
     use StoreCmd::*;
     Ok(match cmd {
         Pending {
@@ -164,21 +181,27 @@ fn read<B: Backend, X: Args>(store: &mut B, cmd: &StoreCmd<X>) -> Result<Output>
 
 /// Runs `cmd` on `store` and closes it (sync, index.db). A failed command drops the store
 /// without closing it.
-pub fn run_and_close<B: Backend, X: Args>(
+pub fn run_and_close<B: StreamStore, X: Args>(
     mut store: B,
     cmd: &StoreCmd<X>,
     clock: &dyn Clock,
-) -> Result<Output> {
+) -> Result<Output>
+where
+    Error: From<B::Error>,
+{
     let out = run(&mut store, cmd, clock)?;
     store.close()?;
     Ok(out)
 }
 
-fn consumer<B: Backend, X: Args>(
+fn consumer<B: StreamStore, X: Args>(
     store: &mut B,
     cmd: &ConsumerCmd<X>,
     clock: &dyn Clock,
-) -> Result<Output> {
+) -> Result<Output>
+where
+    Error: From<B::Error>,
+{
     Ok(match cmd {
         ConsumerCmd::Add {
             name,

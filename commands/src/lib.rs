@@ -1,8 +1,8 @@
 //! The store commands shared by the two command lines, `seqstore` (cli/) and the WASI command
 //! `seqstore-guest` (wasm-guest/guest/): one clap definition of the commands and their flags
 //! ([`StoreCmd`]), one JSON output ([`Output`]), and one executor ([`run`]) over any
-//! [`Backend`] — store-core's `Store<F>` for every `Fs`, or the CLI's wasm guest — so the same
-//! line works in both:
+//! [`StreamStore`](seqstore_core::surface::StreamStore) — store-core's `Store<F>` for every
+//! `Fs`, the CLI's wasm guest, a cluster — so the same line works in both:
 //!
 //! ```text
 //! seqstore append --dir D --subject s --data x --json
@@ -25,7 +25,6 @@
 #![forbid(unsafe_code)]
 
 mod args;
-mod backend;
 mod error;
 mod exec;
 mod open;
@@ -35,7 +34,6 @@ pub use args::{
     layer_of, parse_duration, parse_sync, parse_wait, AckArg, ConsumerCmd, NoExtra, StoreCmd,
     Target, DEFAULT_DIR,
 };
-pub use backend::Backend;
 pub use error::{report, Error, Result};
 pub use exec::{run, run_and_close};
 pub use open::{execute, is_locked, open_native, prepare_dir, retry_locked};

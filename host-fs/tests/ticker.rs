@@ -29,5 +29,5 @@ fn ticker_syncs_an_idle_interval_store() {
         std::thread::sleep(Duration::from_millis(5));
     }
     drop(ticker);
-    assert_eq!(shared.get(1).unwrap().payload, b"buffered");
+    assert_eq!(shared.with(|s| s.get(1)).unwrap().payload, b"buffered");
 }

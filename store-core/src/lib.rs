@@ -69,6 +69,7 @@ mod snapshot_tests;
 #[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
 mod store;
 pub mod subject;
+pub mod surface;
 #[cfg(test)]
 mod tail_tests;
 #[cfg(test)]

@@ -407,7 +407,8 @@ fn shared_store_reads_are_the_stores() {
         s.append(subject, b"", b"x").unwrap();
     }
     s.delete(3).unwrap();
-    let sh = SharedStore::new(s);
+    use crate::surface::StreamStore;
+    let mut sh = SharedStore::new(s);
     let prev = sh.prev_matching("a.*", 10).unwrap().map(|m| m.seq);
     assert_eq!(prev, Some(9));
     let next = sh.next_matching_multi(&["c", "d.>"], 6).unwrap();

@@ -30,7 +30,8 @@
 use crate::config::SyncPolicy;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
-use crate::store::{FilteredState, Store, StoredMsg, StreamState};
+use crate::store::{RecoveryReport, Store, StreamState};
+use crate::surface::StreamStore;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -394,98 +395,84 @@ impl<F: Fs> SharedStore<F> {
         g
     }
 
-    /// Runs `f` under the lock without waiting for a snapshot: for the operations that cannot
-    /// change a fixed block's bytes (reads, `sync`, `purge`; see `export.rs`).
-    fn locked<T>(&self, f: impl FnOnce(&mut Store<F>) -> T) -> T {
-        f(&mut lock(&self.inner.state).store)
+    /// The store under the lock without waiting for a snapshot: for the operations that
+    /// cannot change a fixed block's bytes (reads, `sync`, `purge`; see `export.rs`).
+    fn held(&self) -> Held<'_, F> {
+        Held(lock(&self.inner.state))
     }
 
-    /// `Store::get`.
-    pub fn get(&self, seq: u64) -> Result<StoredMsg> {
-        self.locked(|s| s.get(seq))
+    /// The store under the lock once no snapshot streams (as [`SharedStore::with`]).
+    fn waited(&self) -> Held<'_, F> {
+        Held(self.wait_exports(lock(&self.inner.state)))
     }
+}
 
-    /// `Store::state`.
-    pub fn state(&self) -> StreamState {
-        self.locked(|s| s.state())
+/// The store under the shared lock (`SharedStore::held`, `waited`).
+struct Held<'a, F: Fs>(MutexGuard<'a, State<F>>);
+
+impl<F: Fs> std::ops::Deref for Held<'_, F> {
+    type Target = Store<F>;
+    fn deref(&self) -> &Store<F> {
+        &self.0.store
     }
+}
 
-    /// `Store::sync`.
-    pub fn sync(&self) -> Result<()> {
-        self.locked(|s| s.sync())
+impl<F: Fs> std::ops::DerefMut for Held<'_, F> {
+    fn deref_mut(&mut self) -> &mut Store<F> {
+        &mut self.0.store
     }
+}
 
-    /// `Store::purge`.
-    pub fn purge(&self) -> Result<u64> {
-        self.locked(|s| s.purge())
+/// The stream's operations on a handle (clone one per thread): the acknowledged writes take
+/// the group commit (`append`, the skips, deliveries and acks, above), the other changes wait
+/// for a streaming snapshot ([`SharedStore::with`]), the reads, `sync` and `purge` do not.
+impl<F: Fs> StreamStore for SharedStore<F> {
+    type Error = Error;
+
+    fn append(&mut self, subject: &str, headers: &[u8], payload: &[u8]) -> Result<u64> {
+        SharedStore::append(self, subject, headers, payload)
     }
-
-    /// `Store::prev_matching`.
-    pub fn prev_matching(&self, filter: &str, from_seq: u64) -> Result<Option<StoredMsg>> {
-        self.locked(|s| s.prev_matching(filter, from_seq))
+    fn append_with_ttl(&mut self, s: &str, h: &[u8], p: &[u8], ttl: Duration) -> Result<u64> {
+        SharedStore::append_with_ttl(self, s, h, p, ttl)
     }
-
-    /// `Store::next_matching_multi`.
-    pub fn next_matching_multi(
-        &self,
-        filters: &[&str],
-        from_seq: u64,
-    ) -> Result<Option<StoredMsg>> {
-        self.locked(|s| s.next_matching_multi(filters, from_seq))
+    fn append_raw(&mut self, seq: u64, ts: i64, s: &str, h: &[u8], p: &[u8]) -> Result<u64> {
+        SharedStore::append_raw(self, seq, ts, s, h, p)
     }
-
-    /// `Store::prev_matching_multi`.
-    pub fn prev_matching_multi(
-        &self,
-        filters: &[&str],
-        from_seq: u64,
-    ) -> Result<Option<StoredMsg>> {
-        self.locked(|s| s.prev_matching_multi(filters, from_seq))
+    fn skip_msg(&mut self, seq: u64) -> Result<u64> {
+        SharedStore::skip_msg(self, seq)
     }
-
-    /// `Store::seq_from_time`.
-    pub fn seq_from_time(&self, ts: i64) -> Result<u64> {
-        self.locked(|s| s.seq_from_time(ts))
+    fn skip_many(&mut self, first: u64, count: u64) -> Result<u64> {
+        SharedStore::skip_many(self, first, count)
     }
-
-    /// `Store::filtered_state`.
-    pub fn filtered_state(&self, filter: &str, from_seq: u64) -> Result<FilteredState> {
-        self.locked(|s| s.filtered_state(filter, from_seq))
+    fn update_acks(&mut self, name: &str, dseq: u64, sseq: u64) -> Result<()> {
+        SharedStore::update_acks(self, name, dseq, sseq)
     }
-
-    /// `Store::subject_for_seq`.
-    pub fn subject_for_seq(&self, seq: u64) -> Result<String> {
-        self.locked(|s| s.subject_for_seq(seq))
+    fn update_delivered(&mut self, n: &str, dseq: u64, sseq: u64, dc: u64, ts: i64) -> Result<()> {
+        SharedStore::update_delivered(self, n, dseq, sseq, dc, ts)
     }
+    crate::forward_stream_ops!([changes] Store<F>, this => &mut this.waited(), std::convert::identity);
+    crate::forward_stream_ops!([sync_purge reads] Store<F>, this => &mut this.held(), std::convert::identity);
 
-    /// `Store::num_pending`.
-    pub fn num_pending(
-        &self,
-        from_seq: u64,
-        filter: &str,
-        last_per_subject: bool,
-    ) -> Result<(u64, u64)> {
-        self.locked(|s| s.num_pending(from_seq, filter, last_per_subject))
+    fn state(&mut self) -> Result<StreamState> {
+        Ok(self.held().state())
     }
-
-    /// `Store::multi_last_seqs`.
-    pub fn multi_last_seqs(
-        &self,
-        filters: &[&str],
-        max_seq: u64,
-        max_count: usize,
-    ) -> Result<Vec<u64>> {
-        self.locked(|s| s.multi_last_seqs(filters, max_seq, max_count))
+    fn consumer_names(&mut self) -> Result<Vec<String>> {
+        Ok(self.held().consumer_names())
     }
-
-    /// `Store::get_batch`.
-    pub fn get_batch(
-        &self,
-        from_seq: u64,
-        filter: &str,
-        max_msgs: usize,
-        max_bytes: u64,
-    ) -> Result<Vec<StoredMsg>> {
-        self.locked(|s| s.get_batch(from_seq, filter, max_msgs, max_bytes))
+    fn recovery_report(&self) -> RecoveryReport {
+        self.held().recovery_report().clone()
+    }
+    /// Syncs; the last handle also writes `index.db` and closes the store (`Store::close`).
+    fn close(self) -> Result<()> {
+        self.held().sync()?;
+        match Arc::try_unwrap(self.inner) {
+            Ok(inner) => inner
+                .state
+                .into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .store
+                .close(),
+            Err(_) => Ok(()),
+        }
     }
 }

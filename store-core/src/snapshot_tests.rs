@@ -368,6 +368,7 @@ impl std::io::Write for Meddler {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
             5 | 7 => {
+                use crate::surface::StreamStore;
                 self.shared.purge().unwrap();
                 self.shared.append("after.purge", b"", b"x").unwrap();
                 assert!(self.shared.get(self.erase_seq).is_err(), "purged");
@@ -426,6 +427,9 @@ fn shared_snapshot_lets_appends_and_purges_go_on_and_holds_the_start_point() {
         let (mut r, _) = r.unwrap_or_else(|e| panic!("seed {seed} {sync:?}: {e}"));
         assert_eq!(contents(&mut r), want, "seed {seed} {sync:?}");
         // and the source took every write made meanwhile
-        assert_eq!(shared.state().last_seq, want.0.last_seq + 30 + 30 + 2);
+        assert_eq!(
+            shared.with(|s| s.state()).last_seq,
+            want.0.last_seq + 30 + 30 + 2
+        );
     }
 }

@@ -767,7 +767,7 @@ fn shared_store_group_commit() {
         (1..=1600).collect::<Vec<_>>(),
         "every append got its own sequence"
     );
-    assert_eq!(shared.state().msgs, 1600);
+    assert_eq!(shared.with(|s| s.state()).msgs, 1600);
     let syncs = fs.syncs() - before;
     // every append is durable when it returns, and with 8 writers most fsyncs are shared
     assert!(
@@ -775,7 +775,7 @@ fn shared_store_group_commit() {
         "{syncs} fsyncs for 1600 appends: no group commit"
     );
     println!("1600 appends from 8 threads, {syncs} fsyncs");
-    assert_eq!(shared.get(1600).unwrap().seq, 1600);
+    assert_eq!(shared.with(|s| s.get(1600)).unwrap().seq, 1600);
 }
 
 #[test]
@@ -793,7 +793,7 @@ fn shared_sync_waits_for_a_leaders_fsync_in_flight() {
         std::thread::yield_now();
     }
     let before = fs.syncs();
-    shared.sync().unwrap();
+    shared.with(|s| s.sync()).unwrap();
     let by_sync = fs.syncs() - before;
     assert!(
         by_sync >= 1,

@@ -386,7 +386,7 @@ fn shared_store_ttl_raw_and_skip_writes() {
         syncs < 600 / 3,
         "{syncs} fsyncs for 600 writes: no group commit"
     );
-    let last_ts = shared.state().last_ts;
+    let last_ts = shared.with(|s| s.state()).last_ts;
     assert!(matches!(
         shared.append_raw(602, last_ts, "r", b"", b"z"),
         Err(Error::SequenceMismatch {
@@ -409,6 +409,6 @@ fn shared_store_ttl_raw_and_skip_writes() {
     assert_eq!(shared.skip_msg(612).unwrap(), 612);
     assert_eq!(shared.append("after", b"", b"a").unwrap(), 613);
     assert!(shared
-        .get(2)
+        .with(|s| s.get(2))
         .is_ok_and(|m| m.subject.starts_with("p.") || m.subject == "t"));
 }

@@ -159,7 +159,7 @@ pub(crate) fn open_image(
     backend: &dyn Backend,
     cfg: &Config,
     image: &FaultFs,
-) -> Result<Box<dyn StreamOps>, String> {
+) -> Result<Box<StreamOps>, String> {
     let clock = ManualClock::new(RECOVERY_NS);
     backend
         .open(image.clone(), cfg.clone(), clock)
@@ -167,7 +167,7 @@ pub(crate) fn open_image(
 }
 
 /// [`check_image`]'s invariants 1-3 and 5 on a store just opened on a crash image.
-pub(crate) fn check_opened(s: &mut dyn StreamOps, events: &[Event]) -> Result<(), String> {
+pub(crate) fn check_opened(s: &mut StreamOps, events: &[Event]) -> Result<(), String> {
     let x = Expect::from_events(events);
     let st = s.state().map_err(|e| format!("state: {e}"))?;
     let fail = |why: String| {
@@ -257,7 +257,7 @@ pub(crate) fn check_opened(s: &mut dyn StreamOps, events: &[Event]) -> Result<()
     check_consumers(s, &x.consumers, &st).map_err(fail)?;
     // 5. the next append continues the sequence
     let seq = s
-        .append("check.next", b"after recovery")
+        .append("check.next", b"", b"after recovery")
         .map_err(|e| fail(format!("append after recovery failed: {e}")))?;
     if seq != st.last_seq + 1 {
         return Err(fail(format!(

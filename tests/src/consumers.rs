@@ -134,7 +134,7 @@ impl Runner<'_> {
         // they came from, when the journal's write reached the disk and the block's did not.
         j.note(fs, ev(st.clone(), false));
         j.note(fs, ev(predicted.clone(), false));
-        self.store()?.consumer(call).map_err(e)?;
+        consumer_call(&mut **self.store()?, call).map_err(e)?;
         let state = self.consumer_now(name).map_err(e)?;
         if state != predicted {
             return Err(format!(
@@ -150,7 +150,7 @@ impl Runner<'_> {
         let s = self
             .store()
             .map_err(|m| Error::InvalidArgument(m.clone()))?;
-        match s.consumer(ConsumerCall::State(name)) {
+        match s.consumer_state(name).map(Some) {
             Ok(st) => Ok(st),
             Err(Error::ConsumerNotFound { .. }) => Ok(None),
             Err(err) => Err(err),
@@ -201,11 +201,8 @@ impl Runner<'_> {
     /// Whether a consumer has delivered past `seq` (a truncate to `seq` then brings it
     /// back, durably).
     pub(crate) fn consumers_ahead(&mut self, seq: u64) -> Result<bool, String> {
-        if !self.backend.has_consumers() {
-            return Ok(false);
-        }
         for (n, _) in self.consumer_names.clone() {
-            if let Ok(Some(st)) = self.store()?.consumer(ConsumerCall::State(n)) {
+            if let Ok(Some(st)) = self.store()?.consumer_state(n).map(Some) {
                 if st.delivered.stream > seq {
                     return Ok(true);
                 }
@@ -222,7 +219,7 @@ impl Runner<'_> {
         j: &mut Journal<Event>,
     ) -> Result<(), String> {
         for (name, _) in self.consumer_names.clone() {
-            let state = match self.store()?.consumer(ConsumerCall::State(name)) {
+            let state = match self.store()?.consumer_state(name).map(Some) {
                 Ok(st) => st,
                 Err(Error::ConsumerNotFound { .. }) => None,
                 Err(e) => return Err(format!("after truncate: {e}")),
@@ -241,13 +238,13 @@ impl Runner<'_> {
 
 /// The consumer invariant on a store just recovered from a crash image.
 pub(crate) fn check_consumers(
-    s: &mut dyn StreamOps,
+    s: &mut StreamOps,
     cands: &Candidates,
     stream: &StreamState,
 ) -> Result<(), String> {
     let (first, last) = (stream.first_seq.max(1), stream.last_seq);
     for (&name, states) in cands {
-        let got = match s.consumer(ConsumerCall::State(name)) {
+        let got = match s.consumer_state(name).map(Some) {
             Ok(st) => st,
             Err(Error::ConsumerNotFound { .. }) => None,
             Err(e) => return Err(format!("consumer {name}: state: {e}")),

@@ -61,12 +61,7 @@ impl Backend for Layered {
     fn name(&self) -> &'static str {
         "layered"
     }
-    fn open(
-        &self,
-        fs: FaultFs,
-        cfg: Config,
-        clock: ManualClock,
-    ) -> Result<Box<dyn StreamOps>, Error> {
+    fn open(&self, fs: FaultFs, cfg: Config, clock: ManualClock) -> Result<Box<StreamOps>, Error> {
         let cfg = layered_config(cfg);
         let seed = self.opens.fetch_add(1, Ordering::Relaxed);
         let entropy = SeededEntropy::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -92,12 +87,7 @@ impl Backend for LayeredGuest {
     fn name(&self) -> &'static str {
         "layered-guest"
     }
-    fn open(
-        &self,
-        fs: FaultFs,
-        cfg: Config,
-        clock: ManualClock,
-    ) -> Result<Box<dyn StreamOps>, Error> {
+    fn open(&self, fs: FaultFs, cfg: Config, clock: ManualClock) -> Result<Box<StreamOps>, Error> {
         Guest.open(fs, layered_config(cfg), clock)
     }
 }

@@ -20,9 +20,10 @@
 //! the recovery).
 #![forbid(unsafe_code)]
 
+use seqstore_core::surface::StreamStore;
 use seqstore_core::{
-    Ablation, Config, ConsumerConfig, ConsumerState, Error, ManualClock, Store, StoredMsg,
-    StreamState, SyncPolicy,
+    Ablation, Config, ConsumerConfig, ConsumerState, Error, ManualClock, Store, StreamState,
+    SyncPolicy,
 };
 use seqstore_fault_fs::{CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report, Violation};
 use std::collections::BTreeMap;

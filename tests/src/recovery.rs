@@ -52,7 +52,7 @@ pub struct Recovered {
 }
 
 impl Recovered {
-    fn of(s: &mut dyn StreamOps) -> Result<Recovered, String> {
+    fn of(s: &mut StreamOps) -> Result<Recovered, String> {
         let state = s.state().map_err(|e| format!("state: {e}"))?;
         let mut msgs = Vec::new();
         let hi = state.last_seq.min(state.first_seq.saturating_add(10_000));

@@ -7,7 +7,7 @@ pub struct Runner<'b> {
     pub(crate) backend: &'b dyn Backend,
     pub(crate) cfg: Config,
     pub(crate) clock: ManualClock,
-    store: Option<Box<dyn StreamOps>>,
+    store: Option<Box<StreamOps>>,
     next_id: u64,
     /// The subject each sequence was appended under (for what `purge_ex` promises).
     subjects: BTreeMap<u64, &'static str>,
@@ -46,7 +46,7 @@ impl<'b> Runner<'b> {
             .collect())
     }
 
-    pub(crate) fn store(&mut self) -> Result<&mut Box<dyn StreamOps>, String> {
+    pub(crate) fn store(&mut self) -> Result<&mut Box<StreamOps>, String> {
         self.store
             .as_mut()
             .ok_or_else(|| "no store open (the workload must start with Open)".to_string())
@@ -90,15 +90,15 @@ impl<'b> Runner<'b> {
     }
 
     /// Each consumer's (ack floor, delivered) stream sequences as the store shows them now
-    /// (none before the store is open, or on a backend without consumers).
+    /// (none before the store is open).
     fn consumer_marks(&mut self) -> Result<BTreeMap<&'static str, (u64, u64)>, String> {
         let mut out = BTreeMap::new();
-        if self.store.is_none() || !self.backend.has_consumers() {
+        if self.store.is_none() {
             return Ok(out);
         }
         for (name, _) in self.consumer_names.clone() {
             let s = self.store()?;
-            match s.consumer(ConsumerCall::State(name)) {
+            match s.consumer_state(name).map(Some) {
                 Ok(Some(st)) => {
                     out.insert(name, (st.ack_floor.stream, st.delivered.stream));
                 }
@@ -117,15 +117,7 @@ impl<'b> Runner<'b> {
     ) -> Result<(), String> {
         self.clock.advance(STEP_NS);
         if step.is_consumer() {
-            if !self.backend.has_consumers() {
-                return Ok(());
-            }
             return self.consumer_step(fs, step, j);
-        }
-        if step.is_write15() && !self.backend.has_write15() {
-            // not in this backend's interface yet (the wasm guest): nothing to run, nothing
-            // promised
-            return Ok(());
         }
         let always = self.cfg.sync == SyncPolicy::Always;
         let e = |e: Error| format!("{step:?}: {e}");
@@ -153,7 +145,7 @@ impl<'b> Runner<'b> {
                 j.note(fs, Event::Appending { seq: next, id });
                 let seq = self
                     .store()?
-                    .append(subject, &payload(id, size))
+                    .append(subject, b"", &payload(id, size))
                     .map_err(e)?;
                 if seq != next {
                     return Err(format!("append got seq {seq}, expected {next}"));
@@ -297,7 +289,7 @@ impl Runner<'_> {
         j.note(fs, Event::Appending { seq: next, id });
         let seq = self
             .store()?
-            .append_with_ttl(subject, &payload(id, size), ttl)
+            .append_with_ttl(subject, b"", &payload(id, size), Duration::from_nanos(ttl))
             .map_err(e)?;
         if seq != next {
             return Err(format!("append_with_ttl got seq {seq}, expected {next}"));
@@ -326,7 +318,7 @@ impl Runner<'_> {
         j.note(fs, Event::Appending { seq, id });
         let got = self
             .store()?
-            .append_raw(seq, ts, subject, &payload(id, size))
+            .append_raw(seq, ts, subject, b"", &payload(id, size))
             .map_err(e)?;
         if got != seq {
             return Err(format!("append_raw({seq}) returned {got}"));
@@ -358,7 +350,7 @@ impl Runner<'_> {
     }
 
     /// The open store, if any: the robustness tests inspect it after an injected fault.
-    pub fn ops(&mut self) -> Option<&mut (dyn StreamOps + 'static)> {
+    pub fn ops(&mut self) -> Option<&mut StreamOps> {
         self.store.as_deref_mut()
     }
 }

@@ -72,15 +72,6 @@ impl Step {
                 | Step::ConsumerDelete(_)
         )
     }
-
-    /// Whether the step is one of the replica's writes or a ttl (backends without them, the
-    /// wasm guest, skip workloads that use them).
-    pub fn is_write15(&self) -> bool {
-        matches!(
-            self,
-            Step::AppendTtl(..) | Step::AppendRaw(..) | Step::Skip(_)
-        )
-    }
 }
 
 /// What the workload learned, noted in the journal as it happened.

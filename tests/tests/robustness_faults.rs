@@ -12,7 +12,8 @@
 //! `SEQSTORE_SEED` seeds the random crash images (printed on failure).
 
 use crate::seed;
-use seqstore_core::{Ablation, Config, Error, ManualClock, StoredMsg, StreamState, SyncPolicy};
+use seqstore_core::surface::StreamStore;
+use seqstore_core::{Ablation, Config, Error, ManualClock, StreamState, SyncPolicy};
 use seqstore_crash_matrix::payload;
 use seqstore_crash_matrix::*;
 use seqstore_fault_fs::{FaultFs, FaultKind, Journal, Model, OpKind};
@@ -55,12 +56,7 @@ impl Backend for Recording {
     fn name(&self) -> &'static str {
         "native"
     }
-    fn open(
-        &self,
-        fs: FaultFs,
-        cfg: Config,
-        clock: ManualClock,
-    ) -> Result<Box<dyn StreamOps>, Error> {
+    fn open(&self, fs: FaultFs, cfg: Config, clock: ManualClock) -> Result<Box<StreamOps>, Error> {
         let inner = note(&self.log, "open", Native.open(fs, cfg, clock))?;
         Ok(Box::new(RecOps {
             inner,
@@ -70,72 +66,30 @@ impl Backend for Recording {
 }
 
 struct RecOps {
-    inner: Box<dyn StreamOps>,
+    inner: Box<StreamOps>,
     log: Log,
 }
 
-impl StreamOps for RecOps {
-    fn append(&mut self, subject: &str, payload: &[u8]) -> Result<u64, Error> {
-        note(&self.log, "append", self.inner.append(subject, payload))
-    }
-    fn get(&mut self, seq: u64) -> Result<StoredMsg, Error> {
-        note(&self.log, "get", self.inner.get(seq))
-    }
+impl StreamStore for RecOps {
+    type Error = Error;
+
+    seqstore_core::forward_stream_ops!(
+        named [acked sync_purge changes reads] StreamOps, this => &mut *this.inner,
+        |call, r| note(&this.log, call, r)
+    );
     fn state(&mut self) -> Result<StreamState, Error> {
         note(&self.log, "state", self.inner.state())
     }
-    fn sync(&mut self) -> Result<(), Error> {
-        note(&self.log, "sync", self.inner.sync())
+    fn consumer_names(&mut self) -> Result<Vec<String>, Error> {
+        note(&self.log, "consumer_names", self.inner.consumer_names())
     }
-    fn tick(&mut self) -> Result<(), Error> {
-        note(&self.log, "tick", self.inner.tick())
+    fn recovery_report(&self) -> seqstore_core::RecoveryReport {
+        self.inner.recovery_report()
     }
-    fn delete(&mut self, seq: u64) -> Result<(), Error> {
-        note(&self.log, "delete", self.inner.delete(seq))
-    }
-    fn erase(&mut self, seq: u64) -> Result<(), Error> {
-        note(&self.log, "erase", self.inner.erase(seq))
-    }
-    fn purge(&mut self) -> Result<u64, Error> {
-        note(&self.log, "purge", self.inner.purge())
-    }
-    fn purge_ex(&mut self, filter: &str, up_to: u64, keep: u64) -> Result<u64, Error> {
-        note(
-            &self.log,
-            "purge_ex",
-            self.inner.purge_ex(filter, up_to, keep),
-        )
-    }
-    fn compact(&mut self, seq: u64) -> Result<u64, Error> {
-        note(&self.log, "compact", self.inner.compact(seq))
-    }
-    fn truncate(&mut self, seq: u64) -> Result<u64, Error> {
-        note(&self.log, "truncate", self.inner.truncate(seq))
-    }
-    fn checkpoint(&mut self) -> Result<(), Error> {
-        note(&self.log, "checkpoint", self.inner.checkpoint())
-    }
-    fn append_with_ttl(
-        &mut self,
-        subject: &str,
-        payload: &[u8],
-        ttl_ns: u64,
-    ) -> Result<u64, Error> {
-        let r = self.inner.append_with_ttl(subject, payload, ttl_ns);
-        note(&self.log, "append_with_ttl", r)
-    }
-    fn append_raw(
-        &mut self,
-        seq: u64,
-        ts: i64,
-        subject: &str,
-        payload: &[u8],
-    ) -> Result<u64, Error> {
-        let r = self.inner.append_raw(seq, ts, subject, payload);
-        note(&self.log, "append_raw", r)
-    }
-    fn skip_many(&mut self, first: u64, count: u64) -> Result<u64, Error> {
-        note(&self.log, "skip_many", self.inner.skip_many(first, count))
+    fn close(self) -> Result<(), Error> {
+        // a boxed trait object is not closed by value; the matrix drops its stores (a crash)
+        drop(self);
+        Ok(())
     }
 }
 
@@ -228,7 +182,7 @@ fn run_case(
             if poisons(hit.kind) && !hit.path.starts_with("index.db") {
                 if let Some(s) = runner.ops() {
                     st.poison_checked += 1;
-                    let a = s.append("after.fault", b"x");
+                    let a = s.append("after.fault", b"", b"x");
                     let y = s.sync();
                     let p = s.purge();
                     if !matches!(

@@ -6,7 +6,6 @@
 
 use super::{lock, SharedStore};
 use crate::consumer::codec::Op;
-use crate::consumer::{ConsumerConfig, ConsumerState};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 
@@ -39,35 +38,5 @@ impl<F: Fs> SharedStore<F> {
         }
         let write = g.store.consumer_write(name, op, false)?;
         self.wait_durable_from(g, write, true)
-    }
-
-    /// `Store::consumer_add`.
-    pub fn consumer_add(&self, cfg: &ConsumerConfig) -> Result<()> {
-        self.with(|s| s.consumer_add(cfg))
-    }
-
-    /// `Store::consumer_state`.
-    pub fn consumer_state(&self, name: &str) -> Result<ConsumerState> {
-        self.locked(|s| s.consumer_state(name))
-    }
-
-    /// `Store::consumer_names`.
-    pub fn consumer_names(&self) -> Vec<String> {
-        self.locked(|s| s.consumer_names())
-    }
-
-    /// `Store::consumer_delete`.
-    pub fn consumer_delete(&self, name: &str) -> Result<()> {
-        self.with(|s| s.consumer_delete(name))
-    }
-
-    /// `Store::consumer_reset`.
-    pub fn consumer_reset(&self, name: &str, start: u64) -> Result<()> {
-        self.with(|s| s.consumer_reset(name, start))
-    }
-
-    /// `Store::consumer_update`.
-    pub fn consumer_update(&self, cfg: &ConsumerConfig) -> Result<()> {
-        self.with(|s| s.consumer_update(cfg))
     }
 }

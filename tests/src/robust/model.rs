@@ -256,7 +256,7 @@ impl RefModel {
     }
 
     /// Compares the store with the model: counters, every sequence, subjects.
-    fn compare(&self, s: &mut dyn crate::StreamOps) -> Result<(), String> {
+    fn compare(&self, s: &mut crate::StreamOps) -> Result<(), String> {
         let st = s.state().map_err(|e| format!("state: {e}"))?;
         let want_first = if self.last == 0 { 0 } else { self.first() };
         if (st.msgs, st.first_seq, st.last_seq) != (self.live.len() as u64, want_first, self.last) {

@@ -264,3 +264,27 @@ impl GuestStore {
         self.raw_read(|g, s, h| g.call_is_poisoned(s, h))
     }
 }
+
+/// The stream's operations on the guest, for code written against the trait (the CLI's
+/// commands, the crash matrix): each is the method of the same name above, one call into the
+/// guest.
+impl seqstore_core::surface::StreamStore for GuestStore {
+    type Error = Error;
+
+    seqstore_core::forward_stream_ops!(
+        [acked sync_purge changes reads] GuestStore, this => this, std::convert::identity
+    );
+
+    fn state(&mut self) -> Result<StreamState> {
+        GuestStore::state(self)
+    }
+    fn consumer_names(&mut self) -> Result<Vec<String>> {
+        GuestStore::consumer_names(self)
+    }
+    fn recovery_report(&self) -> seqstore_core::RecoveryReport {
+        GuestStore::recovery_report(self).clone()
+    }
+    fn close(self) -> Result<()> {
+        GuestStore::close(self)
+    }
+}

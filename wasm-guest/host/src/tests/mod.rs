@@ -10,6 +10,7 @@ mod equivalence;
 mod lock;
 mod portability;
 mod sandbox;
+mod surface;
 
 /// A `GuestStore` can move to another thread (a server hands stores to workers).
 #[test]
