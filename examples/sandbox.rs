@@ -3,6 +3,7 @@
 //! the filesystem you hand it and nothing else. A bug in it (or a hostile input) traps the
 //! guest, not your process.
 
+use seqstore_core::surface::StreamStore;
 use seqstore_core::Config;
 use seqstore_fault_fs::{FaultFs, Model};
 use seqstore_fs::{HostFs, SystemClock};

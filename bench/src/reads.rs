@@ -12,6 +12,7 @@
 //! a time uniform between the first and the last timestamp for `seq_from_time`. One untimed
 //! round first, then `reps` rounds alternating the cells.
 
+use seqstore_core::surface::StreamStore;
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Instant;

@@ -67,6 +67,11 @@ fn unserved(what: &str) -> Error {
     )
 }
 
+/// An operation seqstore-server has no request for (yet).
+fn no_request(what: &str) -> Error {
+    Error::Backend(format!("seqstore-server has no request for {what}").into())
+}
+
 /// At most one filter: the server's reads take one.
 fn one_filter(filters: &[&str]) -> Result<String> {
     match filters {
@@ -222,7 +227,7 @@ impl StreamStore for Remote {
         self.append_req(s, h, p, Some(ttl))
     }
     fn append_raw(&mut self, _: u64, _: i64, _: &str, _: &[u8], _: &[u8]) -> Result<u64> {
-        Err(unserved("an append at a given sequence (a replica's)"))
+        Err(no_request("an append at a given sequence (a replica's)"))
     }
     fn skip_msg(&mut self, seq: u64) -> Result<u64> {
         self.skip_many(seq, 1)
@@ -237,19 +242,22 @@ impl StreamStore for Remote {
         self.num_pending_multi(from, &[filter], lps)
     }
     fn get_batch(&mut self, _: u64, _: &str, _: usize, _: u64) -> Result<Vec<StoredMsg>> {
-        Err(unserved("get-batch"))
+        Err(no_request("get-batch"))
     }
     fn filtered_state(&mut self, _: &str, _: u64) -> Result<FilteredState> {
-        Err(unserved("filtered-state"))
+        Err(no_request("filtered-state"))
     }
     fn filtered_state_multi(&mut self, _: &[&str], _: u64) -> Result<FilteredState> {
-        Err(unserved("filtered-state"))
+        Err(no_request("filtered-state"))
     }
     fn subjects_state_detail(&mut self, _: &str) -> Result<BTreeMap<String, FilteredState>> {
-        Err(unserved("subjects-state-detail"))
+        Err(no_request("subjects-state-detail"))
     }
     fn multi_last_seqs(&mut self, _: &[&str], _: u64, _: usize) -> Result<Vec<u64>> {
-        Err(unserved("multi-last-seqs"))
+        Err(no_request("multi-last-seqs"))
+    }
+    fn all_last_seqs(&mut self) -> Result<Vec<u64>> {
+        Err(no_request("all-last-seqs"))
     }
     fn subject_for_seq(&mut self, seq: u64) -> Result<String> {
         self.get(seq).map(|m| m.subject)

@@ -1,8 +1,8 @@
 //! The reads `query_model.rs`'s random sequence asks after each write: `prev_matching` and
-//! `last_for_subject` with a filter, the
-//! multi-filter reads, `seq_from_time`, `filtered_state`, `subjects_state_detail`,
-//! `multi_last_seqs`, `subject_for_seq`, `num_pending` and `get_batch`, each with random
-//! arguments (bad filters included) and its answer asserted equal to the model's.
+//! `last_for_subject` with a filter, the multi-filter reads, `seq_from_time`,
+//! `filtered_state`, `subjects_state_detail`, `multi_last_seqs` (and `all_last_seqs`),
+//! `subject_for_seq`, `num_pending` and `get_batch`, each with random arguments (bad filters
+//! included) and its answer asserted equal to the model's.
 
 use super::{kind, Gen, Model, Out};
 use crate::memfs::MemFs;
@@ -124,6 +124,9 @@ fn ask_multi_last(s: &mut Store<MemFs>, m: &Model, g: &mut Gen, ctx: &str) -> bo
     let full = want.as_ref().is_ok_and(|w| w.len() > 1) && max_seq < m.last;
     let got = kind(s.multi_last_seqs(&fs, max_seq, max_count));
     assert_eq!(got, want, "{ctx}: multi_last {fs:?} {max_seq} {max_count}");
+    let mut all: Vec<u64> = m.subject_lasts(&[">"], m.last).into_values().collect();
+    all.sort_unstable();
+    assert_eq!(kind(s.all_last_seqs()), Ok(all), "{ctx}: all_last_seqs");
     full
 }
 

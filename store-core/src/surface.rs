@@ -170,6 +170,8 @@ macro_rules! __stream_group {
                 max_seq: u64,
                 max_count: usize
             ) -> ::std::vec::Vec<u64>;
+            /// The last sequence of every subject, ascending (NATS's `AllLastSeqs`).
+            fn all_last_seqs(&mut self) -> ::std::vec::Vec<u64>;
             /// The subject of stored message `seq`.
             fn subject_for_seq(&mut self, seq: u64) -> ::std::string::String;
             /// How many messages at or after `from_seq` match `filter` (the last of each
@@ -208,14 +210,16 @@ macro_rules! __stream_ops {
     };
     (forward ($ty:ty, $this:ident => $target:expr, $map:expr)
         $( $(#[$m:meta])* fn $name:ident(&mut self $(, $a:ident: $t:ty)*) -> $r:ty; )*) => {
-        $( fn $name(&mut self $(, $a: $t)*) -> ::core::result::Result<$r, Self::Error> {
+        $( #[deny(unconditional_recursion)] // `Type` without the method: the trait's own
+        fn $name(&mut self $(, $a: $t)*) -> ::core::result::Result<$r, Self::Error> {
             let $this = self;
             <$ty>::$name($target $(, $a)*).map_err($map)
         } )*
     };
     (forward_named ($ty:ty, $this:ident => $target:expr, $map:expr)
         $( $(#[$m:meta])* fn $name:ident(&mut self $(, $a:ident: $t:ty)*) -> $r:ty; )*) => {
-        $( fn $name(&mut self $(, $a: $t)*) -> ::core::result::Result<$r, Self::Error> {
+        $( #[deny(unconditional_recursion)]
+        fn $name(&mut self $(, $a: $t)*) -> ::core::result::Result<$r, Self::Error> {
             let $this = self;
             let r = <$ty>::$name($target $(, $a)*);
             ($map)(stringify!($name), r)

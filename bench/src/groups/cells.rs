@@ -2,6 +2,7 @@
 //! sync policy, the streams the recovery, get and purge tables share).
 
 use super::*;
+use seqstore_core::surface::StreamStore;
 
 /// Median µs of write 128 B + fdatasync on a fresh file (one untimed round first).
 pub(crate) fn fsync_probe(ctx: &mut Ctx<'_>, opts: &BenchOpts) -> Result<Option<f64>> {

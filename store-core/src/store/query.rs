@@ -431,6 +431,12 @@ impl<F: Fs> Store<F> {
         Ok(out)
     }
 
+    /// The last sequence of every subject, ascending (NATS's `AllLastSeqs`): what
+    /// `multi_last_seqs(&[">"], 0, 0)` answers, from the index when no ttl is due.
+    pub fn all_last_seqs(&mut self) -> Result<Vec<u64>> {
+        self.multi_last_seqs(&[">"], 0, 0)
+    }
+
     /// The subject of the stored message `seq` (NATS's `SubjectForSeq`), from the index (no
     /// record read); `Error::NotFound` if it is not stored.
     pub fn subject_for_seq(&mut self, seq: u64) -> Result<String> {

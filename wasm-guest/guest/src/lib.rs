@@ -567,6 +567,9 @@ impl wit::GuestStore for GuestStoreRes {
         let max_count = usize::try_from(max_count).unwrap_or(usize::MAX);
         self.with(|s| s.multi_last_seqs(&filters, max_seq, max_count))
     }
+    fn all_last_seqs(&self) -> R<Vec<u64>> {
+        self.with(|s| s.all_last_seqs())
+    }
     fn subject_for_seq(&self, seq: u64) -> R<String> {
         self.with(|s| s.subject_for_seq(seq))
     }

@@ -11,6 +11,7 @@
 //! ratio is of the medians (durable appends: one append a side in turn, see
 //! `synced_appends_paired`); absolute times are printed only for context.
 
+use seqstore_core::surface::StreamStore;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

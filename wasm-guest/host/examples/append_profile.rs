@@ -3,6 +3,7 @@
 //! `cargo run --release -p seqstore-wasm --example append_profile [MSGS]`; under perf, set
 //! `SEQSTORE_WASM_PERFMAP=1` for the guest's symbols.
 
+use seqstore_core::surface::StreamStore;
 use std::time::Instant;
 
 use seqstore_core::{Clock, Config, SyncPolicy};

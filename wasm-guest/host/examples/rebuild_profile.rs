@@ -5,6 +5,7 @@
 //! `SEQSTORE_WASM_PERFMAP=1` for the guest's symbols and `REBUILD_PROFILE_ONLY=guest` to skip
 //! the native opens.
 
+use seqstore_core::surface::StreamStore;
 use std::time::Instant;
 
 use seqstore_core::{Config, Store, SyncPolicy};

@@ -4,6 +4,7 @@
 //! `cargo run --release -p seqstore-wasm --example sync_profile [APPENDS]`;
 //! `SYNC_PROFILE_DIR` (default the system temp dir) picks the filesystem (tmpfs: CPU alone).
 
+use seqstore_core::surface::StreamStore;
 use std::time::{Duration, Instant};
 
 use seqstore_core::{Config, ManualClock, Store, SyncPolicy};

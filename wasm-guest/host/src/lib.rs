@@ -1,7 +1,8 @@
 //! Runs seqstore's store as a sandboxed WebAssembly component under wasmtime.
 //!
-//! [`GuestStore`] has the API of store-core's native [`Store`](seqstore_core::Store) and the same
-//! result types ([`StoredMsg`], [`StreamState`], [`RecoveryReport`], store-core's
+//! [`GuestStore`] implements store-core's
+//! [`StreamStore`](seqstore_core::surface::StreamStore), the operations of its native
+//! [`Store`](seqstore_core::Store), with the same result types ([`StoredMsg`], [`StreamState`], [`RecoveryReport`], store-core's
 //! [`Error`](seqstore_core::Error) inside [`Error::Store`]), but the store runs inside a WASI
 //! guest (`wasm-guest/guest`, built for `wasm32-wasip2` by this crate's build script and
 //! embedded in it). The host decides what filesystem the guest gets:
@@ -15,6 +16,7 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), seqstore_wasm::Error> {
+//! use seqstore_core::surface::StreamStore;
 //! use seqstore_core::{Config, ManualClock};
 //! use seqstore_wasm::GuestStore;
 //!

@@ -27,7 +27,7 @@ pub const GUEST_DIR: &str = "/data";
 /// How much of the guest's stderr is kept for trap messages.
 const STDERR_CAP: usize = 64 << 10;
 
-/// The host's batching of unsynced appends (see [`GuestStore::append`]) sends its queue once
+/// The host's batching of unsynced appends (see `queue.rs`) sends its queue once
 /// it holds this many bytes of records: large enough that the boundary's cost per call is
 /// lost in the messages' own, small enough to stay in the CPU caches.
 const FLUSH_BYTES: usize = 64 << 10;

@@ -1,4 +1,4 @@
-//! The host's queue of unsynced appends: [`GuestStore::append`] predicts the guest's answer
+//! The host's queue of unsynced appends: `GuestStore`'s `append` predicts the guest's answer
 //! with store-core's own admission check and encoder, and sends the queued records in one call
 //! (`append-encoded`) once they fill [`FLUSH_BYTES`], or before any other call.
 
@@ -34,7 +34,12 @@ impl GuestStore {
     /// they are lost, as unsynced messages are in a crash. Native store-core has the same
     /// shape with its own write buffer, which also reports a failed write on a later call
     /// (and poisons). A trap loses the queue with the instance.
-    pub fn append(&mut self, subject: &str, headers: &[u8], payload: &[u8]) -> Result<u64> {
+    pub(super) fn append_queued(
+        &mut self,
+        subject: &str,
+        headers: &[u8],
+        payload: &[u8],
+    ) -> Result<u64> {
         if let Some(seq) = self.try_queue(subject, headers, payload)? {
             return Ok(seq);
         }
@@ -199,7 +204,7 @@ impl GuestStore {
         if self.batchable {
             let mut out = Vec::new();
             for (subject, headers, payload) in msgs {
-                match self.append(subject, headers, payload) {
+                match self.append_queued(subject, headers, payload) {
                     Ok(seq) => out.push(Ok(seq)),
                     Err(Error::Store(e)) => out.push(Err(e)),
                     // The sandbox's own errors (a trap, a limit): the instance is gone.

@@ -55,11 +55,28 @@ pub(crate) fn norm_err(e: &seqstore_core::Error) -> String {
 }
 
 /// The guest's result as store-core's; a sandbox error fails the test.
-pub(crate) fn store_result<T>(r: crate::Result<T>) -> Result<T, seqstore_core::Error> {
-    match r {
-        Ok(v) => Ok(v),
-        Err(crate::Error::Store(e)) => Err(e),
-        Err(e) => panic!("sandbox error where the store's result was expected: {e}"),
+pub(crate) fn store_result<T, E: StoreError>(r: Result<T, E>) -> Result<T, seqstore_core::Error> {
+    r.map_err(StoreError::store)
+}
+
+/// An error of a `StreamStore` as store-core's (the native store's is; the guest's a sandbox
+/// error is not, and fails the test).
+pub(crate) trait StoreError {
+    fn store(self) -> seqstore_core::Error;
+}
+
+impl StoreError for seqstore_core::Error {
+    fn store(self) -> seqstore_core::Error {
+        self
+    }
+}
+
+impl StoreError for crate::Error {
+    fn store(self) -> seqstore_core::Error {
+        match self {
+            crate::Error::Store(e) => e,
+            e => panic!("sandbox error where the store's result was expected: {e}"),
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! Crash recovery of the guest on fault-fs: the sequence survives a purge across a crash.
 
+use seqstore_core::surface::StreamStore;
 use seqstore_core::{Config, SyncPolicy};
 use seqstore_fault_fs::{FaultFs, Model};
 

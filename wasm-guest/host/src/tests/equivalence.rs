@@ -2,6 +2,7 @@
 //! (each on host-fs in its own tempdir, the guest's via the `fs` import) gives equal results
 //! for every call and byte-identical files.
 
+use seqstore_core::surface::StreamStore;
 use std::time::Duration;
 
 use seqstore_core::{Config, Discard, ManualClock, RecoveryMode, Store, SyncPolicy};
@@ -73,6 +74,8 @@ enum Op {
     Detail(String),
     /// `multi_last_seqs(filters, max_seq, max_count)`.
     MultiLast(Vec<String>, u64, usize),
+    /// `all_last_seqs()`.
+    AllLast,
     /// `subject_for_seq(seq)`.
     SubjectFor(u64),
     /// A run of operations, mostly appends, each after moving the clock by its `i64` (ns),
@@ -148,7 +151,7 @@ fn gen_op15(rng: &mut Rng, last_seq: u64) -> Op {
             .collect::<Vec<_>>()
     };
     let subject = |rng: &mut Rng| rng.pick(&SUBJECTS[..5]).to_string();
-    match rng.below(12) {
+    match rng.below(13) {
         0..=2 => Op::AppendTtl(
             subject(rng),
             Vec::new(),
@@ -167,6 +170,7 @@ fn gen_op15(rng: &mut Rng, last_seq: u64) -> Op {
         8 => Op::Filtered(filters(rng), seq(rng)),
         9 => Op::Detail(rng.pick(FILTERS).to_string()),
         10 => Op::MultiLast(filters(rng), seq(rng), rng.below(4) as usize),
+        11 => Op::AllLast,
         _ => Op::SubjectFor(seq(rng)),
     }
 }
@@ -283,54 +287,68 @@ fn gen_config(rng: &mut Rng) -> Config {
     c
 }
 
-fn native(s: &mut Store<HostFs>, op: &Op) -> String {
+/// One operation of the trait on either store, its result in comparable form (`None`: the
+/// operation is not the trait's, the caller runs it).
+fn op_on<S: StreamStore>(s: &mut S, op: &Op) -> Option<String>
+where
+    S::Error: StoreError,
+{
+    let r = |x| Some(x);
     match op {
-        Op::Append(sub, h, p) => norm(&s.append(sub, h, p)),
-        Op::AppendBatch(msgs) => msgs
-            .iter()
-            .map(|(sub, h, p)| norm(&s.append(sub, h, p)))
-            .collect::<Vec<_>>()
-            .join(", "),
-        Op::Get(q) => norm(&s.get(*q)),
-        Op::Last(sub) => norm(&s.last_for_subject(sub)),
-        Op::Next(f, q) => norm(&s.next_matching(f, *q)),
-        Op::Prev(f, q) => norm(&s.prev_matching(f, *q)),
-        Op::Batch(q, f, n, b) => norm(&s.get_batch(*q, f, *n, *b)),
-        Op::SeqFromTime(t) => norm(&s.seq_from_time(*t)),
-        Op::Pending(q, f, l) => norm(&s.num_pending(*q, f, *l)),
-        Op::Subjects(f) => norm(&s.subjects_state(f)),
-        Op::State => norm::<_>(&Ok(s.state())),
-        Op::Delete(q) => norm(&s.delete(*q)),
-        Op::Erase(q) => norm(&s.erase(*q)),
-        Op::Purge => norm(&s.purge()),
-        Op::PurgeEx(f, u, k) => norm(&s.purge_ex(f, *u, *k)),
-        Op::Compact(q) => norm(&s.compact(*q)),
-        Op::Truncate(q) => norm(&s.truncate(*q)),
-        Op::Sync => norm(&s.sync()),
-        Op::Tick => norm(&s.tick()),
-        Op::Checkpoint => norm(&s.checkpoint()),
-        Op::IsPoisoned => norm::<_>(&Ok(s.is_poisoned())),
+        Op::Append(sub, h, p) => r(norm(&store_result(s.append(sub, h, p)))),
+        Op::Get(q) => r(norm(&store_result(s.get(*q)))),
+        Op::Last(sub) => r(norm(&store_result(s.last_for_subject(sub)))),
+        Op::Next(f, q) => r(norm(&store_result(s.next_matching(f, *q)))),
+        Op::Prev(f, q) => r(norm(&store_result(s.prev_matching(f, *q)))),
+        Op::Batch(q, f, n, b) => r(norm(&store_result(s.get_batch(*q, f, *n, *b)))),
+        Op::SeqFromTime(t) => r(norm(&store_result(s.seq_from_time(*t)))),
+        Op::Pending(q, f, l) => r(norm(&store_result(s.num_pending(*q, f, *l)))),
+        Op::Subjects(f) => r(norm(&store_result(s.subjects_state(f)))),
+        Op::State => r(norm(&store_result(s.state()))),
+        Op::Delete(q) => r(norm(&store_result(s.delete(*q)))),
+        Op::Erase(q) => r(norm(&store_result(s.erase(*q)))),
+        Op::Purge => r(norm(&store_result(s.purge()))),
+        Op::PurgeEx(f, u, k) => r(norm(&store_result(s.purge_ex(f, *u, *k)))),
+        Op::Compact(q) => r(norm(&store_result(s.compact(*q)))),
+        Op::Truncate(q) => r(norm(&store_result(s.truncate(*q)))),
+        Op::Sync => r(norm(&store_result(s.sync()))),
+        Op::Tick => r(norm(&store_result(s.tick()))),
+        Op::Checkpoint => r(norm(&store_result(s.checkpoint()))),
         Op::AppendTtl(sub, h, p, t) => {
-            norm(&s.append_with_ttl(sub, h, p, Duration::from_nanos(*t)))
+            let ttl = Duration::from_nanos(*t);
+            r(norm(&store_result(s.append_with_ttl(sub, h, p, ttl))))
         }
         Op::AppendRaw(q, dt, sub, p) => {
-            let ts = s.state().last_ts.saturating_add(*dt);
-            norm(&s.append_raw(*q, ts, sub, b"", p))
+            let ts = store_result(s.state()).unwrap().last_ts.saturating_add(*dt);
+            r(norm(&store_result(s.append_raw(*q, ts, sub, b"", p))))
         }
-        Op::SkipMsg(q) => norm(&s.skip_msg(*q)),
-        Op::SkipMany(q, c) => norm(&s.skip_many(*q, *c)),
-        Op::NextMulti(f, q) => norm(&s.next_matching_multi(&strs(f), *q)),
-        Op::Filtered(f, q) => norm(&s.filtered_state_multi(&strs(f), *q)),
-        Op::Detail(f) => norm(&s.subjects_state_detail(f)),
-        Op::MultiLast(f, q, c) => norm(&s.multi_last_seqs(&strs(f), *q, *c)),
-        Op::SubjectFor(q) => norm(&s.subject_for_seq(*q)),
+        Op::SkipMsg(q) => r(norm(&store_result(s.skip_msg(*q)))),
+        Op::SkipMany(q, c) => r(norm(&store_result(s.skip_many(*q, *c)))),
+        Op::NextMulti(f, q) => r(norm(&store_result(s.next_matching_multi(&strs(f), *q)))),
+        Op::Filtered(f, q) => r(norm(&store_result(s.filtered_state_multi(&strs(f), *q)))),
+        Op::Detail(f) => r(norm(&store_result(s.subjects_state_detail(f)))),
+        Op::MultiLast(f, q, c) => r(norm(&store_result(s.multi_last_seqs(&strs(f), *q, *c)))),
+        Op::AllLast => r(norm(&store_result(s.all_last_seqs()))),
+        Op::SubjectFor(q) => r(norm(&store_result(s.subject_for_seq(*q)))),
+        Op::AppendBatch(_) | Op::IsPoisoned => None,
         Op::Advance(_) | Op::Reopen(_) | Op::Run(_) => unreachable!("handled by the driver"),
+    }
+}
+
+fn native(s: &mut Store<HostFs>, op: &Op) -> String {
+    match op {
+        Op::AppendBatch(msgs) => msgs
+            .iter()
+            .map(|(sub, h, p)| norm(&Store::append(s, sub, h, p)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Op::IsPoisoned => norm::<_>(&Ok(s.is_poisoned())),
+        op => op_on(s, op).expect("an operation of the trait"),
     }
 }
 
 fn guest(s: &mut GuestStore, op: &Op) -> String {
     match op {
-        Op::Append(sub, h, p) => norm(&store_result(s.append(sub, h, p))),
         Op::AppendBatch(msgs) => {
             let batch = msgs
                 .iter()
@@ -342,43 +360,8 @@ fn guest(s: &mut GuestStore, op: &Op) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         }
-        Op::Get(q) => norm(&store_result(s.get(*q))),
-        Op::Last(sub) => norm(&store_result(s.last_for_subject(sub))),
-        Op::Next(f, q) => norm(&store_result(s.next_matching(f, *q))),
-        Op::Prev(f, q) => norm(&store_result(s.prev_matching(f, *q))),
-        Op::Batch(q, f, n, b) => norm(&store_result(s.get_batch(*q, f, *n, *b))),
-        Op::SeqFromTime(t) => norm(&store_result(s.seq_from_time(*t))),
-        Op::Pending(q, f, l) => norm(&store_result(s.num_pending(*q, f, *l))),
-        Op::Subjects(f) => norm(&store_result(s.subjects_state(f))),
-        Op::State => norm(&store_result(s.state())),
-        Op::Delete(q) => norm(&store_result(s.delete(*q))),
-        Op::Erase(q) => norm(&store_result(s.erase(*q))),
-        Op::Purge => norm(&store_result(s.purge())),
-        Op::PurgeEx(f, u, k) => norm(&store_result(s.purge_ex(f, *u, *k))),
-        Op::Compact(q) => norm(&store_result(s.compact(*q))),
-        Op::Truncate(q) => norm(&store_result(s.truncate(*q))),
-        Op::Sync => norm(&store_result(s.sync())),
-        Op::Tick => norm(&store_result(s.tick())),
-        Op::Checkpoint => norm(&store_result(s.checkpoint())),
         Op::IsPoisoned => norm(&store_result(s.is_poisoned())),
-        Op::AppendTtl(sub, h, p, t) => norm(&store_result(s.append_with_ttl(
-            sub,
-            h,
-            p,
-            Duration::from_nanos(*t),
-        ))),
-        Op::AppendRaw(q, dt, sub, p) => {
-            let ts = s.state().unwrap().last_ts.saturating_add(*dt);
-            norm(&store_result(s.append_raw(*q, ts, sub, b"", p)))
-        }
-        Op::SkipMsg(q) => norm(&store_result(s.skip_msg(*q))),
-        Op::SkipMany(q, c) => norm(&store_result(s.skip_many(*q, *c))),
-        Op::NextMulti(f, q) => norm(&store_result(s.next_matching_multi(&strs(f), *q))),
-        Op::Filtered(f, q) => norm(&store_result(s.filtered_state_multi(&strs(f), *q))),
-        Op::Detail(f) => norm(&store_result(s.subjects_state_detail(f))),
-        Op::MultiLast(f, q, c) => norm(&store_result(s.multi_last_seqs(&strs(f), *q, *c))),
-        Op::SubjectFor(q) => norm(&store_result(s.subject_for_seq(*q))),
-        Op::Advance(_) | Op::Reopen(_) | Op::Run(_) => unreachable!("handled by the driver"),
+        op => op_on(s, op).expect("an operation of the trait"),
     }
 }
 

@@ -3,6 +3,7 @@
 //! first; and the WASI command's marker-file lock and the native lock refuse each other.
 
 use seqstore_core::internal::LOCK_FILE;
+use seqstore_core::surface::StreamStore;
 use seqstore_core::{Config, Error as StoreError, Store};
 use seqstore_fault_fs::{FaultFs, Model};
 use seqstore_fs::{HostFs, SystemClock};

@@ -1,6 +1,7 @@
 //! A directory written by the guest opens natively with the same state, and vice versa, both
 //! through the `fs` import and through the preopened-directory constructor.
 
+use seqstore_core::surface::StreamStore;
 use std::path::Path;
 
 use seqstore_core::{Config, Store, StoredMsg, StreamState};
@@ -30,15 +31,10 @@ fn workload(
 }
 
 /// Everything observable of a store: its counters and every message.
-fn snapshot_native(s: &mut Store<HostFs>) -> (StreamState, Vec<StoredMsg>) {
-    let st = s.state();
-    (
-        st,
-        every_msg(st.first_seq, |n| s.next_matching(">", n).unwrap()),
-    )
-}
-
-fn snapshot_guest(s: &mut GuestStore) -> (StreamState, Vec<StoredMsg>) {
+fn snapshot<S: StreamStore>(s: &mut S) -> (StreamState, Vec<StoredMsg>)
+where
+    S::Error: std::fmt::Debug,
+{
     let st = s.state().unwrap();
     (
         st,
@@ -77,7 +73,7 @@ fn write_native(dir: &Path, cfg: &Config) -> (StreamState, Vec<StoredMsg>) {
         },
     );
     let mut s = s.into_inner();
-    let snap = snapshot_native(&mut s);
+    let snap = snapshot(&mut s);
     s.close().unwrap();
     snap
 }
@@ -92,7 +88,7 @@ fn write_guest(mut g: GuestStore) -> (StreamState, Vec<StoredMsg>) {
             g2.borrow_mut().compact(q).unwrap();
         },
     );
-    let snap = snapshot_guest(&mut g);
+    let snap = snapshot(&mut g);
     g.close().unwrap();
     snap
 }
@@ -104,7 +100,7 @@ fn read_native(dir: &Path, cfg: &Config) -> (StreamState, Vec<StoredMsg>) {
         .open()
         .unwrap();
     assert!(!s.recovery_report().lost_data());
-    snapshot_native(&mut s)
+    snapshot(&mut s)
 }
 
 #[test]
@@ -151,7 +147,7 @@ fn native_written_opens_in_guest() {
             let ctx = format!("preopen {via_preopen}, index dropped {drop_index}");
             assert_eq!(g.recovery_report().used_index, !drop_index, "{ctx}");
             assert!(!g.recovery_report().lost_data(), "{ctx}");
-            assert_eq!(snapshot_guest(&mut g), written, "{ctx}");
+            assert_eq!(snapshot(&mut g), written, "{ctx}");
             drop(g);
         }
     }
@@ -201,7 +197,7 @@ fn guest_rebuilds_records_larger_than_a_read() {
             let payload: Vec<u8> = (0..n).map(|j| (i * 13 + j * 5) as u8).collect();
             s.append(&format!("big.{i}"), b"", &payload).unwrap();
         }
-        let written = snapshot_native(&mut s);
+        let written = snapshot(&mut s);
         // Dropped without close: no index, the guest scans every record.
         drop(s);
         let mut g = if via_preopen {
@@ -213,7 +209,7 @@ fn guest_rebuilds_records_larger_than_a_read() {
         let ctx = format!("preopen {via_preopen}");
         assert!(!g.recovery_report().used_index, "{ctx}");
         assert!(!g.recovery_report().lost_data(), "{ctx}");
-        assert_eq!(snapshot_guest(&mut g), written, "{ctx}");
+        assert_eq!(snapshot(&mut g), written, "{ctx}");
     }
 }
 

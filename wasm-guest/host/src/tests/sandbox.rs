@@ -2,6 +2,7 @@
 //! allocates without bound is stopped with a clear error, after which a fresh `GuestStore`
 //! on the same directory works.
 
+use seqstore_core::surface::StreamStore;
 use std::time::{Duration, Instant};
 
 use seqstore_core::{Config, SyncPolicy};

@@ -17,25 +17,45 @@ const SERVED_BY: &[(&str, &str)] = &[
 /// WIT functions that are not operations of the trait.
 const WIT_ONLY: &[(&str, &str)] = &[
     ("open", "the constructor (the builder's open)"),
-    ("append-packed", "append in one buffer: the host's queued appends"),
-    ("append-encoded", "appends as encoded records: the host's queued appends"),
-    ("append-encoded-one", "one encoded record: the host's queued appends"),
-    ("append-batch", "several appends in one call: GuestStore::append_batch"),
+    (
+        "append-packed",
+        "append in one buffer: the host's queued appends",
+    ),
+    (
+        "append-encoded",
+        "appends as encoded records: the host's queued appends",
+    ),
+    (
+        "append-encoded-one",
+        "one encoded record: the host's queued appends",
+    ),
+    (
+        "append-batch",
+        "several appends in one call: GuestStore::append_batch",
+    ),
     ("get-batch-records", "get_batch as records the host decodes"),
-    ("is-poisoned", "GuestStore::is_poisoned (store-core's is not an operation)"),
+    (
+        "is-poisoned",
+        "GuestStore::is_poisoned (store-core's is not an operation)",
+    ),
 ];
 
 /// The function names of the WIT `store` resource.
 fn wit_store_functions() -> Vec<String> {
     let wit = include_str!("../../../wit/seqstore.wit");
-    let start = wit.find("resource store {").expect("the WIT has a store resource");
+    let start = wit
+        .find("resource store {")
+        .expect("the WIT has a store resource");
     let body = &wit[start..];
     let end = body.find("\n    }\n").expect("the store resource ends");
     body[..end]
         .lines()
         .map(str::trim)
         .filter(|l| !l.starts_with("//"))
-        .filter_map(|l| l.split_once(": ").filter(|(_, rest)| rest.contains("func(")))
+        .filter_map(|l| {
+            l.split_once(": ")
+                .filter(|(_, rest)| rest.contains("func("))
+        })
         .map(|(name, _)| name.trim_start_matches('%').to_string())
         .collect()
 }
@@ -57,13 +77,22 @@ fn every_operation_is_a_wit_function_and_back() {
             missing.push(format!("{op} (WIT `{name}`)"));
         }
     }
-    assert!(missing.is_empty(), "operations without a WIT function: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "operations without a WIT function: {missing:?}"
+    );
     let extra: Vec<&String> = (wit.iter())
         .filter(|w| !ops.iter().any(|op| kebab(op) == **w))
         .filter(|w| !WIT_ONLY.iter().any(|(o, _)| o == w))
         .collect();
-    assert!(extra.is_empty(), "WIT functions that are not operations: {extra:?}");
+    assert!(
+        extra.is_empty(),
+        "WIT functions that are not operations: {extra:?}"
+    );
     for (w, why) in WIT_ONLY {
-        assert!(wit.iter().any(|f| f == w), "WIT_ONLY names `{w}` ({why}), not in the WIT");
+        assert!(
+            wit.iter().any(|f| f == w),
+            "WIT_ONLY names `{w}` ({why}), not in the WIT"
+        );
     }
 }
