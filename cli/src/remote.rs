@@ -8,7 +8,7 @@
 
 use seqstore_client::wire::{self, AckPolicy, AppendRequest, NextRequest, PurgeRequest};
 use seqstore_client::{Client, Error as ClientError};
-use seqstore_commands::{AckArg, ConsumerCmd, ConsumerInfo, Error, Msg, Output, Result, StoreCmd};
+use seqstore_commands::{ConsumerCmd, ConsumerInfo, Error, Msg, Output, Result, StoreCmd};
 use seqstore_core::surface::StreamStore;
 use seqstore_core::{
     ConsumerConfig, ConsumerState, FilteredState, RecoveryReport, StoredMsg, StreamState,
@@ -118,13 +118,8 @@ impl Remote {
                 max_deliver,
                 ..
             } => {
-                let ack_policy = match ack {
-                    AckArg::Explicit => AckPolicy::Explicit,
-                    AckArg::All => AckPolicy::All,
-                    AckArg::None => AckPolicy::None,
-                };
                 let cfg = wire::ConsumerConfig {
-                    ack_policy,
+                    ack_policy: AckPolicy::from(*ack),
                     max_deliver: *max_deliver,
                 };
                 self.wait(c.consumer_add(s, name, &cfg))?;
@@ -163,19 +158,10 @@ impl Remote {
 
 /// `consumer info`'s output from the server's answer.
 fn info(i: wire::ConsumerInfo) -> ConsumerInfo {
-    let policy = match i.config.ack_policy {
-        AckPolicy::Explicit => seqstore_core::AckPolicy::Explicit,
-        AckPolicy::All => seqstore_core::AckPolicy::All,
-        AckPolicy::None => seqstore_core::AckPolicy::None,
-    };
     let cfg = ConsumerConfig {
         name: i.name,
-        ack_policy: policy,
+        ack_policy: i.config.ack_policy,
         max_deliver: i.config.max_deliver,
-    };
-    let core_pair = |p: wire::SeqPair| seqstore_core::SequencePair {
-        consumer: p.consumer,
-        stream: p.stream,
     };
     let pending = (i.pending.iter())
         .map(|p| {
@@ -191,8 +177,8 @@ fn info(i: wire::ConsumerInfo) -> ConsumerInfo {
         .map(|p| (p.stream_seq, p.redelivered))
         .collect();
     let st = ConsumerState {
-        delivered: core_pair(i.delivered),
-        ack_floor: core_pair(i.ack_floor),
+        delivered: i.delivered,
+        ack_floor: i.ack_floor,
         pending,
         redelivered,
     };

@@ -10,23 +10,8 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// A stream's limits (zero is unlimited for each), as seqstore-raft's `StreamConfig`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct StreamConfig {
-    /// Most messages kept.
-    pub max_msgs: u64,
-    /// Most bytes kept.
-    pub max_bytes: u64,
-    /// Oldest age kept, in ms of the leader's clock.
-    pub max_age_ms: u64,
-    /// Most messages kept per subject.
-    pub max_msgs_per_subject: u64,
-    /// Refuse new messages when full, instead of removing the oldest.
-    pub discard_new: bool,
-    /// Largest payload accepted (0: the store's default, 1 MiB).
-    pub max_payload: u32,
-}
+/// A stream's limits (zero is unlimited for each): store-core's own type.
+pub use seqstore_core::StreamConfig;
 
 /// A stream's counters: store-core's own type, serialized with its field names.
 pub use seqstore_core::StreamState;
@@ -398,18 +383,9 @@ pub mod kind {
     pub const INTERNAL: &str = "internal";
 }
 
-/// How a consumer's messages are acknowledged.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AckPolicy {
-    /// Each message on its own.
-    #[default]
-    Explicit,
-    /// An ack acknowledges every message delivered before it too.
-    All,
-    /// A delivery is its own ack.
-    None,
-}
+/// How a consumer's messages are acknowledged (`explicit`, `all`, `none`): store-core's own
+/// type.
+pub use seqstore_core::AckPolicy;
 
 /// `PUT /streams/{stream}/consumers/{name}`: a durable consumer's settings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -477,14 +453,8 @@ pub struct AckRequest {
     pub stream_seq: u64,
 }
 
-/// A consumer sequence and the stream sequence it delivered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SeqPair {
-    /// The consumer's delivery counter.
-    pub consumer: u64,
-    /// The stream sequence.
-    pub stream: u64,
-}
+/// A consumer sequence and the stream sequence it delivered: store-core's own type.
+pub use seqstore_core::SequencePair;
 
 /// `GET /streams/{stream}/consumers/{name}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -494,9 +464,9 @@ pub struct ConsumerInfo {
     /// Its settings.
     pub config: ConsumerConfig,
     /// The last delivery.
-    pub delivered: SeqPair,
+    pub delivered: SequencePair,
     /// Everything at or below it is acknowledged.
-    pub ack_floor: SeqPair,
+    pub ack_floor: SequencePair,
     /// The deliveries awaiting their ack, by stream sequence.
     pub pending: Vec<PendingAck>,
 }

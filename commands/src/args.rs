@@ -298,6 +298,16 @@ pub enum AckArg {
     None,
 }
 
+impl From<AckArg> for seqstore_core::AckPolicy {
+    fn from(a: AckArg) -> Self {
+        match a {
+            AckArg::Explicit => seqstore_core::AckPolicy::Explicit,
+            AckArg::All => seqstore_core::AckPolicy::All,
+            AckArg::None => seqstore_core::AckPolicy::None,
+        }
+    }
+}
+
 /// The consumer subcommands.
 #[derive(Subcommand, Clone, Debug)]
 pub enum ConsumerCmd<X: Args> {

@@ -7,7 +7,7 @@ use seqstore_core::{AckPolicy, Clock, ConsumerConfig};
 use std::io::Read;
 
 use crate::output::{ConsumerInfo, Msg, Output, Report, Subjects};
-use crate::{AckArg, ConsumerCmd, Error, Result, StoreCmd};
+use crate::{ConsumerCmd, Error, Result, StoreCmd};
 
 /// Runs `cmd` on `store` and returns what it prints. `clock` stamps consumer deliveries.
 /// `verify` reads the directory without a store: see [`crate::execute`].
@@ -209,14 +209,9 @@ where
             max_deliver,
             ..
         } => {
-            let ack_policy = match ack {
-                AckArg::Explicit => AckPolicy::Explicit,
-                AckArg::All => AckPolicy::All,
-                AckArg::None => AckPolicy::None,
-            };
             store.consumer_add(&ConsumerConfig {
                 name: name.clone(),
-                ack_policy,
+                ack_policy: AckPolicy::from(*ack),
                 max_deliver: *max_deliver,
             })?;
             Output::ConsumerAdded(name.clone())

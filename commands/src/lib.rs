@@ -37,7 +37,7 @@ pub use args::{
 pub use error::{report, Error, Result};
 pub use exec::{run, run_and_close};
 pub use open::{execute, is_locked, open_native, prepare_dir, retry_locked};
-pub use output::{Bytes, ConsumerInfo, Msg, Output, Report, SeqPair, Subjects, VerifyOut};
+pub use output::{Bytes, ConsumerInfo, Msg, Output, Report, Subjects, VerifyOut};
 
 /// The exit code of a command that did what it was asked.
 pub const EXIT_OK: u8 = 0;

@@ -1,7 +1,8 @@
 //! What a command prints: one typed value, as JSON lines (serde_json) or as the CLI's text.
 
 use seqstore_core::{
-    ConsumerConfig, ConsumerState, RecoveryReport, StoredMsg, StreamState, VerifyReport,
+    ConsumerConfig, ConsumerState, RecoveryReport, SequencePair, StoredMsg, StreamState,
+    VerifyReport,
 };
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
@@ -165,13 +166,6 @@ impl From<&VerifyReport> for VerifyOut {
     }
 }
 
-/// A consumer's sequence pair.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct SeqPair {
-    pub consumer: u64,
-    pub stream: u64,
-}
-
 /// A pending delivery.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PendingOut {
@@ -193,8 +187,8 @@ pub struct ConsumerInfo {
     pub name: String,
     pub ack_policy: String,
     pub max_deliver: u64,
-    pub delivered: SeqPair,
-    pub ack_floor: SeqPair,
+    pub delivered: SequencePair,
+    pub ack_floor: SequencePair,
     pub num_pending: usize,
     pub pending: Vec<PendingOut>,
     pub redelivered: Vec<RedeliveredOut>,
@@ -203,16 +197,12 @@ pub struct ConsumerInfo {
 impl ConsumerInfo {
     /// The configuration and state of one consumer.
     pub fn new(cfg: &ConsumerConfig, st: &ConsumerState) -> Self {
-        let pair = |p: seqstore_core::SequencePair| SeqPair {
-            consumer: p.consumer,
-            stream: p.stream,
-        };
         ConsumerInfo {
             name: cfg.name.clone(),
             ack_policy: cfg.ack_policy.name().to_string(),
             max_deliver: cfg.max_deliver,
-            delivered: pair(st.delivered),
-            ack_floor: pair(st.ack_floor),
+            delivered: st.delivered,
+            ack_floor: st.ack_floor,
             num_pending: st.pending.len(),
             pending: st
                 .pending

@@ -30,6 +30,6 @@ pub use floor::SnapshotFloor;
 pub use log::{LogConfig, LogCore};
 pub use streams::{StreamCore, StreamStateMachine};
 pub use types::{
-    AckPolicy, ApplyError, ConsumerConfig, ConsumerInfo, Delivery, Entry, LogId, Op, Request,
-    Response, StreamConfig, TypeConfig, Vote, MAX_REQUEST_BYTES,
+    store_config, AckPolicy, ApplyError, ConsumerConfig, ConsumerInfo, Delivery, Entry, LogId, Op,
+    Request, Response, StreamConfig, TypeConfig, Vote, MAX_REQUEST_BYTES,
 };

@@ -10,7 +10,6 @@
 
 use serde::{Deserialize, Serialize};
 use std::io::Cursor;
-use std::time::Duration;
 
 /// A write to the stream service: one log entry's payload.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,37 +183,8 @@ pub enum Op {
 /// The most messages one [`Op::ConsumerNext`] delivers.
 pub const MAX_BATCH: u32 = 256;
 
-/// How a consumer's messages are acknowledged (store-core's [`seqstore_core::AckPolicy`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum AckPolicy {
-    /// Each message on its own.
-    #[default]
-    Explicit,
-    /// An ack acknowledges every message delivered before it too.
-    All,
-    /// A delivery is its own ack.
-    None,
-}
-
-impl AckPolicy {
-    /// store-core's policy.
-    pub fn to_core(self) -> seqstore_core::AckPolicy {
-        match self {
-            AckPolicy::Explicit => seqstore_core::AckPolicy::Explicit,
-            AckPolicy::All => seqstore_core::AckPolicy::All,
-            AckPolicy::None => seqstore_core::AckPolicy::None,
-        }
-    }
-
-    /// The policy of store-core's.
-    pub fn from_core(p: seqstore_core::AckPolicy) -> Self {
-        match p {
-            seqstore_core::AckPolicy::Explicit => AckPolicy::Explicit,
-            seqstore_core::AckPolicy::All => AckPolicy::All,
-            seqstore_core::AckPolicy::None => AckPolicy::None,
-        }
-    }
-}
+/// How a consumer's messages are acknowledged: store-core's own type.
+pub use seqstore_core::AckPolicy;
 
 /// A consumer's configuration (store-core's without the name, which the request carries).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -246,14 +216,8 @@ pub struct Delivery {
     pub payload: Vec<u8>,
 }
 
-/// A consumer sequence and the stream sequence it delivered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct SeqPair {
-    /// The consumer's delivery counter.
-    pub consumer: u64,
-    /// The stream sequence.
-    pub stream: u64,
-}
+/// A consumer sequence and the stream sequence it delivered: store-core's own type.
+pub use seqstore_core::SequencePair;
 
 /// A delivered message awaiting its ack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -274,9 +238,9 @@ pub struct ConsumerInfo {
     /// Its config.
     pub config: ConsumerConfig,
     /// The last delivery.
-    pub delivered: SeqPair,
+    pub delivered: SequencePair,
     /// Everything at or below this is acknowledged.
-    pub ack_floor: SeqPair,
+    pub ack_floor: SequencePair,
     /// The messages awaiting an ack, by stream sequence.
     pub pending: Vec<PendingAck>,
 }
@@ -287,10 +251,6 @@ impl ConsumerInfo {
         cfg: &seqstore_core::ConsumerConfig,
         st: &seqstore_core::ConsumerState,
     ) -> Self {
-        let pair = |p: seqstore_core::SequencePair| SeqPair {
-            consumer: p.consumer,
-            stream: p.stream,
-        };
         let pending = (st.pending.iter())
             .map(|(&q, p)| PendingAck {
                 stream_seq: q,
@@ -301,11 +261,11 @@ impl ConsumerInfo {
             .collect();
         ConsumerInfo {
             config: ConsumerConfig {
-                ack_policy: AckPolicy::from_core(cfg.ack_policy),
+                ack_policy: cfg.ack_policy,
                 max_deliver: cfg.max_deliver,
             },
-            delivered: pair(st.delivered),
-            ack_floor: pair(st.ack_floor),
+            delivered: st.delivered,
+            ack_floor: st.ack_floor,
             pending,
         }
     }
@@ -318,45 +278,14 @@ impl ConsumerInfo {
     }
 }
 
-/// What a stream keeps: seqstore's limits (zero is unlimited for each).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StreamConfig {
-    /// Most messages kept.
-    pub max_msgs: u64,
-    /// Most bytes kept.
-    pub max_bytes: u64,
-    /// Oldest age kept, in ms of the leader's clock.
-    pub max_age_ms: u64,
-    /// Most messages kept per subject.
-    pub max_msgs_per_subject: u64,
-    /// Refuse new messages when full, instead of removing the oldest.
-    pub discard_new: bool,
-    /// Largest payload accepted (0: store-core's default).
-    pub max_payload: u32,
-}
+/// What a stream keeps: store-core's [`StreamConfig`] (its limits in plain numbers, the form
+/// the log and the HTTP API carry).
+pub use seqstore_core::StreamConfig;
 
-impl StreamConfig {
-    /// The store-core configuration of a stream's store. Not fsynced on append: the raft log
-    /// is the durable record, and the state machine's checkpoint is its snapshot file.
-    pub fn store_config(&self) -> seqstore_core::Config {
-        let mut limits = seqstore_core::Limits::default();
-        limits.max_msgs = self.max_msgs;
-        limits.max_bytes = self.max_bytes;
-        limits.max_age = Duration::from_millis(self.max_age_ms);
-        limits.max_msgs_per_subject = self.max_msgs_per_subject;
-        limits.discard = if self.discard_new {
-            seqstore_core::Discard::New
-        } else {
-            seqstore_core::Discard::Old
-        };
-        let mut cfg = seqstore_core::Config::default()
-            .with_sync(seqstore_core::SyncPolicy::Never)
-            .with_limits(limits);
-        if self.max_payload > 0 {
-            cfg = cfg.with_max_payload(self.max_payload);
-        }
-        cfg
-    }
+/// The store-core configuration of a stream's store: its limits, and no fsync on append (the
+/// raft log is the durable record, and the state machine's checkpoint is its snapshot file).
+pub fn store_config(c: &StreamConfig) -> seqstore_core::Config {
+    c.config().with_sync(seqstore_core::SyncPolicy::Never)
 }
 
 /// What applying a [`Request`] returned. Errors here are the request's own and deterministic

@@ -56,6 +56,54 @@ pub struct Limits {
     pub discard: Discard,
 }
 
+/// A stream's limits in plain numbers (zero is unlimited for each): the form they cross a wire
+/// or a replicated log in (seqstore-raft's stream config, the server's and client's JSON).
+/// [`StreamConfig::config`] is the store configuration they make.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default, deny_unknown_fields)
+)]
+pub struct StreamConfig {
+    /// Most messages kept.
+    pub max_msgs: u64,
+    /// Most bytes kept.
+    pub max_bytes: u64,
+    /// Oldest age kept, in ms of the clock that stamps the messages.
+    pub max_age_ms: u64,
+    /// Most messages kept per subject.
+    pub max_msgs_per_subject: u64,
+    /// Refuse new messages when full, instead of removing the oldest.
+    pub discard_new: bool,
+    /// Largest payload accepted (0: the store's default, 1 MiB).
+    pub max_payload: u32,
+}
+
+impl StreamConfig {
+    /// Its limits.
+    pub fn limits(&self) -> Limits {
+        Limits::default()
+            .with_max_msgs(self.max_msgs)
+            .with_max_bytes(self.max_bytes)
+            .with_max_age(Duration::from_millis(self.max_age_ms))
+            .with_max_msgs_per_subject(self.max_msgs_per_subject)
+            .with_discard(match self.discard_new {
+                true => Discard::New,
+                false => Discard::Old,
+            })
+    }
+
+    /// `Config::default()` with these limits and payload size.
+    pub fn config(&self) -> Config {
+        let cfg = Config::default().with_limits(self.limits());
+        match self.max_payload {
+            0 => cfg,
+            n => cfg.with_max_payload(n),
+        }
+    }
+}
+
 /// How to run a store: `Config::default()`, changed with the `with_*` setters (or by assigning
 /// the public fields).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -81,7 +81,7 @@ mod verify;
 #[cfg(feature = "ablation")]
 pub use ablation::Ablation;
 pub use clock::{Clock, ManualClock};
-pub use config::{Config, Discard, Limits, RecoveryMode, SyncPolicy};
+pub use config::{Config, Discard, Limits, RecoveryMode, StreamConfig, SyncPolicy};
 pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
 #[cfg(feature = "crypt")]
 pub use crypt::{CryptFile, CryptFs, Entropy, OsEntropy};

@@ -5,7 +5,7 @@ use super::{gen_dir, read_snapshot, SmAblation, Stream, StreamCore, WORK};
 use crate::error::{Error, Result};
 use crate::meta;
 use crate::sharedfs::{SharedFs, SubFs};
-use crate::types::{LogId, StreamConfig};
+use crate::types::{store_config, LogId, StreamConfig};
 use openraft::{BasicNode, StoredMembership};
 use seqstore_core::{Fs, ManualClock, Store};
 use serde::{Deserialize, Serialize};
@@ -92,7 +92,7 @@ impl<F: Fs> StreamCore<F> {
             let dir = format!("{}/{name}", gen_dir(rec.gen));
             let _ = fs.create_dir(&dir);
             let store = Store::builder(SubFs::new(fs.clone(), dir))
-                .config(config.store_config())
+                .config(store_config(&config))
                 .clock(clock.clone())
                 .open()?;
             streams.insert(name, Stream { config, store });

@@ -22,7 +22,7 @@ pub(super) fn apply<F: Fs>(s: &mut Stream<F>, stream: &str, op: Op, now: i64) ->
         Op::ConsumerAdd { name, config, .. } => {
             let cfg = seqstore_core::ConsumerConfig {
                 name,
-                ack_policy: config.ack_policy.to_core(),
+                ack_policy: config.ack_policy,
                 max_deliver: config.max_deliver,
             };
             store.consumer_add(&cfg).map(|()| Response::Done)

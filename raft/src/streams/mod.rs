@@ -51,7 +51,7 @@ pub use machine::{StreamSnapshotBuilder, StreamStateMachine};
 use crate::error::{Error, Result};
 use crate::meta;
 use crate::sharedfs::{SharedFs, SubFs};
-use crate::types::{ApplyError, ConsumerInfo, Entry, LogId, Response, StreamConfig};
+use crate::types::{store_config, ApplyError, ConsumerInfo, Entry, LogId, Response, StreamConfig};
 use openraft::{BasicNode, EntryPayload, SnapshotMeta, StoredMembership};
 use seqstore_core::{Fs, ManualClock, Store, StoredMsg};
 use serde::{Deserialize, Serialize};
@@ -282,7 +282,7 @@ impl<F: Fs> StreamCore<F> {
             .create_dir(&dir)
             .map_err(|e| Error::io("create_dir", &dir, e))?;
         let opened = Store::builder(SubFs::new(self.fs.clone(), dir))
-            .config(config.store_config())
+            .config(store_config(&config))
             .clock(self.clock.clone())
             .open();
         match opened {
@@ -508,7 +508,7 @@ fn materialize<F: Fs>(
         fs.create_dir(&dir)
             .map_err(|e| Error::io("create_dir", &dir, e))?;
         let sub = SubFs::new(fs.clone(), dir);
-        let cfg = si.config.store_config();
+        let cfg = store_config(&si.config);
         // restored and opened on the state machine's clock
         let (store, _) = Store::builder(sub)
             .config(cfg)

@@ -9,8 +9,8 @@ use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use seqstore_client::wire::{
-    AckPolicy, AckRequest, ConsumerConfig, ConsumerInfo, ConsumerList, Deliveries, Delivery, Msg,
-    NextRequest, PendingAck, SeqPair,
+    AckRequest, ConsumerConfig, ConsumerInfo, ConsumerList, Deliveries, Delivery, Msg, NextRequest,
+    PendingAck,
 };
 use seqstore_raft::{Op, Response};
 
@@ -35,29 +35,13 @@ fn ok(r: Response) -> R<serde_json::Value> {
     }
 }
 
-fn policy(p: AckPolicy) -> seqstore_raft::AckPolicy {
-    match p {
-        AckPolicy::Explicit => seqstore_raft::AckPolicy::Explicit,
-        AckPolicy::All => seqstore_raft::AckPolicy::All,
-        AckPolicy::None => seqstore_raft::AckPolicy::None,
-    }
-}
-
-fn policy_of(p: seqstore_raft::AckPolicy) -> AckPolicy {
-    match p {
-        seqstore_raft::AckPolicy::Explicit => AckPolicy::Explicit,
-        seqstore_raft::AckPolicy::All => AckPolicy::All,
-        seqstore_raft::AckPolicy::None => AckPolicy::None,
-    }
-}
-
 async fn add(
     State(app): State<App>,
     P((stream, name)): P<(String, String)>,
     JsonBody(c): JsonBody<ConsumerConfig>,
 ) -> R<serde_json::Value> {
     let config = seqstore_raft::ConsumerConfig {
-        ack_policy: policy(c.ack_policy),
+        ack_policy: c.ack_policy,
         max_deliver: c.max_deliver,
     };
     ok(app
@@ -136,18 +120,14 @@ async fn info(State(app): State<App>, P((stream, name)): P<(String, String)>) ->
 
 /// The wire form of a consumer's config and state.
 pub fn info_of(name: String, i: seqstore_raft::ConsumerInfo) -> ConsumerInfo {
-    let pair = |p: seqstore_raft::types::SeqPair| SeqPair {
-        consumer: p.consumer,
-        stream: p.stream,
-    };
     ConsumerInfo {
         name,
         config: ConsumerConfig {
-            ack_policy: policy_of(i.config.ack_policy),
+            ack_policy: i.config.ack_policy,
             max_deliver: i.config.max_deliver,
         },
-        delivered: pair(i.delivered),
-        ack_floor: pair(i.ack_floor),
+        delivered: i.delivered,
+        ack_floor: i.ack_floor,
         pending: (i.pending.iter())
             .map(|p| PendingAck {
                 stream_seq: p.stream_seq,

@@ -43,32 +43,10 @@ pub fn routes() -> Router<App> {
         .route("/streams/{name}/skip", post(skip))
 }
 
-fn to_raft(c: StreamConfig) -> seqstore_raft::StreamConfig {
-    seqstore_raft::StreamConfig {
-        max_msgs: c.max_msgs,
-        max_bytes: c.max_bytes,
-        max_age_ms: c.max_age_ms,
-        max_msgs_per_subject: c.max_msgs_per_subject,
-        discard_new: c.discard_new,
-        max_payload: c.max_payload,
-    }
-}
-
-fn from_raft(c: &seqstore_raft::StreamConfig) -> StreamConfig {
-    StreamConfig {
-        max_msgs: c.max_msgs,
-        max_bytes: c.max_bytes,
-        max_age_ms: c.max_age_ms,
-        max_msgs_per_subject: c.max_msgs_per_subject,
-        discard_new: c.discard_new,
-        max_payload: c.max_payload,
-    }
-}
-
 fn info_of(name: &str, c: &seqstore_raft::StreamConfig, s: &St) -> StreamInfo {
     StreamInfo {
         name: name.to_string(),
-        config: from_raft(c),
+        config: *c,
         state: s.state(),
     }
 }
@@ -138,10 +116,8 @@ async fn create(
     P(name): P<String>,
     JsonBody(config): JsonBody<StreamConfig>,
 ) -> R<serde_json::Value> {
-    let config = to_raft(config);
     // store-core's own check of the limits, before anything is proposed
-    config
-        .store_config()
+    seqstore_raft::store_config(&config)
         .validate()
         .map_err(|e| ApiError::bad_request(format!("config: {e}")))?;
     done(app.write(Op::CreateStream { name, config }).await?)

@@ -5,8 +5,14 @@
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 
-/// How a consumer's messages are acknowledged (NATS `AckPolicy`).
+/// How a consumer's messages are acknowledged (NATS `AckPolicy`); on a wire `explicit`,
+/// `all`, `none`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum AckPolicy {
     /// Every message is acknowledged on its own (NATS `AckExplicit`, the default).
     #[default]
@@ -69,6 +75,7 @@ impl ConsumerConfig {
 
 /// A consumer sequence and the stream sequence it delivered (NATS `SequencePair`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct SequencePair {
     /// The consumer's own delivery counter.
     pub consumer: u64,
