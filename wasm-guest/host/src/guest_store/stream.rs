@@ -54,11 +54,11 @@ impl StreamStore for GuestStore {
         &mut self,
         seq: u64,
         ts: i64,
-        subject: &str,
-        headers: &[u8],
-        payload: &[u8],
+        subj: &str,
+        hdr: &[u8],
+        data: &[u8],
     ) -> Result<u64> {
-        self.call(|g, s, h| g.call_append_raw(s, h, seq, ts, subject, headers, payload))
+        self.call(|g, s, h| g.call_append_raw(s, h, seq, ts, subj, hdr, data))
     }
 
     /// `Store::skip_msg`: `seq` (which must be `last_seq + 1`) used without a message,
@@ -72,7 +72,6 @@ impl StreamStore for GuestStore {
         self.call(|g, s, h| g.call_skip_many(s, h, first, count))
     }
 
-    /// `Store::next_matching_multi`.
     fn next_matching_multi(
         &mut self,
         filters: &[&str],
@@ -83,19 +82,16 @@ impl StreamStore for GuestStore {
             .map(|m| m.map(from_wit_msg))
     }
 
-    /// `Store::filtered_state`.
     fn filtered_state(&mut self, filter: &str, from_seq: u64) -> Result<FilteredState> {
         self.filtered_state_multi(&[filter], from_seq)
     }
 
-    /// `Store::filtered_state_multi`.
     fn filtered_state_multi(&mut self, filters: &[&str], from_seq: u64) -> Result<FilteredState> {
         let filters = owned(filters);
         self.call_read(|g, s, h| g.call_filtered_state(s, h, &filters, from_seq))
             .map(from_wit_filtered)
     }
 
-    /// `Store::subjects_state_detail`.
     fn subjects_state_detail(&mut self, filter: &str) -> Result<BTreeMap<String, FilteredState>> {
         self.call_read(|g, s, h| g.call_subjects_state_detail(s, h, filter))
             .map(|v| {
@@ -105,7 +101,6 @@ impl StreamStore for GuestStore {
             })
     }
 
-    /// `Store::multi_last_seqs`.
     fn multi_last_seqs(
         &mut self,
         filters: &[&str],
@@ -117,7 +112,6 @@ impl StreamStore for GuestStore {
         self.call_read(|g, s, h| g.call_multi_last_seqs(s, h, &filters, max_seq, max_count))
     }
 
-    /// `Store::subject_for_seq`.
     fn all_last_seqs(&mut self) -> Result<Vec<u64>> {
         self.call_read(|g, s, h| g.call_all_last_seqs(s, h))
     }
@@ -264,66 +258,50 @@ impl StreamStore for GuestStore {
         self.call(|g, s, h| g.call_checkpoint(s, h))
     }
 
-    /// `Store::consumer_add`.
     fn consumer_add(&mut self, cfg: &ConsumerConfig) -> Result<()> {
         let c = to_wit_config(cfg);
         self.raw(|g, s, h| g.call_consumer_add(s, h, &c))?
             .map_err(from_consumer_error)
     }
 
-    /// `Store::consumer_update`.
     fn consumer_update(&mut self, cfg: &ConsumerConfig) -> Result<()> {
         let c = to_wit_config(cfg);
         self.raw(|g, s, h| g.call_consumer_update(s, h, &c))?
             .map_err(from_consumer_error)
     }
 
-    /// `Store::update_delivered`.
-    fn update_delivered(
-        &mut self,
-        name: &str,
-        dseq: u64,
-        sseq: u64,
-        dc: u64,
-        ts: i64,
-    ) -> Result<()> {
-        self.raw(|g, s, h| g.call_update_delivered(s, h, name, dseq, sseq, dc, ts))?
+    fn update_delivered(&mut self, n: &str, dseq: u64, sseq: u64, dc: u64, ts: i64) -> Result<()> {
+        self.raw(|g, s, h| g.call_update_delivered(s, h, n, dseq, sseq, dc, ts))?
             .map_err(from_consumer_error)
     }
 
-    /// `Store::update_acks`.
     fn update_acks(&mut self, name: &str, dseq: u64, sseq: u64) -> Result<()> {
         self.raw(|g, s, h| g.call_update_acks(s, h, name, dseq, sseq))?
             .map_err(from_consumer_error)
     }
 
-    /// `Store::consumer_state`.
     fn consumer_state(&mut self, name: &str) -> Result<ConsumerState> {
         self.raw_read(|g, s, h| g.call_consumer_state(s, h, name))?
             .map(from_wit_consumer_state)
             .map_err(from_consumer_error)
     }
 
-    /// `Store::consumer_config`.
     fn consumer_config(&mut self, name: &str) -> Result<ConsumerConfig> {
         self.raw_read(|g, s, h| g.call_consumer_config(s, h, name))?
             .map(from_wit_config)
             .map_err(from_consumer_error)
     }
 
-    /// `Store::consumer_reset`.
     fn consumer_reset(&mut self, name: &str, start: u64) -> Result<()> {
         self.raw(|g, s, h| g.call_consumer_reset(s, h, name, start))?
             .map_err(from_consumer_error)
     }
 
-    /// `Store::consumer_delete`.
     fn consumer_delete(&mut self, name: &str) -> Result<()> {
         self.raw(|g, s, h| g.call_consumer_delete(s, h, name))?
             .map_err(from_consumer_error)
     }
 
-    /// `Store::consumer_names`.
     fn consumer_names(&mut self) -> Result<Vec<String>> {
         self.raw_read(|g, s, h| g.call_consumer_names(s, h))
     }
