@@ -10,16 +10,16 @@
 //!
 //! Adding an operation: write it on `Store`; add one line to the group it belongs to below;
 //! then the compiler names each implementation that genuinely differs (the guest's, with its
-//! WIT function; the cluster client's).
+//! WIT function; the cluster client's). CONTRIBUTING.md lists the steps.
 
 /// The operations of one group, handed to [`__stream_ops!`](crate::__stream_ops) in `$mode`.
 ///
 /// The groups, by how a [`SharedStore`](crate::SharedStore) runs them: `acked` (writes it
 /// sends through its group commit), `sync_purge` (writes that leave every sealed block's bytes
 /// as they are: they need not wait for a streaming snapshot), `changes` (the other writes),
-/// `reads`. Each line is `fn name(&mut self, args) ->
-/// T;`; the trait returns `Result<T, Self::Error>`. Store-core's own method of the same name
-/// (same arguments) is the reference; its documentation says the fsyncs.
+/// `reads`. Each line is `fn name(&mut self, args) -> T;`; the trait returns
+/// `Result<T, Self::Error>`. Store-core's own method of the same name (same arguments) is the
+/// reference; its documentation says the fsyncs.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __stream_group {
@@ -210,7 +210,9 @@ macro_rules! __stream_ops {
     };
     (forward ($ty:ty, $this:ident => $target:expr, $map:expr)
         $( $(#[$m:meta])* fn $name:ident(&mut self $(, $a:ident: $t:ty)*) -> $r:ty; )*) => {
-        $( #[deny(unconditional_recursion)] // `Type` without the method: the trait's own
+        // where `Type` is `Self` and lacks the inherent method, the call resolves to this very
+        // method: refused here (the lint is silent when the macro runs in another crate)
+        $( #[deny(unconditional_recursion)]
         fn $name(&mut self $(, $a: $t)*) -> ::core::result::Result<$r, Self::Error> {
             let $this = self;
             <$ty>::$name($target $(, $a)*).map_err($map)

@@ -42,9 +42,9 @@
 //! dropping a native store does) and frees the instance.
 //!
 //! A call into the guest costs a few hundred nanoseconds, so under `SyncPolicy::Never` without
-//! limits [`GuestStore::append`] queues messages on the host and sends them 64 KiB at a time
-//! (same results; an I/O error comes back from the call that sent the queue and poisons the
-//! store: see its docs). Record checksums are computed by the host (crc32 in wasm has no SIMD):
+//! limits `GuestStore`'s [`append`](seqstore_core::surface::StreamStore::append) queues
+//! messages on the host and sends them 64 KiB at a time (same results; an I/O error comes back
+//! from the call that sent the queue and poisons the store: see its docs). Record checksums are computed by the host (crc32 in wasm has no SIMD):
 //! for those queued appends, and for recovery's block scan (the `checksum` import).
 
 #![warn(missing_docs)]

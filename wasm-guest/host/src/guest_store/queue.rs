@@ -191,7 +191,7 @@ impl GuestStore {
     }
 
     /// Appends several messages `(subject, headers, payload)`, exactly as that many
-    /// [`append`](Self::append) calls in a row would (one that fails does not stop the
+    /// [`append`](seqstore_core::surface::StreamStore::append) calls in a row would (one that fails does not stop the
     /// others): one result per message, under any sync policy. Under `SyncPolicy::Never`
     /// without limits that is what it does, since plain `append` batches there on its own
     /// (the host encodes, and computes the checksums natively); under the other policies the
