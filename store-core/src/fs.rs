@@ -229,7 +229,7 @@ pub trait FsFileExt: FsFile {
     fn crc32_ranges(&self, buf: &[u8], ranges: &[(u32, u32)], out: &mut Vec<u32>) {
         out.extend(ranges.iter().map(|&(start, len)| {
             let start = start as usize;
-            crate::record::crc32(&buf[start..start + len as usize])
+            crate::framing::crc32(&buf[start..start + len as usize])
         }));
     }
 
@@ -291,20 +291,6 @@ pub enum LockError {
 impl From<io::Error> for LockError {
     fn from(e: io::Error) -> Self {
         LockError::Io(e)
-    }
-}
-
-impl LockError {
-    /// The store's error for a failure to take its lock `name`.
-    pub(crate) fn into_store_error(self, name: &str) -> crate::error::Error {
-        match self {
-            LockError::Held(h) => crate::error::Error::Locked {
-                path: h.path,
-                pid: h.pid,
-                detail: h.detail,
-            },
-            LockError::Io(e) => crate::error::Error::io("lock", name, e),
-        }
     }
 }
 
@@ -461,7 +447,7 @@ pub fn read_framed_by_ranges<H: FsFileExt + ?Sized>(
 ) -> io::Result<()> {
     file.read_vec_at(buf, len, offset)?;
     let mut ranges = Vec::new();
-    crate::record::frame(&buf[..len], &mut ranges);
+    crate::framing::frame(&buf[..len], &mut ranges);
     file.crc32_ranges(&buf[..len], &ranges, crcs);
     Ok(())
 }

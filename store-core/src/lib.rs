@@ -48,6 +48,7 @@ mod consumer;
 #[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
 mod crypt;
 mod error;
+mod framing;
 #[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
 mod fs;
 #[allow(missing_docs)] // an internal format (see `internal::index`)

@@ -120,8 +120,7 @@ impl Clock for LogicalClock {
 /// its guest, whose own filesystem takes no lock). Held until the returned value is dropped;
 /// a store open elsewhere is [`Error::Locked`].
 pub fn lock_store<F: Fs + ?Sized>(fs: &F) -> Result<crate::fs::FsLock> {
-    fs.lock(LOCK_FILE)
-        .map_err(|e| e.into_store_error(LOCK_FILE))
+    fs.lock(LOCK_FILE).map_err(|e| Error::lock(LOCK_FILE, e))
 }
 
 pub(crate) use lock_store as take_lock;
@@ -190,7 +189,7 @@ impl<F: Fs> Store<F> {
         lock: crate::fs::FsLock,
     ) -> Result<Self> {
         cfg.validate()?;
-        crate::layer::check_layer(&fs, &cfg).map_err(Error::InvalidConfig)?;
+        cfg.check_layer(fs.layer()).map_err(Error::InvalidConfig)?;
         let now = clock.now_ns();
         let entry_cache = cfg.entry_cache;
         let mut s = Store {
