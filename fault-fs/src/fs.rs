@@ -5,7 +5,7 @@ use crate::image::{self, Cand, Choice, Spec};
 use crate::rng::Rng;
 use crate::{CallSite, Error, FaultFsConfig, FaultKind, Model, OpArg, OpKind, Stat, TraceEntry};
 use seqstore_core::split_path;
-use seqstore_core::{DirEntry, Fs, FsFile, FsFileExt, OpenOptions};
+use seqstore_core::{DirEntry, Fs, FsFile, OpenOptions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, ErrorKind};
 use std::ops::ControlFlow;
@@ -983,8 +983,6 @@ impl FsFile for FaultFile {
         })
     }
 }
-
-impl FsFileExt for FaultFile {}
 
 #[allow(dead_code)]
 fn _assert_send_sync() {

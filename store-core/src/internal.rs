@@ -18,6 +18,12 @@ pub use crate::store::{
 };
 pub use crate::store::{SyncSite, SYNC_SITES};
 
+/// How to call a file's optional fast paths ([`crate::fs::FastPaths`]): the offered one, or
+/// what its default does.
+pub mod fast {
+    pub use crate::fast::*;
+}
+
 /// The record format: block header, record framing, encode and decode.
 pub mod record {
     pub use crate::record::*;

@@ -48,6 +48,7 @@ mod consumer;
 #[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
 mod crypt;
 mod error;
+mod fast;
 mod framing;
 #[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
 mod fs;
@@ -88,7 +89,7 @@ pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePa
 pub use crypt::{CryptFile, CryptFs, Entropy, OsEntropy};
 pub use error::{Error, Result};
 pub use fs::{
-    parent_of, split_path, DirEntry, Fs, FsFile, FsFileExt, FsLock, LockError, LockHolder,
+    parent_of, split_path, DirEntry, FastPaths, Fs, FsFile, FsLock, LockError, LockHolder,
     MemLocks, OpenOptions, WriteSyncError,
 };
 pub use layer::{Cipher, Compression, Encryption, LayerConfig};

@@ -1,6 +1,7 @@
 //! Store behaviour tests on the plain in-memory fs (crash behaviour is tested with fault-fs in
 //! the workspace tests).
 
+use crate::fs::{FsFile, OpenOptions};
 use crate::memfs::MemFs;
 use crate::*;
 use proptest::prelude::*;

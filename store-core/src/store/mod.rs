@@ -6,7 +6,8 @@ use crate::admit::Admission;
 use crate::clock::Clock;
 use crate::config::{Config, Discard, RecoveryMode, SyncPolicy};
 use crate::error::{Error, Result};
-use crate::fs::{Fs, FsFile, FsFileExt, OpenOptions, WriteSyncError};
+use crate::fast;
+use crate::fs::{Fs, FsFile, OpenOptions, WriteSyncError};
 use crate::index::{BlockSummary, Snapshot, SubjectSummary};
 use crate::record::{
     self, check_block_header, decode, encode, encoded_len, Decoded, Header, Kind, BLOCK_HEADER_LEN,
