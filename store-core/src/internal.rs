@@ -10,7 +10,6 @@ pub use crate::admit::Admission;
 pub use crate::crypt::NonceLog;
 #[cfg(all(feature = "crypt", feature = "ablation"))]
 pub use crate::crypt::SeededEntropy;
-pub use crate::fs::read_framed_by_ranges;
 pub use crate::store::FxHasher;
 pub use crate::store::{
     is_lock_name, lock_store, INDEX_FILE, INDEX_TMP, LOCK_FILE, MSGS_DIR, PURGE_NEW, PURGE_OLD,

@@ -50,8 +50,7 @@ mod crypt;
 mod error;
 mod fast;
 mod framing;
-#[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
-mod fs;
+pub mod fs;
 #[allow(missing_docs)] // an internal format (see `internal::index`)
 mod index;
 #[cfg(feature = "internal")]
@@ -88,10 +87,7 @@ pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePa
 #[cfg(feature = "crypt")]
 pub use crypt::{CryptFile, CryptFs, Entropy, OsEntropy};
 pub use error::{Error, Result};
-pub use fs::{
-    parent_of, split_path, DirEntry, FastPaths, Fs, FsFile, FsLock, LockError, LockHolder,
-    MemLocks, OpenOptions, WriteSyncError,
-};
+pub use fs::Fs;
 pub use layer::{Cipher, Compression, Encryption, LayerConfig};
 pub use shared::SharedStore;
 pub use store::{restore, SnapshotInfo};

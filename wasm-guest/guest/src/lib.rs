@@ -19,12 +19,12 @@ use std::cell::RefCell;
 use std::io;
 use std::time::Duration;
 
+use seqstore_core::fs::{
+    DirEntry, FastPaths, Fs, FsFile, FsLock, LockError, OpenOptions, WriteSyncError,
+};
 use seqstore_core::internal::fast;
 use seqstore_core::internal::StoreInternals;
 use seqstore_core::{Clock, Store};
-use seqstore_core::{
-    DirEntry, FastPaths, Fs, FsFile, FsLock, LockError, OpenOptions, WriteSyncError,
-};
 
 mod convert;
 use convert::{from_fs_error, to_config, to_filtered, to_msg, to_report, to_wit_error};
@@ -312,7 +312,7 @@ impl FastPaths for GuestFile {
             // WASI's files cannot ask the host to frame: read, then send for the checksums
             // (this file's `crc32_ranges`: the host's).
             GuestFile::Wasi(_) => {
-                seqstore_core::internal::read_framed_by_ranges(self, buf, len, offset, crcs)
+                seqstore_core::fs::read_framed_by_ranges(self, buf, len, offset, crcs)
             }
         }
     }

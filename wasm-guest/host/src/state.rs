@@ -3,8 +3,8 @@
 
 use std::io;
 
+use seqstore_core::fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 use seqstore_core::Clock;
-use seqstore_core::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::ResourceLimiter;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -29,7 +29,7 @@ pub(crate) trait DynFs: Send + Sync {
     fn remove_dir_all(&self, path: &str) -> io::Result<()>;
     fn sync_dir(&self, path: &str) -> io::Result<()>;
     /// Takes the store's lock, which the host holds for its guest (`seqstore_core::internal::lock_store`).
-    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::FsLock>;
+    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::fs::FsLock>;
 }
 
 impl<F: Fs> DynFs for F
@@ -57,7 +57,7 @@ where
     fn sync_dir(&self, path: &str) -> io::Result<()> {
         Fs::sync_dir(self, path)
     }
-    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::FsLock> {
+    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::fs::FsLock> {
         seqstore_core::internal::lock_store(self)
     }
 }
@@ -92,7 +92,7 @@ impl DynFs for NoFs {
     fn remove_dir_all(&self, _: &str) -> io::Result<()> {
         no_fs()
     }
-    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::FsLock> {
+    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::fs::FsLock> {
         // the host locks the preopened directory itself (`GuestStore::open_inner`)
         Err(seqstore_core::Error::Io {
             op: "lock",
