@@ -1,6 +1,6 @@
 //! How records are delimited in a run of bytes: each begins with its length and ends with the
 //! crc32 of everything before the crc (the layout is in `record`). This is all of the format
-//! that a file's checksum fast paths (`FsFileExt::crc32_ranges`, `read_framed_at`) and the
+//! that a file's checksum fast paths (`fs::FastPaths::crc32_ranges`, `read_framed_at`) and the
 //! wasm host's framed reads need, so it depends on nothing: `fs` uses it without reaching the
 //! record codec, whose errors are the store's.
 
@@ -69,7 +69,7 @@ pub fn frame(buf: &[u8], out: &mut Vec<(u32, u32)>) {
 }
 
 /// Appends to `out` the crc32 of each record [`frame`] finds at the start of `buf`, in order:
-/// what the wasm host computes for its guest's reads (`FsFileExt::read_framed_at`).
+/// what the wasm host computes for its guest's reads (`fs::FastPaths::read_framed_at`).
 pub fn framed_crcs(buf: &[u8], out: &mut Vec<u32>) {
     walk_frames(buf, |_, covered| out.push(crc32(covered)));
 }

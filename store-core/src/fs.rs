@@ -1,8 +1,51 @@
-//! The filesystem the store runs on: one small trait, std-like names, the contract here.
+//! The filesystem the store runs on: two small traits, std-like names, the contract here.
 //!
 //! Everything the store does to storage goes through [`Fs`] and [`FsFile`]. The same store code
 //! therefore runs on a real directory (`host-fs`), inside a WASI sandbox, or on an in-memory
 //! filesystem that models power loss (`fault-fs`).
+//!
+//! # Writing a backend
+//! Implement the required methods of [`Fs`] and [`FsFile`]; nothing else is required.
+//! [`split_path`] applies the path rules below, and [`MemLocks`] is an [`Fs::lock`] for a
+//! backend without OS locks. The `conformance` module (feature `conformance`) checks a backend
+//! against this contract.
+//!
+//! ```
+//! use seqstore_core::fs::{DirEntry, Fs, FsFile, FsLock, LockError, OpenOptions};
+//! use std::io;
+//!
+//! struct MyFs;
+//! struct MyFile;
+//!
+//! impl FsFile for MyFile {
+//!     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> { todo!() }
+//!     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> { todo!() }
+//!     fn len(&self) -> io::Result<u64> { todo!() }
+//!     fn set_len(&self, len: u64) -> io::Result<()> { todo!() }
+//!     fn sync_data(&self) -> io::Result<()> { todo!() }
+//!     fn sync_all(&self) -> io::Result<()> { todo!() }
+//! }
+//!
+//! impl Fs for MyFs {
+//!     type File = MyFile;
+//!     fn open(&self, path: &str, opts: OpenOptions) -> io::Result<MyFile> { todo!() }
+//!     fn create_dir(&self, path: &str) -> io::Result<()> { todo!() }
+//!     fn read_dir(&self, path: &str) -> io::Result<Vec<DirEntry>> { todo!() }
+//!     fn rename(&self, from: &str, to: &str) -> io::Result<()> { todo!() }
+//!     fn remove_file(&self, path: &str) -> io::Result<()> { todo!() }
+//!     fn remove_dir_all(&self, path: &str) -> io::Result<()> { todo!() }
+//!     fn sync_dir(&self, path: &str) -> io::Result<()> { todo!() }
+//!     fn lock(&self, name: &str) -> Result<FsLock, LockError> { todo!() }
+//! }
+//! # fn _a_store_runs_on_it(fs: MyFs) { let _ = seqstore_core::Store::builder(fs); }
+//! ```
+//!
+//! # Fast paths
+//! A file may do some of the store's work for less, or know something the store asks: it then
+//! implements [`FastPaths`] and offers it through [`FsFile::fast_paths`]. The wasm guest's files
+//! (fewer crossings of the sandbox boundary, checksums computed by the host) and the encryption
+//! layer's (whether a block is worth rewriting) do. For a file that offers none, the store does
+//! what the defaults of [`FastPaths`] do, with the [`FsFile`] methods: the same operations.
 //!
 //! # Paths
 //! Paths are `&str`, relative to the root of the filesystem, `/`-separated. The root itself is

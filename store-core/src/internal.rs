@@ -1,8 +1,9 @@
 //! **Not a stable API.** What seqstore's own crates need of the store beyond the embedding API:
 //! the on-disk byte layouts (for the wasm host, which encodes and decodes records itself, the
 //! fuzz targets and the tests that forge files), the directory's layout constants, the fsync
-//! sites, the admission check the wasm host predicts the guest's answers with, and the store's
-//! hooks for a host that moves records as bytes. Behind the `internal` feature: an application
+//! sites, the admission check the wasm host predicts the guest's answers with, the store's
+//! hooks for a host that moves records as bytes, and how to call a file's fast paths (for a
+//! host or guest that forwards files). Behind the `internal` feature: an application
 //! that does not ask for it cannot reach any of this, and a release may change all of it.
 
 pub use crate::admit::Admission;

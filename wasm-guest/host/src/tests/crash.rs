@@ -128,7 +128,7 @@ fn batched_append_write_error_is_reported_by_the_flushing_call_and_poisons() {
 #[test]
 fn damaged_block_recovers_in_guest_like_natively() {
     // The guest's rebuild checks record checksums through the host in batches
-    // (`FsFile::crc32_ranges`); a flipped byte must be found exactly as natively.
+    // (`FastPaths::crc32_ranges`); a flipped byte must be found exactly as natively.
     let cfg = Config::default()
         .with_sync(SyncPolicy::Never)
         .with_block_size(16 << 10);
