@@ -28,6 +28,8 @@ mod batch;
 mod blocks;
 mod builder;
 mod cache;
+mod consumer_checkpoint;
+mod consumers;
 mod entries;
 mod entry_cache;
 mod export;
