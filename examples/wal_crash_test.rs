@@ -9,7 +9,7 @@
 //! the explorer finds the crash that loses the whole log, and blames the `open` that created
 //! it. With the directory fsync the same exploration is clean.
 
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_fault_fs::{explore, ExploreConfig, FaultFs, Journal, Model, Report};
 use std::io;
 

@@ -5,7 +5,7 @@
 //! Run: `cargo bench -p seqstore-fault-fs --bench explorer`; criterion's `thrpt` line is images/s.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_fault_fs::{explore, CrashCtx, ExploreConfig, FaultFs, Journal, Model, Report};
 use std::hint::black_box;
 

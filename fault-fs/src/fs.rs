@@ -4,8 +4,8 @@ use crate::core::{Core, DataKind, DataOp, FileNode, Ino, Node, NsEntry, NsOp, RO
 use crate::image::{self, Cand, Choice, Spec};
 use crate::rng::Rng;
 use crate::{CallSite, Error, FaultFsConfig, FaultKind, Model, OpArg, OpKind, Stat, TraceEntry};
-use seqstore_core::split_path;
-use seqstore_core::{DirEntry, Fs, FsFile, FsFileExt, OpenOptions};
+use seqstore_core::fs::split_path;
+use seqstore_core::fs::{DirEntry, Fs, FsFile, OpenOptions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, ErrorKind};
 use std::ops::ControlFlow;
@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Clone)]
 pub struct FaultFs {
     inner: Arc<Mutex<State>>,
-    locks: seqstore_core::MemLocks,
+    locks: seqstore_core::fs::MemLocks,
 }
 
 pub(crate) struct State {
@@ -810,7 +810,7 @@ impl Fs for FaultFs {
         })
     }
 
-    fn lock(&self, name: &str) -> Result<seqstore_core::FsLock, seqstore_core::LockError> {
+    fn lock(&self, name: &str) -> Result<seqstore_core::fs::FsLock, seqstore_core::fs::LockError> {
         self.locks.lock(name)
     }
 
@@ -983,8 +983,6 @@ impl FsFile for FaultFile {
         })
     }
 }
-
-impl FsFileExt for FaultFile {}
 
 #[allow(dead_code)]
 fn _assert_send_sync() {

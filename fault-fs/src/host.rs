@@ -3,7 +3,7 @@
 //! hold data.
 
 use crate::{Error, FaultFs, FaultFsConfig};
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use std::io;
 use std::path::Path;
 

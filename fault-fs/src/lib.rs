@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use seqstore_fault_fs::{FaultFs, Model};
-//! use seqstore_core::{Fs, FsFile, OpenOptions};
+//! use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 //!
 //! let fs = FaultFs::new(Model::Posix);
 //! let f = fs.open("log", OpenOptions::read_write_create()).unwrap();

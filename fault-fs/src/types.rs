@@ -256,7 +256,7 @@ pub enum OpArg {
     /// The new length of a `set_len`.
     Len(u64),
     /// The flags of an `open`.
-    Open(seqstore_core::OpenOptions),
+    Open(seqstore_core::fs::OpenOptions),
 }
 
 /// One traced operation.

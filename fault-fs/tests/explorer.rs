@@ -1,6 +1,6 @@
 //! The explorer finds a planted missing-fsync bug, names its line, is deterministic, shrinks.
 
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_fault_fs::{
     explore, replay_image, shrink, CrashCtx, ExploreConfig, FaultFs, Journal, Model,
 };

@@ -1,7 +1,7 @@
 //! `FaultFs::from_dir`, `hard_link`, `exchange` and `stat`: the extensions for replaying and
 //! serving real programs.
 
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_fault_fs::{FaultFs, FaultFsConfig, Model, Stat};
 
 fn write(fs: &FaultFs, path: &str, bytes: &[u8], sync: bool) {

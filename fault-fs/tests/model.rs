@@ -1,6 +1,6 @@
 //! One test per durability rule of the models (see the crate docs).
 
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_fault_fs::{FaultFs, FaultFsConfig, FaultKind, Model, OpKind};
 use std::io::ErrorKind;
 
@@ -13,7 +13,7 @@ fn durable_file(fs: &FaultFs, path: &str, data: &[u8]) {
     let f = fs.open(path, rw()).unwrap();
     f.write_all_at(data, 0).unwrap();
     f.sync_data().unwrap();
-    fs.sync_dir(seqstore_core::parent_of(path)).unwrap();
+    fs.sync_dir(seqstore_core::fs::parent_of(path)).unwrap();
 }
 
 /// Every image the enumerator and 200 seeds give, plus the pessimistic one.

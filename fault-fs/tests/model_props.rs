@@ -3,7 +3,7 @@
 
 use crate::common::{op, Op, Side};
 use proptest::prelude::*;
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_fault_fs::{FaultFs, Model};
 
 fn model() -> impl Strategy<Value = Model> {

@@ -1,7 +1,7 @@
 //! seqstore's [`Fs`](seqstore_core::Fs) on the real filesystem of whatever host the code runs on.
 //!
 //! [`HostFs`] is a directory tree rooted at one directory (the *store root*); every path given
-//! to it is relative to that root and goes through [`seqstore_core::split_path`], so every backend
+//! to it is relative to that root and goes through [`seqstore_core::fs::split_path`], so every backend
 //! applies the same path rules. Each method corresponds to the `std::fs` function of the same
 //! name, and [`HostFile`] does positioned I/O (`read_at` / `write_all_at` take `&self`, so a file
 //! can be shared between threads without a cursor).

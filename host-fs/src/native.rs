@@ -3,8 +3,8 @@
 use crate::lock::{marker_name, native_claim, parse_claim, wasi_holder};
 use crate::{entry_name, with_path};
 use cap_std::fs::Dir;
-use seqstore_core::split_path;
-use seqstore_core::{DirEntry, Fs, FsFile, FsFileExt, FsLock, LockError, LockHolder, OpenOptions};
+use seqstore_core::fs::split_path;
+use seqstore_core::fs::{DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -367,8 +367,6 @@ impl FsFile for HostFile {
         self.file.sync_all()
     }
 }
-
-impl FsFileExt for HostFile {}
 
 #[cfg(test)]
 mod tests {

@@ -9,8 +9,8 @@
 
 use crate::lock::{marker_name, native_holder_from_wasi, parse_claim, wasi_holder};
 use crate::{entry_name, path_error, with_path};
-use seqstore_core::split_path;
-use seqstore_core::{DirEntry, Fs, FsFile, FsFileExt, FsLock, LockError, LockHolder, OpenOptions};
+use seqstore_core::fs::split_path;
+use seqstore_core::fs::{DirEntry, Fs, FsFile, FsLock, LockError, LockHolder, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -401,5 +401,3 @@ impl FsFile for HostFile {
         self.file.sync_all()
     }
 }
-
-impl FsFileExt for HostFile {}

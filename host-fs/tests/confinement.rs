@@ -7,7 +7,7 @@
 mod common;
 
 use common::{Tree, ESCAPING_DIR_LINKS, ESCAPING_FILE_LINKS};
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_fs::HostFs;
 use std::io::ErrorKind::{self, PermissionDenied};
 

@@ -1,7 +1,7 @@
 //! Durability smoke test (write, sync, reopen, read back) and shared-handle positioned I/O.
 //! Builds for wasm32-wasip2 too.
 
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_fs::HostFs;
 
 /// A fresh temporary directory (below the preopened `/tmp` under WASI, where

@@ -10,7 +10,7 @@ mod common;
 use common::Tree;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_fs::HostFs;
 
 /// Components paths are made of: names that exist, `..`, `.`, empty ones, a slash (so `//` and
@@ -90,7 +90,7 @@ fn escapes(t: &Tree, name: &str) -> bool {
 /// Whether `path` goes *through* an escaping symlink at the top of the root, following it
 /// (`follow_last`: also when the link is the last component).
 fn through_escape(t: &Tree, path: &str, follow_last: bool) -> bool {
-    let Ok(parts) = seqstore_core::split_path(path) else {
+    let Ok(parts) = seqstore_core::fs::split_path(path) else {
         return false;
     };
     match parts.first() {
@@ -141,7 +141,7 @@ fn run(t: &Tree, fs: &HostFs, op: &Op) -> Result<(), TestCaseError> {
     };
     let path_error = paths
         .iter()
-        .find_map(|p| seqstore_core::split_path(p).err())
+        .find_map(|p| seqstore_core::fs::split_path(p).err())
         .map(|e| e.kind());
     let through = paths.iter().any(|p| through_escape(t, p, follow_last));
     let result = op.apply(fs);

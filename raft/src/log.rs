@@ -20,8 +20,9 @@ use crate::meta::{self, Meta};
 use crate::sharedfs::SharedFs;
 use crate::types::{Entry, LogId, Vote};
 use crate::{damaged, unsynced};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_core::internal::MSGS_DIR;
-use seqstore_core::{Config, Fs, FsFile, OpenOptions, Store, SyncPolicy};
+use seqstore_core::{Config, Store, SyncPolicy};
 use std::sync::Arc;
 
 /// The one subject every log entry is appended under.

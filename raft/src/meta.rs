@@ -10,7 +10,7 @@
 
 use crate::error::{Error, Result};
 use crate::types::{LogId, Vote};
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use serde::{Deserialize, Serialize};
 
 /// The metadata file's name (in the store's root directory).

@@ -1,7 +1,7 @@
 //! An `Fs` shared by reference count, so that the stream store and the metadata file of one
 //! log go through the very same filesystem object (fault-fs must see both in one trace).
 
-use seqstore_core::{DirEntry, Fs, FsLock, LockError, OpenOptions};
+use seqstore_core::fs::{DirEntry, Fs, FsLock, LockError, OpenOptions};
 use std::io;
 use std::sync::Arc;
 

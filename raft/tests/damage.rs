@@ -8,7 +8,7 @@
 //! point, is taken for damage.
 
 use openraft::testing::log_id;
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_fault_fs::{FaultFs, Model, Rng};
 use seqstore_raft::log::Ablation;
 use seqstore_raft::{Entry, LogConfig, LogCore};

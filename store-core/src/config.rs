@@ -360,3 +360,27 @@ impl crate::LayerConfig {
         }
     }
 }
+
+impl Config {
+    /// Refuses a configuration asking for a layer other than `have`, the one the filesystem
+    /// applies ([`crate::Fs::layer`]): a plain open with a key would write the store in the
+    /// clear.
+    pub(crate) fn check_layer(&self, have: Option<&crate::LayerConfig>) -> Result<(), String> {
+        let want = crate::LayerConfig::of(self);
+        match have {
+            Some(have) if *have == want => Ok(()),
+            Some(_) => {
+                Err("the filesystem's encryption or compression differs from the config's".into())
+            }
+            None if want.is_plain() => Ok(()),
+            None if cfg!(feature = "crypt") => {
+                Err("encryption or compression is set: open with StoreBuilder::open_layered".into())
+            }
+            None => Err(
+                "encryption or compression is set, but seqstore-core was built without \
+                     its `crypt` feature"
+                    .into(),
+            ),
+        }
+    }
+}

@@ -18,7 +18,8 @@
 // A test kit compiled into the library: its unwraps and panics are its assertions.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::fs::{DirEntry, Fs, FsFile, FsFileExt, OpenOptions, WriteSyncError};
+use crate::fast::write_all_at_sync_data;
+use crate::fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
 use std::io::ErrorKind;
 
 fn rw() -> OpenOptions {
@@ -324,18 +325,19 @@ pub fn large_unaligned_io<F: Fs>(fs: &F) {
     f.sync_data().unwrap();
 }
 
-/// `write_all_at_sync_data` writes as `write_all_at` does (gaps zero-filled) and its bytes
+/// The store's durable append (`FastPaths::write_all_at_sync_data` if the file offers it, else
+/// its write then its sync) writes as `write_all_at` does (gaps zero-filled) and its bytes
 /// read back; through a read-only handle it fails at the write step and changes nothing.
 pub fn write_then_sync<F: Fs>(fs: &F) {
     let f = fs.open("w", rw()).unwrap();
     f.write_all_at(b"head", 0).unwrap();
-    f.write_all_at_sync_data(b"tail", 6).unwrap();
+    write_all_at_sync_data(&f, b"tail", 6).unwrap();
     assert_eq!(f.len().unwrap(), 10);
-    f.write_all_at_sync_data(b"EA", 1).unwrap();
+    write_all_at_sync_data(&f, b"EA", 1).unwrap();
     drop(f);
     assert_eq!(read_all(fs, "w"), b"hEAd\0\0tail");
     let r = fs.open("w", OpenOptions::read_only()).unwrap();
-    match r.write_all_at_sync_data(b"no", 0) {
+    match write_all_at_sync_data(&r, b"no", 0) {
         Err(WriteSyncError::Write(_)) => {}
         other => panic!("a write through a read-only handle: {other:?}"),
     }

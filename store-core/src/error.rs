@@ -153,6 +153,18 @@ pub enum Error {
 }
 
 impl Error {
+    /// The store's error for a failure to take its lock `name` ([`crate::Fs::lock`]).
+    pub(crate) fn lock(name: &str, e: crate::fs::LockError) -> Self {
+        match e {
+            crate::fs::LockError::Held(h) => Error::Locked {
+                path: h.path,
+                pid: h.pid,
+                detail: h.detail,
+            },
+            crate::fs::LockError::Io(e) => Error::io("lock", name, e),
+        }
+    }
+
     pub(crate) fn io(op: &'static str, path: impl Into<String>, source: io::Error) -> Self {
         // what the encryption layer found is not a failure of the medium
         if let Some(fault) = crate::layer::fault_of(&source) {

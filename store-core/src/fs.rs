@@ -1,8 +1,51 @@
-//! The filesystem the store runs on: one small trait, std-like names, the contract here.
+//! The filesystem the store runs on: two small traits, std-like names, the contract here.
 //!
 //! Everything the store does to storage goes through [`Fs`] and [`FsFile`]. The same store code
 //! therefore runs on a real directory (`host-fs`), inside a WASI sandbox, or on an in-memory
 //! filesystem that models power loss (`fault-fs`).
+//!
+//! # Writing a backend
+//! Implement the required methods of [`Fs`] and [`FsFile`]; nothing else is required.
+//! [`split_path`] applies the path rules below, and [`MemLocks`] is an [`Fs::lock`] for a
+//! backend without OS locks. The `conformance` module (feature `conformance`) checks a backend
+//! against this contract.
+//!
+//! ```
+//! use seqstore_core::fs::{DirEntry, Fs, FsFile, FsLock, LockError, OpenOptions};
+//! use std::io;
+//!
+//! struct MyFs;
+//! struct MyFile;
+//!
+//! impl FsFile for MyFile {
+//!     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> { todo!() }
+//!     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> { todo!() }
+//!     fn len(&self) -> io::Result<u64> { todo!() }
+//!     fn set_len(&self, len: u64) -> io::Result<()> { todo!() }
+//!     fn sync_data(&self) -> io::Result<()> { todo!() }
+//!     fn sync_all(&self) -> io::Result<()> { todo!() }
+//! }
+//!
+//! impl Fs for MyFs {
+//!     type File = MyFile;
+//!     fn open(&self, path: &str, opts: OpenOptions) -> io::Result<MyFile> { todo!() }
+//!     fn create_dir(&self, path: &str) -> io::Result<()> { todo!() }
+//!     fn read_dir(&self, path: &str) -> io::Result<Vec<DirEntry>> { todo!() }
+//!     fn rename(&self, from: &str, to: &str) -> io::Result<()> { todo!() }
+//!     fn remove_file(&self, path: &str) -> io::Result<()> { todo!() }
+//!     fn remove_dir_all(&self, path: &str) -> io::Result<()> { todo!() }
+//!     fn sync_dir(&self, path: &str) -> io::Result<()> { todo!() }
+//!     fn lock(&self, name: &str) -> Result<FsLock, LockError> { todo!() }
+//! }
+//! # fn _a_store_runs_on_it(fs: MyFs) { let _ = seqstore_core::Store::builder(fs); }
+//! ```
+//!
+//! # Fast paths
+//! A file may do some of the store's work for less, or know something the store asks: it then
+//! implements [`FastPaths`] and offers it through [`FsFile::fast_paths`]. The wasm guest's files
+//! (fewer crossings of the sandbox boundary, checksums computed by the host) and the encryption
+//! layer's (whether a block is worth rewriting) do. For a file that offers none, the store does
+//! what the defaults of [`FastPaths`] do, with the [`FsFile`] methods: the same operations.
 //!
 //! # Paths
 //! Paths are `&str`, relative to the root of the filesystem, `/`-separated. The root itself is
@@ -118,7 +161,7 @@ pub struct DirEntry {
     pub is_dir: bool,
 }
 
-/// Which step of [`FsFileExt::write_all_at_sync_data`] failed.
+/// Which step of [`FastPaths::write_all_at_sync_data`] failed.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum WriteSyncError {
@@ -179,22 +222,31 @@ pub trait FsFile: Send + Sync {
         }
         Ok(())
     }
+
+    /// The file's [`FastPaths`], if it has any: `None` (the default) for a plain backend, which
+    /// has nothing to override. A file that does the same work for less (the wasm guest's, one
+    /// crossing of the sandbox boundary instead of several) or knows something the store asks
+    /// (the encryption layer's) implements [`FastPaths`] and returns `Some(self)` here. The
+    /// store takes a fast path when it is offered and otherwise does what the method's
+    /// default does, so the answer may differ from one file to the next.
+    fn fast_paths(&self) -> Option<&dyn FastPaths> {
+        None
+    }
 }
 
-/// The optional fast paths of an [`FsFile`]. Every method has a default built on the
-/// required methods of [`FsFile`], which is what the store would otherwise do itself, so a
-/// backend implements this trait empty (`impl FsFileExt for MyFile {}`) and overrides a method
-/// only where it does the same work for less: the wasm guest's files (one crossing of the
-/// sandbox boundary instead of several, checksums computed by the host) and the encryption
-/// layer's (which says when a block is worth rewriting whole). An override must keep the
-/// default's effect and durability exactly: the crash tests enumerate the same operations
-/// either way.
-pub trait FsFileExt: FsFile {
+/// What a file offers beyond [`FsFile`], for the store to use where it can: a durable write in
+/// one call, checksums computed elsewhere, reads into a buffer of the file's own, and whether
+/// the file is worth rewriting. A backend implements it only if it has one of these to offer,
+/// and says so through [`FsFile::fast_paths`]. Every method has a default built on the
+/// [`FsFile`] methods, which is exactly what the store does for a file without fast paths: an
+/// override must keep the default's effect and durability, as the crash tests enumerate the
+/// same operations either way. Implemented by the wasm guest's files and the encryption
+/// layer's.
+pub trait FastPaths: FsFile {
     /// [`FsFile::write_all_at`], then, if it succeeded, [`FsFile::sync_data`]: the store's
     /// durable append, which writes its record and syncs it at once, says so in one call. The
-    /// default makes exactly those two calls, so a backend sees (and a crash test enumerates)
-    /// the same operations either way. The wasm guest's file overrides it: its host does both
-    /// for one crossing of the boundary instead of two. The error says which step failed.
+    /// default makes exactly those two calls; the wasm guest's file has its host do both for
+    /// one crossing of the boundary instead of two. The error says which step failed.
     #[track_caller]
     fn write_all_at_sync_data(&self, buf: &[u8], offset: u64) -> Result<(), WriteSyncError> {
         self.write_all_at(buf, offset)
@@ -213,7 +265,7 @@ pub trait FsFileExt: FsFile {
     }
 
     /// Whether the checksums of data read from this file are better computed many records per
-    /// call by [`FsFileExt::crc32_ranges`] than one record at a time in this process. False by
+    /// call by [`FastPaths::crc32_ranges`] than one record at a time in this process. False by
     /// default. The wasm guest's files say true: crc32 in wasm has no SIMD (several times slower
     /// than native code), and its host computes a whole chunk's checksums in one call.
     /// Recovery's block scan then asks for the checksums of every record of each chunk it
@@ -229,7 +281,7 @@ pub trait FsFileExt: FsFile {
     fn crc32_ranges(&self, buf: &[u8], ranges: &[(u32, u32)], out: &mut Vec<u32>) {
         out.extend(ranges.iter().map(|&(start, len)| {
             let start = start as usize;
-            crate::record::crc32(&buf[start..start + len as usize])
+            crate::framing::crc32(&buf[start..start + len as usize])
         }));
     }
 
@@ -247,13 +299,13 @@ pub trait FsFileExt: FsFile {
         self.read_exact_at(&mut buf[..len], offset)
     }
 
-    /// [`FsFileExt::read_vec_at`], and appends to `crcs` the crc32 of each whole record framed
-    /// from `buf[0]` by the records' length fields (`record::frame`: the bytes each
-    /// record's crc covers), in order. Called only when [`FsFileExt::batch_crc32`] says true. The
-    /// default frames here and asks [`FsFileExt::crc32_ranges`]; the wasm guest's file has its
-    /// host read, frame and checksum in one call, so the bytes cross into the guest once and
-    /// never back. A wrong or missing crc cannot pass a damaged record: the scan compares each
-    /// with the stored one, and checks a record without one itself.
+    /// [`FastPaths::read_vec_at`], and appends to `crcs` the crc32 of each whole record framed
+    /// from `buf[0]` by the records' length fields (`record::frame`: the bytes each record's
+    /// crc covers), in order. Called only when [`FastPaths::batch_crc32`] says true. The
+    /// default is [`read_framed_by_ranges`]; the wasm guest's file has its host read, frame and
+    /// checksum in one call, so the bytes cross into the guest once and never back. A wrong or
+    /// missing crc cannot pass a damaged record: the scan compares each with the stored one,
+    /// and checks a record without one itself.
     #[track_caller]
     fn read_framed_at(
         &self,
@@ -291,20 +343,6 @@ pub enum LockError {
 impl From<io::Error> for LockError {
     fn from(e: io::Error) -> Self {
         LockError::Io(e)
-    }
-}
-
-impl LockError {
-    /// The store's error for a failure to take its lock `name`.
-    pub(crate) fn into_store_error(self, name: &str) -> crate::error::Error {
-        match self {
-            LockError::Held(h) => crate::error::Error::Locked {
-                path: h.path,
-                pid: h.pid,
-                detail: h.detail,
-            },
-            LockError::Io(e) => crate::error::Error::io("lock", name, e),
-        }
     }
 }
 
@@ -379,7 +417,7 @@ impl Drop for MemLockGuard {
 /// same name, but only relative to the root (see the module docs for paths and durability).
 pub trait Fs: Send + Sync {
     /// The open-file type.
-    type File: FsFileExt;
+    type File: FsFile;
 
     /// Opens or creates a file, as `std::fs::OpenOptions::open`. Opening a directory fails with
     /// `IsADirectory`; a missing parent is `NotFound`.
@@ -449,10 +487,10 @@ pub trait Fs: Send + Sync {
     }
 }
 
-/// The default [`FsFileExt::read_framed_at`]: `file.read_vec_at`, then the frames' checksums
+/// The default [`FastPaths::read_framed_at`]: `file.read_vec_at`, then the frames' checksums
 /// from `file.crc32_ranges`. For an implementation that overrides the method for some of its
 /// files only (the wasm guest's, whose WASI files cannot ask the host to frame).
-pub fn read_framed_by_ranges<H: FsFileExt + ?Sized>(
+pub fn read_framed_by_ranges<H: FastPaths + ?Sized>(
     file: &H,
     buf: &mut Vec<u8>,
     len: usize,
@@ -461,7 +499,7 @@ pub fn read_framed_by_ranges<H: FsFileExt + ?Sized>(
 ) -> io::Result<()> {
     file.read_vec_at(buf, len, offset)?;
     let mut ranges = Vec::new();
-    crate::record::frame(&buf[..len], &mut ranges);
+    crate::framing::frame(&buf[..len], &mut ranges);
     file.crc32_ranges(&buf[..len], &ranges, crcs);
     Ok(())
 }

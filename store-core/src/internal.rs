@@ -1,8 +1,9 @@
 //! **Not a stable API.** What seqstore's own crates need of the store beyond the embedding API:
 //! the on-disk byte layouts (for the wasm host, which encodes and decodes records itself, the
 //! fuzz targets and the tests that forge files), the directory's layout constants, the fsync
-//! sites, the admission check the wasm host predicts the guest's answers with, and the store's
-//! hooks for a host that moves records as bytes. Behind the `internal` feature: an application
+//! sites, the admission check the wasm host predicts the guest's answers with, the store's
+//! hooks for a host that moves records as bytes, and how to call a file's fast paths (for a
+//! host or guest that forwards files). Behind the `internal` feature: an application
 //! that does not ask for it cannot reach any of this, and a release may change all of it.
 
 pub use crate::admit::Admission;
@@ -10,13 +11,18 @@ pub use crate::admit::Admission;
 pub use crate::crypt::NonceLog;
 #[cfg(all(feature = "crypt", feature = "ablation"))]
 pub use crate::crypt::SeededEntropy;
-pub use crate::fs::read_framed_by_ranges;
 pub use crate::store::FxHasher;
 pub use crate::store::{
     is_lock_name, lock_store, INDEX_FILE, INDEX_TMP, LOCK_FILE, MSGS_DIR, PURGE_NEW, PURGE_OLD,
     RESTORE_STAGE, SNAPSHOT_VERSION,
 };
 pub use crate::store::{SyncSite, SYNC_SITES};
+
+/// How to call a file's optional fast paths ([`crate::fs::FastPaths`]): the offered one, or
+/// what its default does.
+pub mod fast {
+    pub use crate::fast::*;
+}
 
 /// The record format: block header, record framing, encode and decode.
 pub mod record {

@@ -141,24 +141,3 @@ pub(crate) const FILE_MAGIC: [u8; 8] = *b"SQSTCRYP";
 pub(crate) fn is_layered_header(bytes: &[u8]) -> bool {
     bytes.starts_with(&FILE_MAGIC)
 }
-
-/// Refuses a configuration asking for a layer that `fs` does not apply (a plain open with a
-/// key: the store would be written in the clear), or a layer other than the configured one.
-pub(crate) fn check_layer<F: crate::Fs>(fs: &F, cfg: &crate::Config) -> Result<(), String> {
-    let want = LayerConfig::of(cfg);
-    match fs.layer() {
-        Some(have) if *have == want => Ok(()),
-        Some(_) => {
-            Err("the filesystem's encryption or compression differs from the config's".into())
-        }
-        None if want.is_plain() => Ok(()),
-        None if cfg!(feature = "crypt") => {
-            Err("encryption or compression is set: open with StoreBuilder::open_layered".into())
-        }
-        None => Err(
-            "encryption or compression is set, but seqstore-core was built without \
-                     its `crypt` feature"
-                .into(),
-        ),
-    }
-}

@@ -48,8 +48,9 @@ mod consumer;
 #[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
 mod crypt;
 mod error;
-#[cfg_attr(not(feature = "internal"), allow(dead_code, unused_imports))]
-mod fs;
+mod fast;
+mod framing;
+pub mod fs;
 #[allow(missing_docs)] // an internal format (see `internal::index`)
 mod index;
 #[cfg(feature = "internal")]
@@ -86,10 +87,7 @@ pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePa
 #[cfg(feature = "crypt")]
 pub use crypt::{CryptFile, CryptFs, Entropy, OsEntropy};
 pub use error::{Error, Result};
-pub use fs::{
-    parent_of, split_path, DirEntry, Fs, FsFile, FsFileExt, FsLock, LockError, LockHolder,
-    MemLocks, OpenOptions, WriteSyncError,
-};
+pub use fs::Fs;
 pub use layer::{Cipher, Compression, Encryption, LayerConfig};
 pub use shared::SharedStore;
 pub use store::{restore, SnapshotInfo};

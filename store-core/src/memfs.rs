@@ -1,7 +1,7 @@
 //! A plain in-memory `Fs` for store-core's own unit tests (no durability model: that is
 //! fault-fs's job). Files are shared buffers, so handles survive renames as inodes do.
 
-use crate::fs::{split_path, DirEntry, Fs, FsFile, FsFileExt, OpenOptions};
+use crate::fs::{split_path, DirEntry, FastPaths, Fs, FsFile, OpenOptions};
 use std::collections::BTreeMap;
 use std::io::{self, ErrorKind};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -23,7 +23,8 @@ pub struct MemFs {
     sync_us: u64,
     /// What file fsyncs do from now on: `SYNC_OK`, `SYNC_ERR` or `SYNC_PANIC`.
     sync_mode: Arc<AtomicU8>,
-    /// `Some`: files say `batch_crc32()` (as the wasm guest's do) and count `crc32_ranges` calls.
+    /// `Some`: files have fast paths, say `batch_crc32()` (as the wasm guest's do) and count
+    /// `crc32_ranges` calls.
     batch_crc: Option<Arc<AtomicU64>>,
     /// The locks held (`Fs::lock`), shared by clones as the tree is.
     pub locks: crate::fs::MemLocks,
@@ -102,7 +103,7 @@ impl MemFs {
     pub fn set_sync_mode(&self, mode: u8) {
         self.sync_mode.store(mode, Ordering::SeqCst);
     }
-    /// A filesystem whose files ask for batched checksums (`FsFile::batch_crc32`), computed
+    /// A filesystem whose files ask for batched checksums (`FastPaths::batch_crc32`), computed
     /// here, the calls counted (`crc32_batches`).
     pub fn with_batch_crc() -> Self {
         MemFs {
@@ -164,11 +165,15 @@ impl FsFile for MemFile {
     fn sync_all(&self) -> io::Result<()> {
         Ok(())
     }
+    fn fast_paths(&self) -> Option<&dyn FastPaths> {
+        self.4.as_ref().map(|_| self as &dyn FastPaths)
+    }
 }
 
-impl FsFileExt for MemFile {
+// Only with batched checksums (`MemFs::with_batch_crc`): a plain `MemFs` has no fast paths.
+impl FastPaths for MemFile {
     fn batch_crc32(&self) -> bool {
-        self.4.is_some()
+        true
     }
     fn crc32_ranges(&self, buf: &[u8], ranges: &[(u32, u32)], out: &mut Vec<u32>) {
         if let Some(c) = &self.4 {
@@ -183,12 +188,6 @@ impl FsFileExt for MemFile {
     // With batched checksums (the wasm guest's model), a scan's read arrives in a buffer of
     // its own, exactly `len` long, as the guest's list from its host does.
     fn read_vec_at(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
-        if self.4.is_none() {
-            if buf.len() < len {
-                buf.resize(len, 0);
-            }
-            return self.read_exact_at(&mut buf[..len], offset);
-        }
         let d = self.0.lock().unwrap();
         let (off, end) = (offset as usize, offset as usize + len);
         if end > d.len() {

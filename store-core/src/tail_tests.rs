@@ -3,8 +3,9 @@
 //! operations with checkpoints, closes and crashes between them, each crash open checked
 //! against a rebuild of a copy of the same directory without `index.db`.
 
+use crate::fs::{FsFile, OpenOptions};
 use crate::memfs::MemFs;
-use crate::{Config, Error, Fs, FsFile, OpenOptions, Store, SyncPolicy};
+use crate::{Config, Error, Fs, Store, SyncPolicy};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config as ProptestConfig, RngSeed};

@@ -1,6 +1,7 @@
 //! Store behaviour tests on the plain in-memory fs (crash behaviour is tested with fault-fs in
 //! the workspace tests).
 
+use crate::fs::{FsFile, OpenOptions};
 use crate::memfs::MemFs;
 use crate::*;
 use proptest::prelude::*;
@@ -531,7 +532,7 @@ fn limits() {
 
 #[test]
 fn batched_checksums_recover_exactly_like_record_by_record() {
-    // The block scan's batched checksums (`FsFile::batch_crc32`, the wasm guest's path) must
+    // The block scan's batched checksums (`FastPaths::batch_crc32`, the wasm guest's path) must
     // find the same damage, skip and resync the same records, and cut the same tails.
     let plain = MemFs::new();
     let mut s = open(&plain, small());

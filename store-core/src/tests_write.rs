@@ -1,5 +1,6 @@
 //! Tests of the ttl, replica and skip writes: per-message ttl, replica appends, skips.
 
+use crate::fs::{FsFile, OpenOptions};
 use crate::memfs::MemFs;
 use crate::record::{self, Decoded, Kind};
 use crate::*;

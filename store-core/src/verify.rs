@@ -3,7 +3,7 @@
 //! repairs what it finds).
 
 use crate::error::{Error, Result};
-use crate::fs::{Fs, FsFile, FsFileExt, OpenOptions};
+use crate::fs::{Fs, FsFile, OpenOptions};
 use crate::record::{check_block_header, Header, Kind, BLOCK_HEADER_LEN};
 use crate::store::{
     block_path, load_index, parse_block_name, scan_block, Replay, ScanEnd, SeqRange, Verdict,
@@ -227,7 +227,7 @@ fn replay_record(replay: &mut Replay, rec: &crate::record::Record<'_>) -> Verdic
 
 /// Reads one block's records through the replay, noting every record it would not apply,
 /// every skipped record and damage that ends the block.
-fn verify_block<H: FsFileExt>(
+fn verify_block<H: FsFile>(
     file: &H,
     path: &str,
     len: u64,

@@ -6,7 +6,7 @@
 
 use crate::error::io;
 use crate::Error;
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_fault_fs::FaultFs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -7,7 +7,7 @@
 
 use crate::ops::{Falloc, Ofd, Op, OpenFlags, TracedOp, WriteAt};
 use crate::Error;
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_fault_fs::{FaultFile, FaultFs, Journal};
 use std::collections::HashMap;
 use std::io;

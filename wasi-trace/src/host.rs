@@ -12,7 +12,7 @@
 
 use crate::served::{dir_path, is_dir, resolve, Desc, Kind, Shared};
 use crate::streams::{FileInput, FileOutput};
-use seqstore_core::{Fs, FsFile};
+use seqstore_core::fs::{Fs, FsFile};
 use seqstore_fault_fs::{FaultFile, Stat};
 use seqstore_trace::ops::{Op, OpenFlags, WriteAt};
 use std::io;

@@ -6,7 +6,7 @@
 //! `FaultFile` the open returned, so a file renamed or unlinked while open behaves as on
 //! Linux, and the replay (which also writes through handles) builds the same tree.
 
-use seqstore_core::{Fs, FsFile};
+use seqstore_core::fs::{Fs, FsFile};
 use seqstore_fault_fs::{FaultFile, FaultFs, Stat};
 use seqstore_trace::ops::{Ofd, Op, OpenFlags, TracedOp, WriteAt};
 pub(crate) use seqstore_trace::replay::file_options;

@@ -4,7 +4,7 @@
 
 use crate::served::{Kind, Shared};
 use bytes::Bytes;
-use seqstore_core::FsFile;
+use seqstore_core::fs::FsFile;
 use seqstore_fault_fs::FaultFile;
 use seqstore_trace::ops::{Ofd, WriteAt};
 use std::sync::Arc;

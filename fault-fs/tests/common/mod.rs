@@ -2,7 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 use proptest::prelude::*;
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use std::io;
 
 /// Paths over a small namespace so that operations collide often: files, directories, missing
@@ -81,7 +81,7 @@ pub enum Out {
     Unit,
     Bytes(Vec<u8>),
     Len(u64),
-    Entries(Vec<seqstore_core::DirEntry>),
+    Entries(Vec<seqstore_core::fs::DirEntry>),
     Err(io::ErrorKind),
     NoHandle,
 }

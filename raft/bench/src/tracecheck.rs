@@ -10,7 +10,7 @@
 
 use crate::RlTypes;
 use raft_log::api::raft_log_writer::RaftLogWriter;
-use seqstore_core::{Fs, FsFile, OpenOptions};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_fault_fs::{FaultFile, FaultFs, Model};
 use std::collections::BTreeMap;
 use std::io::Write;

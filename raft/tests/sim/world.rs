@@ -1096,18 +1096,18 @@ fn flip_a_bit(fs: &FaultFs, dir: &str, pick: u64) -> std::io::Result<Option<(Str
     };
     let f = fs.open(
         &path,
-        seqstore_core::OpenOptions::new().read(true).write(true),
+        seqstore_core::fs::OpenOptions::new().read(true).write(true),
     )?;
-    let len = seqstore_core::FsFile::len(&f)?;
+    let len = seqstore_core::fs::FsFile::len(&f)?;
     if len == 0 {
         return Ok(None);
     }
     let at = rng.below(len);
     let bit = rng.below(8) as u32;
     let mut b = [0u8; 1];
-    seqstore_core::FsFile::read_exact_at(&f, &mut b, at)?;
+    seqstore_core::fs::FsFile::read_exact_at(&f, &mut b, at)?;
     b[0] ^= 1 << bit;
-    seqstore_core::FsFile::write_all_at(&f, &b, at)?;
-    seqstore_core::FsFile::sync_data(&f)?;
+    seqstore_core::fs::FsFile::write_all_at(&f, &b, at)?;
+    seqstore_core::fs::FsFile::sync_data(&f)?;
     Ok(Some((path, at, bit)))
 }

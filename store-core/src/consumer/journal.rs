@@ -1,6 +1,6 @@
 //! The consumer files: the journal and the checkpoint, their recovery, and the in-memory
 //! table they rebuild. The fsyncs (and so the ablation switches) are the store's
-//! (`api.rs`); this file reads, replays, writes and names.
+//! (`store/consumers.rs`); this file reads, replays, writes and names.
 
 // Parses bytes read from a disk: no index that a damaged file could put out of range.
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]

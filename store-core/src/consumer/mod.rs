@@ -9,13 +9,14 @@
 //! - `journal`: the files: one append-only, crc-checked journal per store and a compacted
 //!   checkpoint written by temp file, fsync, rename and directory fsync; recovery replays the
 //!   journal over the checkpoint and cuts a torn tail.
-//! - `api`: the calls on [`crate::Store`].
+//!
+//! The calls on [`crate::Store`] and what open does with these files are the store's
+//! (`store/consumers.rs`, `store/consumer_checkpoint.rs`): this module knows nothing of the
+//! store, so the store's modules import it and not the other way round.
 //!
 //! store-core/CONSUMERS.md has the rules, the write path and every fsync; ARCHITECTURE.md
 //! ("Consumer files") the layouts.
 
-pub(crate) mod api;
-mod checkpoint;
 pub(crate) mod codec;
 pub(crate) mod journal;
 pub mod state;

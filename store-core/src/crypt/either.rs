@@ -2,15 +2,15 @@
 //! nothing to do (no encryption, no compression), so that one store type serves both.
 
 use super::file::Framed;
-use crate::fs::{FsFile, FsFileExt, WriteSyncError};
+use crate::fs::{FastPaths, FsFile};
 use std::io;
 
 /// A file of [`super::CryptFs`].
 pub struct CryptFile<FF>(pub(super) Either<FF>);
 
 pub(super) enum Either<FF> {
-    /// The layer is plain: every call goes straight through (the file's own batched reads
-    /// and syncs included).
+    /// The layer is plain: every call goes straight through (the file's own fast paths
+    /// included).
     Plain(FF),
     Framed(Framed<FF>),
 }
@@ -24,7 +24,7 @@ macro_rules! each {
     };
 }
 
-impl<FF: FsFileExt> FsFile for CryptFile<FF> {
+impl<FF: FsFile> FsFile for CryptFile<FF> {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         each!(self, f => f.read_at(buf, offset))
     }
@@ -43,31 +43,13 @@ impl<FF: FsFileExt> FsFile for CryptFile<FF> {
     fn sync_all(&self) -> io::Result<()> {
         each!(self, f => f.sync_all())
     }
-}
-
-impl<FF: FsFileExt> FsFileExt for CryptFile<FF> {
-    fn write_all_at_sync_data(&self, buf: &[u8], offset: u64) -> Result<(), WriteSyncError> {
-        each!(self, f => f.write_all_at_sync_data(buf, offset))
+    // Forwarded, so that a store's plain reads through a plain layer are the file's own.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        each!(self, f => f.read_exact_at(buf, offset))
     }
-    fn batch_crc32(&self) -> bool {
-        each!(self, f => f.batch_crc32())
-    }
-    fn worth_rewriting(&self) -> bool {
-        each!(self, f => f.worth_rewriting())
-    }
-    fn crc32_ranges(&self, buf: &[u8], ranges: &[(u32, u32)], out: &mut Vec<u32>) {
-        each!(self, f => f.crc32_ranges(buf, ranges, out))
-    }
-    fn read_vec_at(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
-        each!(self, f => f.read_vec_at(buf, len, offset))
-    }
-    fn read_framed_at(
-        &self,
-        buf: &mut Vec<u8>,
-        len: usize,
-        offset: u64,
-        crcs: &mut Vec<u32>,
-    ) -> io::Result<()> {
-        each!(self, f => f.read_framed_at(buf, len, offset, crcs))
+    // A plain layer's file offers the fast paths of the file below (if any); a framed one,
+    // its own.
+    fn fast_paths(&self) -> Option<&dyn FastPaths> {
+        each!(self, f => f.fast_paths())
     }
 }

@@ -10,7 +10,8 @@ use super::format::{
     FRAME_HDR, FRAME_MAGIC, FRAME_MAX, FRAME_OVERHEAD, KIND_DATA, KIND_LEN, NONCE, TAG,
 };
 use super::{Fault, Shared};
-use crate::fs::{FsFile, FsFileExt};
+use crate::fast;
+use crate::fs::{FastPaths, FsFile};
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -77,7 +78,7 @@ struct Window<'a, FF> {
     buf: Vec<u8>,
 }
 
-impl<FF: FsFileExt> Window<'_, FF> {
+impl<FF: FsFile> Window<'_, FF> {
     /// `len` bytes at `off`, or `None` past the physical end.
     fn get(&mut self, off: u64, len: usize) -> io::Result<Option<&[u8]>> {
         if off.saturating_add(len as u64) > self.plen {
@@ -86,7 +87,7 @@ impl<FF: FsFileExt> Window<'_, FF> {
         let have = off >= self.start && off + len as u64 <= self.start + self.buf.len() as u64;
         if !have {
             let n = (len.max(SCAN_WINDOW) as u64).min(self.plen - off) as usize;
-            self.f.read_vec_at(&mut self.buf, n, off)?;
+            fast::read_vec_at(self.f, &mut self.buf, n, off)?;
             self.buf.truncate(n);
             self.start = off;
         }
@@ -102,7 +103,7 @@ impl<FF: FsFileExt> Window<'_, FF> {
     }
 }
 
-impl<FF: FsFileExt> Framed<FF> {
+impl<FF: FsFile> Framed<FF> {
     pub(super) fn open(inner: FF, shared: Arc<Shared>, write: bool) -> io::Result<Self> {
         let plen = inner.len()?;
         let mut hdr = vec![0u8; (plen as usize).min(FILE_HDR)];
@@ -323,7 +324,7 @@ impl<FF: FsFileExt> Framed<FF> {
         }
         let mut bytes = Vec::new();
         let total = e.total as usize;
-        self.inner.read_vec_at(&mut bytes, total, e.frame)?;
+        fast::read_vec_at(&self.inner, &mut bytes, total, e.frame)?;
         let bad = || tampered(e.frame, "a frame no longer authenticates");
         let bytes = bytes.get(..total).ok_or_else(bad)?;
         let h = FrameHdr::decode(bytes, e.frame).ok_or_else(bad)?;
@@ -424,7 +425,7 @@ fn truncate(map: &mut BTreeMap<u64, Ext>, len: u64) -> u64 {
         .sum::<u64>()
 }
 
-impl<FF: FsFileExt> FsFile for Framed<FF> {
+impl<FF: FsFile> FsFile for Framed<FF> {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let mut st = self.st();
         if offset >= st.len || buf.is_empty() {
@@ -513,9 +514,15 @@ impl<FF: FsFileExt> FsFile for Framed<FF> {
     fn sync_all(&self) -> io::Result<()> {
         self.sync_with(|f| f.sync_all())
     }
+
+    // It says when it is worth rewriting; the rest are the defaults, on its own methods (not
+    // the file below's: its bytes are frames).
+    fn fast_paths(&self) -> Option<&dyn FastPaths> {
+        Some(self)
+    }
 }
 
-impl<FF: FsFileExt> FsFileExt for Framed<FF> {
+impl<FF: FsFile> FastPaths for Framed<FF> {
     /// True when the file holds more than twice the frames one write of its bytes would make
     /// (plus two: small appends), or frames whose bytes were written over or cut (an erased
     /// record's old frame: with it gone from the logical file, it must go from the disk).

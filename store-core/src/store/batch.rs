@@ -1,6 +1,6 @@
 //! Batch reads: the records of many messages read by runs, one read per run of adjacent
 //! records in a block instead of one per message, their checksums computed in one call where
-//! the file asks for that (`FsFile::batch_crc32`: the wasm guest's host, with SIMD), and each
+//! the file asks for that (`FastPaths::batch_crc32`: the wasm guest's host, with SIMD), and each
 //! checked as `read_entry` checks one (crc, kind, sequence).
 
 use super::*;
@@ -80,13 +80,13 @@ impl<F: Fs> Store<F> {
             let bytes = self.run_bytes(run.pos, start, total, &mut owned)?;
             let (b, file) = (&self.blocks[run.pos], self.block_file(run.pos)?);
             crcs.clear();
-            if file.batch_crc32() {
+            if fast::batch_crc32(&*file) {
                 // each record's crc covers its bytes before the crc field
                 ranges.clear();
                 for &(_, off, len) in &run.recs {
                     ranges.push(((off - start) as u32, len as u32 - 4));
                 }
-                file.crc32_ranges(bytes, &ranges, &mut crcs);
+                fast::crc32_ranges(&*file, bytes, &ranges, &mut crcs);
             }
             for (k, &(seq, off, len)) in run.recs.iter().enumerate() {
                 let at = (off - start) as usize;

@@ -6,7 +6,8 @@ use crate::admit::Admission;
 use crate::clock::Clock;
 use crate::config::{Config, Discard, RecoveryMode, SyncPolicy};
 use crate::error::{Error, Result};
-use crate::fs::{Fs, FsFile, FsFileExt, OpenOptions, WriteSyncError};
+use crate::fast;
+use crate::fs::{Fs, FsFile, OpenOptions, WriteSyncError};
 use crate::index::{BlockSummary, Snapshot, SubjectSummary};
 use crate::record::{
     self, check_block_header, decode, encode, encoded_len, Decoded, Header, Kind, BLOCK_HEADER_LEN,
@@ -27,6 +28,8 @@ mod batch;
 mod blocks;
 mod builder;
 mod cache;
+mod consumer_checkpoint;
+mod consumers;
 mod entries;
 mod entry_cache;
 mod export;
@@ -120,8 +123,7 @@ impl Clock for LogicalClock {
 /// its guest, whose own filesystem takes no lock). Held until the returned value is dropped;
 /// a store open elsewhere is [`Error::Locked`].
 pub fn lock_store<F: Fs + ?Sized>(fs: &F) -> Result<crate::fs::FsLock> {
-    fs.lock(LOCK_FILE)
-        .map_err(|e| e.into_store_error(LOCK_FILE))
+    fs.lock(LOCK_FILE).map_err(|e| Error::lock(LOCK_FILE, e))
 }
 
 pub(crate) use lock_store as take_lock;
@@ -190,7 +192,7 @@ impl<F: Fs> Store<F> {
         lock: crate::fs::FsLock,
     ) -> Result<Self> {
         cfg.validate()?;
-        crate::layer::check_layer(&fs, &cfg).map_err(Error::InvalidConfig)?;
+        cfg.check_layer(fs.layer()).map_err(Error::InvalidConfig)?;
         let now = clock.now_ns();
         let entry_cache = cfg.entry_cache;
         let mut s = Store {

@@ -49,7 +49,7 @@ pub(crate) enum ScanEnd {
 /// record plus one chunk in memory). A record that fails its checks but is framed by a
 /// plausible next record is passed to `skipped` and stepped over; any other damage ends the
 /// scan.
-pub(crate) fn scan_block<H: FsFileExt>(
+pub(crate) fn scan_block<H: FsFile>(
     file: &H,
     path: &str,
     start: u64,
@@ -87,7 +87,7 @@ pub(super) struct Window {
 /// recovery's speed is this loop's (a split into functions passing the window state back
 /// and forth is what the rebuild figures would pay for).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn scan_block_chunked<H: FsFileExt>(
+pub(crate) fn scan_block_chunked<H: FsFile>(
     file: &H,
     path: &str,
     start: u64,
@@ -100,18 +100,18 @@ pub(crate) fn scan_block_chunked<H: FsFileExt>(
     // buf[..w.valid] holds file bytes from w.off. Every read starts at `pos`, a record
     // boundary: the few bytes of a record cut by the previous read are read again rather
     // than copied down, so that the read can land in a buffer of its own (the wasm guest's:
-    // `FsFile::read_vec_at`) and be framed from its first byte. The storage is reused (never
+    // `FastPaths::read_vec_at`) and be framed from its first byte. The storage is reused (never
     // re-zeroed), also across calls when the caller passes the same buffer (rebuild: one per
     // open, not a fresh 1 MiB of page faults per block).
     //
-    // With a file that batches checksums (`FsFile::batch_crc32`: the wasm guest's), each read
-    // comes with the crcs of the whole records it holds (`FsFile::read_framed_at`), framed
+    // With a file that batches checksums (`FastPaths::batch_crc32`: the wasm guest's), each read
+    // comes with the crcs of the whole records it holds (`FastPaths::read_framed_at`), framed
     // from its first byte by their length fields. The scan steps through records by the same
     // length fields, so the i-th record it meets from the start of a read is the i-th frame:
     // `frame_at` follows where that is (no second framing pass in the guest). A record that
     // is not where the next frame starts (after a resync jumped inside the buffer), or beyond
     // the crcs given (a host that returned fewer), is checked the ordinary way.
-    let batch = file.batch_crc32();
+    let batch = fast::batch_crc32(file);
     let mut w = Window {
         valid: 0,
         off: start,
@@ -127,11 +127,15 @@ pub(crate) fn scan_block_chunked<H: FsFileExt>(
         step = step.saturating_mul(2).min(reads.max);
         if batch {
             w.crcs.clear();
-            io_at(file.read_framed_at(buf, n, pos, &mut w.crcs), "read", path)?;
+            io_at(
+                fast::read_framed_at(file, buf, n, pos, &mut w.crcs),
+                "read",
+                path,
+            )?;
             w.pre_i = 0;
             w.frame_at = 0;
         } else {
-            io_at(file.read_vec_at(buf, n, pos), "read", path)?;
+            io_at(fast::read_vec_at(file, buf, n, pos), "read", path)?;
         }
         // Checked after the read, as before a write: the scan trusts these bounds (a broken
         // `Fs` gets a typed error, not a panic).

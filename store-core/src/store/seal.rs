@@ -13,7 +13,7 @@ const COPY_CHUNK: usize = 1 << 20;
 impl<F: Fs> Store<F> {
     /// For the block at `pos`, being sealed (its buffer written, its zeros cut) or sealed and
     /// just erased in: if its file says a rewrite would store it better
-    /// ([`FsFile::worth_rewriting`]), copies its bytes into `msgs/N.seal`, fsyncs that
+    /// ([`crate::fs::FastPaths::worth_rewriting`]), copies its bytes into `msgs/N.seal`, fsyncs that
     /// (`seal.data`) and renames it over the block. The block keeps the new file's handle,
     /// marked for the next sync (for the length frame below). The rename becomes durable with
     /// the next fsync of `msgs/` (`msgs_dir_dirty`), which comes before anything changes the
@@ -22,7 +22,7 @@ impl<F: Fs> Store<F> {
     pub(super) fn rewrite_block(&mut self, pos: usize) -> Result<()> {
         let shadow = self.blocks[pos].shadow.take();
         let old = self.open_block(pos)?;
-        if !old.worth_rewriting() {
+        if !fast::worth_rewriting(&*old) {
             return Ok(());
         }
         let (number, len) = (self.blocks[pos].number, self.blocks[pos].len);
@@ -41,7 +41,7 @@ impl<F: Fs> Store<F> {
                 None => {
                     let b = &self.blocks[pos];
                     // a failed read leaves the block as it was: an error, not a poisoned store
-                    io_at(old.read_vec_at(&mut buf, n, off), "read", &b.path)?;
+                    io_at(fast::read_vec_at(&*old, &mut buf, n, off), "read", &b.path)?;
                     &buf[..n]
                 }
             };

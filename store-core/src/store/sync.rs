@@ -48,7 +48,7 @@ impl<H> Durability<H> {
     }
 }
 
-impl<H: FsFileExt> Durability<H> {
+impl<H: FsFile> Durability<H> {
     /// Fsyncs the files a group leader may be fsyncing right now (see `group_inflight`).
     pub(super) fn sync_inflight(&mut self) -> Result<()> {
         let mut failed = None;
@@ -137,7 +137,7 @@ pub(crate) struct SyncTicket<H> {
     pub(super) skip: bool,
 }
 
-impl<H: FsFileExt> SyncTicket<H> {
+impl<H: FsFile> SyncTicket<H> {
     /// Runs the fsyncs.
     pub(crate) fn run(&self) -> Result<()> {
         if self.skip {
@@ -192,7 +192,7 @@ impl<F: Fs> Store<F> {
 
     /// The common case of [`Self::sync_inner`] under `SyncPolicy::Always`: the buffer holds
     /// the newest block's unwritten bytes and no other block needs a sync. Then the write and
-    /// the fsync are one call ([`FsFile::write_all_at_sync_data`]: the same two operations,
+    /// the fsync are one call ([`crate::fs::FastPaths::write_all_at_sync_data`]: the same two operations,
     /// for one host crossing in the wasm guest instead of two). Returns false, having done
     /// nothing, in every other case (and when this fsync site is ablated), for the general path.
     #[track_caller]
@@ -215,7 +215,7 @@ impl<F: Fs> Store<F> {
         // as `flush`: the newest block is never cached; never let a copy go stale
         newest.cache = None;
         newest.written = true;
-        let r = file.write_all_at_sync_data(&self.wbuf, newest.len);
+        let r = fast::write_all_at_sync_data(&*file, &self.wbuf, newest.len);
         self.wbuf.truncate(n);
         let written = !matches!(r, Err(WriteSyncError::Write(_)));
         if written {

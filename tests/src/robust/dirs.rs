@@ -94,7 +94,7 @@ pub fn records_of(block: &[u8]) -> Vec<(usize, usize, u64, Kind)> {
 /// Creates `path`'s missing parent directories, then the file with `bytes` (errors are
 /// ignored: hostile layouts may make a path impossible, e.g. a parent that is a file).
 pub fn put(fs: &FaultFs, path: &str, bytes: &[u8]) {
-    mkdirs(fs, seqstore_core::parent_of(path));
+    mkdirs(fs, seqstore_core::fs::parent_of(path));
     let opts = OpenOptions::new().write(true).create(true).truncate(true);
     if let Ok(f) = fs.open(path, opts) {
         let _ = f.write_all_at(bytes, 0);
@@ -348,7 +348,7 @@ pub fn build_dir(data: &[u8]) -> FaultFs {
 }
 
 fn append_to(fs: &FaultFs, path: &str, bytes: &[u8]) {
-    mkdirs(fs, seqstore_core::parent_of(path));
+    mkdirs(fs, seqstore_core::fs::parent_of(path));
     if let Ok(f) = fs.open(path, OpenOptions::read_write_create()) {
         if let Ok(len) = f.len() {
             let _ = f.write_all_at(bytes, len);

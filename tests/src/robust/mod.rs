@@ -5,13 +5,13 @@
 //! (`tests/tests/robustness_corpus.rs` runs them on every file of `fuzz/corpus/<target>/`).
 
 use super::{check_image, config, payload, payload_id, Event, Native, Runner, Step};
+use seqstore_core::fs::{Fs, FsFile, OpenOptions};
 use seqstore_core::internal::index::{Snapshot, INDEX_MAGIC, INDEX_VERSION};
 use seqstore_core::internal::record::{
     self, decode, encode, encoded_len, Decoded, Kind, HARD_MAX_RECORD, REC_OVERHEAD,
 };
 use seqstore_core::{
-    Ablation, Config, Error, Fs, FsFile, ManualClock, OpenOptions, RecoveryMode, Store,
-    StreamState, SyncPolicy,
+    Ablation, Config, Error, ManualClock, RecoveryMode, Store, StreamState, SyncPolicy,
 };
 use seqstore_fault_fs::{ExploreConfig, FaultFs, Journal, Model};
 use std::collections::{BTreeMap, BTreeSet};

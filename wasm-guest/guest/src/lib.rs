@@ -19,10 +19,12 @@ use std::cell::RefCell;
 use std::io;
 use std::time::Duration;
 
-use seqstore_core::internal::StoreInternals;
-use seqstore_core::{
-    Clock, DirEntry, Fs, FsFile, FsFileExt, FsLock, LockError, OpenOptions, Store, WriteSyncError,
+use seqstore_core::fs::{
+    DirEntry, FastPaths, Fs, FsFile, FsLock, LockError, OpenOptions, WriteSyncError,
 };
+use seqstore_core::internal::fast;
+use seqstore_core::internal::StoreInternals;
+use seqstore_core::{Clock, Store};
 
 mod convert;
 use convert::{from_fs_error, to_config, to_filtered, to_msg, to_report, to_wit_error};
@@ -63,7 +65,7 @@ pub struct ImportedFs;
 #[derive(Debug)]
 pub struct ImportedFile(wit_fs::File);
 
-/// `FsFile::crc32_ranges` through the host: crc32 in wasm has no SIMD, the host's has. The
+/// `FastPaths::crc32_ranges` through the host: crc32 in wasm has no SIMD, the host's has. The
 /// host checksums the very bytes passed (a copy of the guest's buffer), so what the store goes
 /// on to use is what was checked. (The host serves the filesystem: a host that lied here could
 /// as well have changed the bytes it read; the checksums guard against the media, as natively.)
@@ -140,9 +142,12 @@ impl FsFile for ImportedFile {
     fn sync_all(&self) -> io::Result<()> {
         self.0.sync_all().map_err(from_fs_error)
     }
+    fn fast_paths(&self) -> Option<&dyn FastPaths> {
+        Some(self)
+    }
 }
 
-impl FsFileExt for ImportedFile {
+impl FastPaths for ImportedFile {
     fn batch_crc32(&self) -> bool {
         true
     }
@@ -278,10 +283,14 @@ impl FsFile for GuestFile {
     fn sync_all(&self) -> io::Result<()> {
         on_file!(self, f => f.sync_all())
     }
+    // Both kinds of file: the checksums are the host's either way.
+    fn fast_paths(&self) -> Option<&dyn FastPaths> {
+        Some(self)
+    }
 }
 
-impl FsFileExt for GuestFile {
-    // Both kinds of file: the checksums are the host's either way.
+// Each kind's own fast paths (host-fs's WASI file has none: the defaults, on it).
+impl FastPaths for GuestFile {
     fn batch_crc32(&self) -> bool {
         true
     }
@@ -289,7 +298,7 @@ impl FsFileExt for GuestFile {
         host_crc32_ranges(buf, ranges, out)
     }
     fn read_vec_at(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
-        on_file!(self, f => f.read_vec_at(buf, len, offset))
+        on_file!(self, f => fast::read_vec_at(f, buf, len, offset))
     }
     fn read_framed_at(
         &self,
@@ -299,16 +308,16 @@ impl FsFileExt for GuestFile {
         crcs: &mut Vec<u32>,
     ) -> io::Result<()> {
         match self {
-            GuestFile::Imported(f) => f.read_framed_at(buf, len, offset, crcs),
+            GuestFile::Imported(f) => fast::read_framed_at(f, buf, len, offset, crcs),
             // WASI's files cannot ask the host to frame: read, then send for the checksums
             // (this file's `crc32_ranges`: the host's).
             GuestFile::Wasi(_) => {
-                seqstore_core::internal::read_framed_by_ranges(self, buf, len, offset, crcs)
+                seqstore_core::fs::read_framed_by_ranges(self, buf, len, offset, crcs)
             }
         }
     }
     fn write_all_at_sync_data(&self, buf: &[u8], offset: u64) -> Result<(), WriteSyncError> {
-        on_file!(self, f => f.write_all_at_sync_data(buf, offset))
+        on_file!(self, f => fast::write_all_at_sync_data(f, buf, offset))
     }
 }
 

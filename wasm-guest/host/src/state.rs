@@ -3,7 +3,8 @@
 
 use std::io;
 
-use seqstore_core::{Clock, DirEntry, Fs, FsFileExt, OpenOptions, WriteSyncError};
+use seqstore_core::fs::{DirEntry, Fs, FsFile, OpenOptions, WriteSyncError};
+use seqstore_core::Clock;
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::ResourceLimiter;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -20,7 +21,7 @@ const MAX_READ: u64 = 16 << 20;
 /// [`Fs`] with the file type boxed, so one non-generic host state (and one pre-linked
 /// component) serves every filesystem type.
 pub(crate) trait DynFs: Send + Sync {
-    fn open(&self, path: &str, opts: OpenOptions) -> io::Result<Box<dyn FsFileExt>>;
+    fn open(&self, path: &str, opts: OpenOptions) -> io::Result<Box<dyn FsFile>>;
     fn create_dir(&self, path: &str) -> io::Result<()>;
     fn read_dir(&self, path: &str) -> io::Result<Vec<DirEntry>>;
     fn rename(&self, from: &str, to: &str) -> io::Result<()>;
@@ -28,15 +29,15 @@ pub(crate) trait DynFs: Send + Sync {
     fn remove_dir_all(&self, path: &str) -> io::Result<()>;
     fn sync_dir(&self, path: &str) -> io::Result<()>;
     /// Takes the store's lock, which the host holds for its guest (`seqstore_core::internal::lock_store`).
-    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::FsLock>;
+    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::fs::FsLock>;
 }
 
 impl<F: Fs> DynFs for F
 where
     F::File: 'static,
 {
-    fn open(&self, path: &str, opts: OpenOptions) -> io::Result<Box<dyn FsFileExt>> {
-        Fs::open(self, path, opts).map(|f| Box::new(f) as Box<dyn FsFileExt>)
+    fn open(&self, path: &str, opts: OpenOptions) -> io::Result<Box<dyn FsFile>> {
+        Fs::open(self, path, opts).map(|f| Box::new(f) as Box<dyn FsFile>)
     }
     fn create_dir(&self, path: &str) -> io::Result<()> {
         Fs::create_dir(self, path)
@@ -56,7 +57,7 @@ where
     fn sync_dir(&self, path: &str) -> io::Result<()> {
         Fs::sync_dir(self, path)
     }
-    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::FsLock> {
+    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::fs::FsLock> {
         seqstore_core::internal::lock_store(self)
     }
 }
@@ -73,7 +74,7 @@ fn no_fs<T>() -> io::Result<T> {
 }
 
 impl DynFs for NoFs {
-    fn open(&self, _: &str, _: OpenOptions) -> io::Result<Box<dyn FsFileExt>> {
+    fn open(&self, _: &str, _: OpenOptions) -> io::Result<Box<dyn FsFile>> {
         no_fs()
     }
     fn create_dir(&self, _: &str) -> io::Result<()> {
@@ -91,7 +92,7 @@ impl DynFs for NoFs {
     fn remove_dir_all(&self, _: &str) -> io::Result<()> {
         no_fs()
     }
-    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::FsLock> {
+    fn lock_store(&self) -> seqstore_core::Result<seqstore_core::fs::FsLock> {
         // the host locks the preopened directory itself (`GuestStore::open_inner`)
         Err(seqstore_core::Error::Io {
             op: "lock",
@@ -105,7 +106,7 @@ impl DynFs for NoFs {
 }
 
 /// An open file of the host's filesystem, owned by the guest through a resource handle.
-pub struct FileRep(Box<dyn FsFileExt>);
+pub struct FileRep(Box<dyn FsFile>);
 
 /// The memory cap, and what hit it.
 pub(crate) struct Limiter {
@@ -183,7 +184,7 @@ fn fs_result<T>(r: io::Result<T>) -> FsResult<T> {
 type WriteSyncResult = wasmtime::Result<Result<(), wit_fs::WriteSyncError>>;
 
 impl HostState {
-    fn file(&self, h: &Resource<FileRep>) -> wasmtime::Result<&dyn FsFileExt> {
+    fn file(&self, h: &Resource<FileRep>) -> wasmtime::Result<&dyn FsFile> {
         // A handle the guest does not own is a guest bug: trap.
         Ok(&*self.table.get(h)?.0)
     }
@@ -202,8 +203,10 @@ impl HostState {
     ) -> WriteSyncResult {
         #[cfg(test)]
         self.write_syncs.set(self.write_syncs.get() + 1);
-        // The host's own `Fs` decides how: by default its write, then its sync.
-        Ok(match self.file(h)?.write_all_at_sync_data(data, offset) {
+        // The host's own `Fs` decides how: its file's fast path if it has one, else its
+        // write, then its sync.
+        let r = seqstore_core::internal::fast::write_all_at_sync_data(self.file(h)?, data, offset);
+        Ok(match r {
             Ok(()) => Ok(()),
             Err(WriteSyncError::Sync(e)) => Err(wit_fs::WriteSyncError::Sync(to_fs_error(&e))),
             Err(WriteSyncError::Write(e)) => Err(wit_fs::WriteSyncError::Write(to_fs_error(&e))),

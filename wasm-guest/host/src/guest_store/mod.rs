@@ -123,7 +123,7 @@ pub struct GuestStore {
     basis: Option<(u64, i64)>,
     /// The store's lock, held for the guest (`None`: a root outside the preopen, which the
     /// guest refuses). Released after `Drop` has sent the queue and closed the guest's store.
-    _lock: Option<seqstore_core::FsLock>,
+    _lock: Option<seqstore_core::fs::FsLock>,
     /// Appends acknowledged but not yet sent: whole records, encoded here, back to back.
     queue: Vec<u8>,
     /// How many records `queue` holds.
@@ -185,7 +185,7 @@ pub(crate) fn classify(e: wasmtime::Error, state: &HostState, timeout: Option<Du
 /// The lock of the store the guest opens at `root` inside the preopen of `host`: the host
 /// path `root` names, if it lies inside the preopen. A root outside it takes no lock here:
 /// the guest cannot reach it and refuses it.
-fn lock_guest_root(host: &Path, root: &str) -> Result<Option<seqstore_core::FsLock>> {
+fn lock_guest_root(host: &Path, root: &str) -> Result<Option<seqstore_core::fs::FsLock>> {
     let rel = match root.strip_prefix(GUEST_DIR) {
         Some("") => "",
         Some(rest) => match rest.strip_prefix('/') {

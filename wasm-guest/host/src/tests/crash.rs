@@ -128,7 +128,7 @@ fn batched_append_write_error_is_reported_by_the_flushing_call_and_poisons() {
 #[test]
 fn damaged_block_recovers_in_guest_like_natively() {
     // The guest's rebuild checks record checksums through the host in batches
-    // (`FsFile::crc32_ranges`); a flipped byte must be found exactly as natively.
+    // (`FastPaths::crc32_ranges`); a flipped byte must be found exactly as natively.
     let cfg = Config::default()
         .with_sync(SyncPolicy::Never)
         .with_block_size(16 << 10);
@@ -156,13 +156,13 @@ fn damaged_block_recovers_in_guest_like_natively() {
         let f = seqstore_core::Fs::open(
             &fs,
             file,
-            seqstore_core::OpenOptions::new().read(true).write(true),
+            seqstore_core::fs::OpenOptions::new().read(true).write(true),
         )
         .unwrap();
         let mut b = [0u8; 1];
-        seqstore_core::FsFile::read_exact_at(&f, &mut b, at).unwrap();
-        seqstore_core::FsFile::write_all_at(&f, &[b[0] ^ 0x40], at).unwrap();
-        seqstore_core::FsFile::sync_data(&f).unwrap();
+        seqstore_core::fs::FsFile::read_exact_at(&f, &mut b, at).unwrap();
+        seqstore_core::fs::FsFile::write_all_at(&f, &[b[0] ^ 0x40], at).unwrap();
+        seqstore_core::fs::FsFile::sync_data(&f).unwrap();
     }
     let image = fs.crash();
     let n = seqstore_core::Store::builder(image.crash())

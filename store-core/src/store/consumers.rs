@@ -1,13 +1,13 @@
 //! The consumer calls on [`Store`], and their write path: validate on a copy, append one
 //! journal record, then the policy's sync (store-core/CONSUMERS.md, "Write path").
 
-use super::codec::{self, Op, Rec};
-use super::journal::{self, journal_path};
-use super::state::{ConsumerConfig, ConsumerState};
-use super::{check_name, CONSUMERS_DIR};
+use super::{Store, SyncSite};
+use crate::consumer::codec::{self, Op, Rec};
+use crate::consumer::journal::{self, journal_path};
+use crate::consumer::state::{ConsumerConfig, ConsumerState};
+use crate::consumer::{check_name, CONSUMERS_DIR};
 use crate::error::{Error, Result};
 use crate::fs::{Fs, FsFile, OpenOptions};
-use crate::store::{Store, SyncSite};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

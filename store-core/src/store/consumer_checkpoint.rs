@@ -1,12 +1,12 @@
 //! The consumer checkpoint: compaction of the journal into `consumers/state`, and what open
 //! does with the consumer files.
 
-use super::codec;
-use super::journal::{journal_path, Consumers, STATE_FILE, STATE_TMP};
-use super::CONSUMERS_DIR;
+use super::{Store, SyncSite, MSGS_DIR, RESTORED_CONSUMERS};
+use crate::consumer::codec;
+use crate::consumer::journal::{journal_path, Consumers, STATE_FILE, STATE_TMP};
+use crate::consumer::CONSUMERS_DIR;
 use crate::error::Result;
 use crate::fs::{Fs, FsFile, OpenOptions};
-use crate::store::{Store, SyncSite};
 
 impl<F: Fs> Store<F> {
     /// Writes every consumer's state (in line with the stream) to a new checkpoint of the
@@ -138,16 +138,12 @@ impl<F: Fs> Store<F> {
     /// rename is atomic, but its two directory entries become durable apart): the leftover
     /// goes.
     pub(crate) fn finish_restored_consumers(&mut self) -> Result<()> {
-        let staged = format!(
-            "{}/{}",
-            crate::store::MSGS_DIR,
-            crate::store::RESTORED_CONSUMERS
-        );
+        let staged = format!("{}/{}", MSGS_DIR, RESTORED_CONSUMERS);
         let io = |e: std::io::Error, op, p: &str| crate::Error::io(op, p, e);
-        let in_msgs = match self.fs.read_dir(crate::store::MSGS_DIR) {
-            Ok(v) => v.iter().any(|e| e.name == crate::store::RESTORED_CONSUMERS),
+        let in_msgs = match self.fs.read_dir(MSGS_DIR) {
+            Ok(v) => v.iter().any(|e| e.name == RESTORED_CONSUMERS),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-            Err(e) => return Err(io(e, "read_dir", crate::store::MSGS_DIR)),
+            Err(e) => return Err(io(e, "read_dir", MSGS_DIR)),
         };
         if !in_msgs {
             return Ok(());
