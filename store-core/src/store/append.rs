@@ -1,7 +1,12 @@
 //! Appends: one message, pre-encoded records, and runs of them.
 
 use super::sync::S_APPEND;
-use super::*;
+use super::Store;
+use crate::admit::Admission;
+use crate::config::{Discard, SyncPolicy};
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::record::{self, encoded_len, Kind, BLOCK_HEADER_LEN};
 
 /// A record encoded by the caller of [`Store::append_encoded`], with its decoded fields.
 #[derive(Clone, Copy)]

@@ -3,7 +3,11 @@
 //! the file asks for that (`FastPaths::batch_crc32`: the wasm guest's host, with SIMD), and each
 //! checked as `read_entry` checks one (crc, kind, sequence).
 
-use super::*;
+use super::{io_at, Store};
+use crate::error::{Error, Result};
+use crate::fast;
+use crate::fs::{Fs, FsFile};
+use crate::record::{self, decode, Decoded, Kind};
 
 /// Adjacent records of one block: `(seq, offset, len)` each, in order.
 struct Run {

@@ -1,8 +1,15 @@
 //! The blocks in memory: entries, loading them lazily, finding a sequence, marking removals.
 
 use super::entries::{Entries, Entry};
+use super::layout::{block_path, MSGS_DIR};
+use super::scan::{scan_block, ScanEnd};
 use super::subjects::SubjectMemo;
-use super::*;
+use super::Store;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::record::{self, Kind, BLOCK_HEADER_LEN, FLAG_ERASED};
+use std::ops::ControlFlow;
+use std::sync::Arc;
 
 pub(super) struct Block<H> {
     pub(super) number: u64,

@@ -1,6 +1,8 @@
 //! The block cache for reads.
 
-use super::*;
+use super::{io_at, Store};
+use crate::error::Result;
+use crate::fs::{Fs, FsFile};
 
 impl<F: Fs> Store<F> {
     /// Changes `Config::block_cache` on an open store; cached blocks beyond the new limit are

@@ -19,8 +19,13 @@
 //! blocks one at a time. Inside an operation, a block loaded by `ensure_loaded` stays loaded
 //! until the operation returns, so the `Block::loaded`s after it hold.
 
+use super::blocks::Block;
 use super::entries::Entry;
-use super::*;
+use super::types::StoredMsg;
+use super::{io_at, Store};
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile};
+use crate::record::{decode, Decoded, Kind, FLAG_ERASED};
 
 /// Bytes one full entry costs: what the trim counter assumes of every entry loaded (a packed
 /// one costs less, so a trim may come sooner than needed, never later).

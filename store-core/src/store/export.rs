@@ -21,8 +21,15 @@
 //! Consistency: the snapshot is taken under `&mut self` (with `SharedStore`, inside `with`), so
 //! nothing can change the blocks while they stream; see store-core/SNAPSHOTS.md.
 
-use super::*;
-use std::io::{Read, Write};
+use super::layout::{block_path, MSGS_DIR};
+use super::types::StreamState;
+use super::Store;
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile};
+use crate::record;
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::sync::Arc;
 
 /// The name of the archive's first entry, and the line it holds.
 pub(crate) const HEADER_ENTRY: &str = "seqstore-snapshot";

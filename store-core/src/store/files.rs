@@ -9,7 +9,11 @@
 //! because a previous process may have left it unsynced (`dirty` without `written`) may be
 //! closed; the sync opens it again.
 
-use super::*;
+use super::{io_at, Store};
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile, OpenOptions};
+use std::io;
+use std::sync::Arc;
 
 /// A block's handle for a read: the held one, or one opened for this read alone (the block
 /// was closed and the reader cannot keep a handle: it has only `&Store`).

@@ -11,8 +11,13 @@
 use super::export::{
     parse_version, subjects_digest, SnapshotInfo, CONSUMERS_ENTRY, HEADER_ENTRY, MANIFEST_ENTRY,
 };
-use super::*;
-use std::io::Read;
+use super::layout::{block_path, parse_block_name, MSGS_DIR};
+use super::{io_at, Store};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile, OpenOptions};
+use crate::record;
+use std::io::{self, Read};
 
 /// The staging directory of a restore in progress (or interrupted by a crash).
 pub const RESTORE_STAGE: &str = "restore.partial";

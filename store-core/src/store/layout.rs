@@ -1,6 +1,9 @@
 //! The directory layout: the names of the store's directories and files.
 
-use super::*;
+use super::{io_at, Store};
+use crate::error::Result;
+use crate::fs::Fs;
+use std::collections::BTreeMap;
 
 /// The directory holding the live message blocks.
 pub const MSGS_DIR: &str = "msgs";

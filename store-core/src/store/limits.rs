@@ -1,6 +1,10 @@
 //! The limits (max messages, bytes, age, per subject), enforced after appends and at open.
 
-use super::*;
+use super::layout::MSGS_DIR;
+use super::Store;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::record::Kind;
 
 impl<F: Fs> Store<F> {
     /// Removes what the limits no longer allow. `sid`: only that subject's per-subject limit

@@ -1,8 +1,15 @@
 //! The newest block and its write buffer: encoding records, writing out, rolling.
 
-use super::blocks::{reserve_by_density, Block};
+use super::blocks::{self, reserve_by_density, Block};
 use super::entries::Entry;
-use super::*;
+use super::layout::{block_path, MSGS_DIR};
+use super::{io_at, Store};
+#[cfg(doc)]
+use crate::config::Config;
+use crate::config::SyncPolicy;
+use crate::error::Result;
+use crate::fs::{Fs, FsFile, OpenOptions};
+use crate::record::{self, encode, encoded_len, Kind, BLOCK_HEADER_LEN};
 
 impl<F: Fs> Store<F> {
     /// Writes the buffered bytes of the newest block to its file.

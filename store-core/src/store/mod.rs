@@ -2,25 +2,13 @@
 //! file of its own below (see ARCHITECTURE.md for the data flow, the write path with every
 //! fsync, and the byte layouts).
 
-use crate::admit::Admission;
 use crate::clock::Clock;
-use crate::config::{Config, Discard, RecoveryMode, SyncPolicy};
+use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::fast;
-use crate::fs::{Fs, FsFile, OpenOptions, WriteSyncError};
-use crate::index::{BlockSummary, Snapshot, SubjectSummary};
-use crate::record::{
-    self, check_block_header, decode, encode, encoded_len, Decoded, Header, Kind, BLOCK_HEADER_LEN,
-    FLAG_ERASED, HARD_MAX_RECORD, REC_OVERHEAD,
-};
-use crate::subject;
-use blocks::{Block, Blocks};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use crate::fs::Fs;
+use blocks::Blocks;
 use std::io;
-use std::ops::ControlFlow;
-use std::sync::Arc;
-use subjects::{SubjectInfo, SubjectTable};
+use subjects::SubjectTable;
 use sync::{Durability, S_OPEN_LIMITS};
 
 mod append;
@@ -60,7 +48,7 @@ pub use builder::StoreBuilder;
 pub(crate) use export::write_export;
 pub use export::{SnapshotInfo, SNAPSHOT_VERSION};
 pub use import::{restore, RESTORED_CONSUMERS, RESTORE_STAGE};
-pub(crate) use layout::{block_path, parse_block_name, seal_tmp_path};
+pub(crate) use layout::{block_path, parse_block_name};
 pub use layout::{is_lock_name, INDEX_FILE, INDEX_TMP, LOCK_FILE, MSGS_DIR, PURGE_NEW, PURGE_OLD};
 pub(crate) use replay::{Replay, Verdict};
 pub(crate) use scan::{scan_block, ScanEnd};

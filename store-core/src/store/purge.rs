@@ -1,7 +1,15 @@
 //! Purge, crash-atomic, and beside it the half of recovery that completes or rolls it back.
 
 use super::blocks::Block;
-use super::*;
+use super::layout::{block_path, parse_block_name, MSGS_DIR, PURGE_NEW, PURGE_OLD};
+use super::scan::{scan_block, ScanEnd};
+use super::{io_at, Store};
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile, OpenOptions};
+use crate::record::{self, check_block_header, encode, Header, Kind, BLOCK_HEADER_LEN};
+use crate::site::SyncSite;
+use std::io;
+use std::ops::ControlFlow;
 
 impl<F: Fs> Store<F> {
     /// Whether `purge.new` holds a block whose records all check out and include a floor

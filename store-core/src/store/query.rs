@@ -8,9 +8,15 @@
 //! reference or an index into a block's entries across a call, so a block's entries may be
 //! dropped between calls (an evictable entry cache) and re-read on demand.
 
-use super::entries::Entry;
-use super::entries::EMPTY;
-use super::*;
+use super::entries::{Entry, EMPTY};
+use super::layout::MSGS_DIR;
+use super::subjects::SubjectInfo;
+use super::types::{FilteredState, StoredMsg};
+use super::Store;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::subject;
+use std::collections::BTreeMap;
 
 /// What a list of filters selects, decided once per subject id and remembered: matching a
 /// filter token by token costs far more than one look-up, and a scan meets the same few

@@ -1,6 +1,13 @@
 //! Reads: by sequence, by subject, the next match of a filter, subject counts.
 
-use super::*;
+use super::layout::MSGS_DIR;
+use super::types::StoredMsg;
+use super::{io_at, Store};
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile};
+use crate::record::{decode, Decoded, Kind};
+use crate::subject;
+use std::collections::BTreeMap;
 
 impl<F: Fs> Store<F> {
     /// Reads and checks the record of entry `i` in block `pos` (checked after the read: crc,

@@ -1,10 +1,20 @@
 //! Recovery from the blocks: the rebuild scan and the sequences it finds lost.
 
-use super::blocks::{reserve_by_density, Block};
+use super::blocks::{self, reserve_by_density, Block};
 use super::entries::Entry;
-use super::scan::{scan_block_chunked, zeros_between, Reads, READ_CHUNK};
+use super::layout::{block_path, INDEX_FILE, MSGS_DIR};
+use super::replay::{Replay, Verdict};
+use super::scan::{scan_block_chunked, zeros_between, Reads, ScanEnd, READ_CHUNK};
 use super::subjects::SubjectMemo;
-use super::*;
+use super::types::{Cut, OutOfOrderRecord, SeqRange, SkippedRecord};
+use super::{io_at, Store};
+use crate::config::RecoveryMode;
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile, OpenOptions};
+use crate::record::{self, check_block_header, Header, Kind, BLOCK_HEADER_LEN, FLAG_ERASED};
+use crate::site::SyncSite;
+use std::io;
+use std::ops::ControlFlow;
 
 /// Per-rebuild bookkeeping beside the replay's rules.
 #[derive(Default)]

@@ -2,7 +2,11 @@
 
 use super::blocks::patch_copy;
 use super::sync::{S_COMPACT, S_DROP, S_ERASE, S_PURGE_EX};
-use super::*;
+use super::Store;
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile};
+use crate::record::{self, encode, Kind, FLAG_ERASED};
+use crate::subject;
 
 impl<F: Fs> Store<F> {
     /// Removes leading blocks with no live message (never the newest). Before each removal

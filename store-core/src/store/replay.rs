@@ -4,7 +4,8 @@
 //! in-memory index) and by the read-only `verify`, so that the two cannot disagree about a
 //! directory.
 
-use super::*;
+use super::types::SeqRange;
+use std::collections::BTreeSet;
 
 /// What a record does to the stream, by kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

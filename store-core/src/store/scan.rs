@@ -3,7 +3,13 @@
 // Parses bytes read from a disk: no index that a damaged file could put out of range.
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
-use super::*;
+use super::io_at;
+use crate::error::{Error, Result};
+use crate::fast;
+use crate::fs::FsFile;
+use crate::record::{self, decode, Decoded, HARD_MAX_RECORD, REC_OVERHEAD};
+use std::io;
+use std::ops::ControlFlow;
 
 pub(super) const READ_CHUNK: usize = 1 << 20;
 

@@ -4,7 +4,13 @@
 //! that a sealed block is stored (and compressed) in whole frames however it was written,
 //! and an erased record's old bytes leave the file.
 
-use super::*;
+use super::layout::seal_tmp_path;
+use super::{io_at, Store};
+use crate::error::Result;
+use crate::fast;
+use crate::fs::{Fs, FsFile, OpenOptions};
+use crate::site::SyncSite;
+use std::sync::Arc;
 
 /// Bytes copied per read and write of a rewrite: a multiple of the layer's 16 KiB frames, so
 /// every write but the last is whole frames.

@@ -2,7 +2,11 @@
 //! given sequence and timestamp, and sequences marked used without a message.
 
 use super::sync::S_SKIP;
-use super::*;
+use super::{append, Store};
+use crate::admit::Admission;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::record::{self, encode, Kind, REC_OVERHEAD};
 
 impl<F: Fs> Store<F> {
     /// Stores a message with the sequence and timestamp a leader gave it (NATS `StoreRawMsg`).

@@ -1,11 +1,18 @@
 //! `index.db`: written at checkpoint, validated and trusted at open.
 
 use super::blocks::Block;
-use super::scan::{scan_block_chunked, Reads};
+use super::layout::{block_path, INDEX_FILE, INDEX_TMP, MSGS_DIR};
+use super::scan::{scan_block_chunked, Reads, ScanEnd};
 use super::subjects::SubjectInfo;
 use super::sync::S_SYNC;
 use super::tail::Tail;
-use super::*;
+use super::{io_at, Store};
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile, OpenOptions};
+use crate::index::{BlockSummary, Snapshot, SubjectSummary};
+use crate::record::{self, check_block_header, Header, Kind, BLOCK_HEADER_LEN, FLAG_ERASED};
+use std::io;
+use std::ops::ControlFlow;
 
 /// Reads `index.db` and checks it against the blocks on disk: the same block files, each of
 /// the recorded length and ending in the recorded crc, and consistent totals. `Ok(None)`: no

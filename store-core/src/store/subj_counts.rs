@@ -17,7 +17,9 @@
 //! them): the callers walk the messages instead while one is pending (`expired_pending`).
 
 use super::entries::{Entries, EMPTY};
-use super::*;
+use super::Store;
+use crate::error::Result;
+use crate::fs::Fs;
 
 /// `by_subj` of a block: `(subject id, live sequences ascending)`, sorted by id.
 #[derive(Default)]

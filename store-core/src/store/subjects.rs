@@ -1,6 +1,7 @@
 //! Subjects: the name table, the FxHash map, and the direct-mapped memo in front of it.
 
-use super::*;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// FxHash (rustc's): a few ns for a 16-byte subject where SipHash takes ~20. Also the wasm
 /// host's hasher for the subjects it has validated (through `internal`).

@@ -1,7 +1,14 @@
 //! The named fsync sites, the sync helpers, the policy, and group commit's two halves.
 
-use super::*;
+use super::layout::MSGS_DIR;
+use super::Store;
+use crate::config::SyncPolicy;
+use crate::error::{Error, Result};
+use crate::fast;
+use crate::fs::{Fs, FsFile, WriteSyncError};
 pub use crate::site::{SyncSite, SYNC_SITES};
+use std::io;
+use std::sync::Arc;
 
 /// What the store knows of its own durability. A failed write, rename, removal, truncation or
 /// fsync latches `poisoned` here ([`Durability::latch`]; the group commit's fsync, run

@@ -15,9 +15,15 @@
 //! floors, skips) and the unwritten space after them, and leaves the rest to the rebuild.
 
 use super::entries::Entry;
+use super::layout::INDEX_FILE;
 use super::recover::Rebuild;
+use super::replay::Replay;
+use super::scan::ScanEnd;
 use super::subjects::SubjectMemo;
-use super::*;
+use super::{io_at, Store};
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile, OpenOptions};
+use crate::record::BLOCK_HEADER_LEN;
 
 /// What a valid `index.db` does not vouch for.
 #[derive(Debug, Default)]

@@ -1,7 +1,12 @@
 //! Truncate, and beside it the half of recovery that finishes an interrupted cleanup.
 
+use super::scan::{scan_block, ScanEnd};
 use super::sync::{S_TRUNCATE_COMMIT, S_TRUNCATE_MARKERS};
-use super::*;
+use super::{blocks, io_at, Store};
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsFile};
+use crate::record::{Kind, BLOCK_HEADER_LEN};
+use std::ops::ControlFlow;
 
 impl<F: Fs> Store<F> {
     /// Cuts block `bpos` at `off` and removes the blocks between it and the block holding

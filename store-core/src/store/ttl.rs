@@ -7,7 +7,12 @@
 //! block scan at open, or read from `index.db` (its version-2 ttl section, snapshot.rs), and
 //! open then expires what is due.
 
-use super::*;
+use super::{append, Store};
+use crate::admit::Admission;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::record::{self, Kind, FLAG_ERASED};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// The messages with a time to live: `seq -> deadline`, and `(deadline, seq)` in order. An
