@@ -27,15 +27,8 @@ fn server(dir: &Path) -> String {
         .expect("addr")
         .to_string();
     let opts = seqstore_server::NodeOpts::single(dir.to_path_buf(), addr.clone());
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(seqstore_server::serve(opts))
-            .expect("the server runs");
-    });
+    // (a node that stops shows as the wait below running out)
+    seqstore_server::serve_on_thread(opts);
     let url = format!("http://{addr}");
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(15) {

@@ -15,13 +15,19 @@
 //!   broken connection, `unknown_outcome`), its outcome is unknown: it may be committed or
 //!   not, and a second send could store it twice. That is [`Error::Unknown`]; the caller
 //!   decides (read the stream to find out, or make appends idempotent at its level).
+//! - **Blocking, as a store.** [`BlockingStream`] is one stream as a blocking
+//!   [`seqstore_core::surface::StreamStore`], the trait a `Store` on a directory implements:
+//!   code written against it runs on either. What the server does not serve is refused with
+//!   [`Error::Unsupported`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod batch;
+mod blocking;
 pub mod transport;
 pub mod wire;
 
+pub use blocking::BlockingStream;
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use serde::de::DeserializeOwned;
@@ -68,6 +74,13 @@ pub enum Error {
     /// A call to one given node ([`Client::status_of`], [`Client::dump_of`]) got no answer.
     #[error("no answer: {0}")]
     Unreachable(String),
+    /// A read of one message found none ([`BlockingStream`]'s `get`; `0` says which).
+    #[error("no message {0}")]
+    NoMessage(String),
+    /// An operation of [`seqstore_core::surface::StreamStore`] that the server does not serve
+    /// ([`BlockingStream`]); nothing was sent.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// A client for one cluster. Clones share its connections, the leader it follows and the

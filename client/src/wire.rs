@@ -136,6 +136,17 @@ impl Msg {
         }
     }
 
+    /// The message as the store's type, its payload and headers decoded.
+    pub fn into_stored(self) -> Result<seqstore_core::StoredMsg, crate::Error> {
+        Ok(seqstore_core::StoredMsg {
+            payload: self.payload_bytes().map_err(crate::Error::Decode)?,
+            headers: self.header_bytes().map_err(crate::Error::Decode)?,
+            seq: self.seq,
+            ts: self.ts,
+            subject: self.subject,
+        })
+    }
+
     /// The headers' bytes (empty when absent; `Err` on bad base64).
     pub fn header_bytes(&self) -> Result<Vec<u8>, String> {
         match &self.headers_b64 {
@@ -469,6 +480,40 @@ pub struct ConsumerInfo {
     pub ack_floor: SequencePair,
     /// The deliveries awaiting their ack, by stream sequence.
     pub pending: Vec<PendingAck>,
+}
+
+impl ConsumerInfo {
+    /// Its settings as the store's type.
+    pub fn store_config(&self) -> seqstore_core::ConsumerConfig {
+        seqstore_core::ConsumerConfig {
+            name: self.name.clone(),
+            ack_policy: self.config.ack_policy,
+            max_deliver: self.config.max_deliver,
+        }
+    }
+
+    /// Its state as the store's type (what `Store::consumer_state` returns).
+    pub fn store_state(&self) -> seqstore_core::ConsumerState {
+        let pending = (self.pending.iter())
+            .map(|p| {
+                let d = seqstore_core::Pending {
+                    sequence: p.consumer_seq,
+                    timestamp: p.ts,
+                };
+                (p.stream_seq, d)
+            })
+            .collect();
+        let redelivered = (self.pending.iter())
+            .filter(|p| p.redelivered > 0)
+            .map(|p| (p.stream_seq, p.redelivered))
+            .collect();
+        seqstore_core::ConsumerState {
+            delivered: self.delivered,
+            ack_floor: self.ack_floor,
+            pending,
+            redelivered,
+        }
+    }
 }
 
 /// A delivered message awaiting its ack.

@@ -13,4 +13,4 @@ pub mod net;
 pub mod node;
 
 pub use error::Error;
-pub use node::{parse_peers, serve, start, NodeOpts, DEFAULT_LISTEN};
+pub use node::{parse_peers, serve, serve_on_thread, start, NodeOpts, DEFAULT_LISTEN};

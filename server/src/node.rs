@@ -233,6 +233,20 @@ async fn form_cluster(raft: NodeRaft, id: u64, peers: BTreeMap<u64, String>) {
     eprintln!("node {id}: cluster formed, voters {voters:?}");
 }
 
+/// Runs a node ([`serve`]) on a thread of its own, on a runtime of its own with two workers:
+/// a node inside a program (or a test) that is not async. The handle's result is `serve`'s
+/// error, if it stops.
+pub fn serve_on_thread(o: NodeOpts) -> std::thread::JoinHandle<Result<(), Error>> {
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(Error::Serve)?;
+        rt.block_on(serve(o))
+    })
+}
+
 /// Runs a node until the process is killed.
 pub async fn serve(o: NodeOpts) -> Result<(), Error> {
     let (raft, sm, log) = start(&o).await?;
