@@ -53,16 +53,7 @@ fn native_guest() -> PathBuf {
 }
 
 fn process(bin: &Path, args: &[String], dir: &Path, json: bool) -> Ran {
-    let (cmd, rest) = args.split_first().expect("a command");
-    let mut c = Command::new(bin);
-    c.arg(cmd);
-    // consumer commands: the subcommand first, then the flags
-    let rest = if cmd == "consumer" {
-        c.arg(&rest[0]);
-        &rest[1..]
-    } else {
-        rest
-    };
+    let (mut c, rest) = surface::process(bin, args);
     c.arg("--dir").arg(dir).args(rest);
     if json {
         c.arg("--json");

@@ -14,7 +14,6 @@ mod surface;
 
 use seqstore_fault_fs::Rng;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use surface::{command, without_clock};
 
@@ -49,16 +48,7 @@ enum Target<'a> {
 
 /// Runs `seqstore ARGS --json` on the target: (exit code, stdout, stderr).
 fn seqstore(args: &[String], at: Target<'_>) -> (i32, String, String) {
-    let (cmd, rest) = args.split_first().expect("a command");
-    let mut c = Command::new(env!("CARGO_BIN_EXE_seqstore"));
-    c.arg(cmd);
-    // consumer commands: the subcommand first, then the flags
-    let rest = if cmd == "consumer" {
-        c.arg(&rest[0]);
-        &rest[1..]
-    } else {
-        rest
-    };
+    let (mut c, rest) = surface::process(Path::new(env!("CARGO_BIN_EXE_seqstore")), args);
     match at {
         Target::Dir(d) => c.arg("--dir").arg(d),
         Target::Server(u) => c.args(["--server", u, "--stream", "surface"]),

@@ -2,6 +2,8 @@
 //! commands a user could type, and the redaction of the clock from their output.
 
 use seqstore_fault_fs::Rng;
+use std::path::Path;
+use std::process::Command;
 
 /// The stdout with every timestamp's digits replaced by 0 (`"ts":…`, `"first_ts":…`,
 /// `"last_ts":…`), and nothing else changed.
@@ -146,4 +148,17 @@ pub fn command(rng: &mut Rng, appended: u64) -> Vec<String> {
         v.splice(0..0, first);
     }
     v
+}
+
+/// `bin` with the command of `args` (a consumer command's subcommand first, then the flags),
+/// and the flags it has still to take.
+pub fn process<'a>(bin: &Path, args: &'a [String]) -> (Command, &'a [String]) {
+    let (cmd, rest) = args.split_first().expect("a command");
+    let mut c = Command::new(bin);
+    c.arg(cmd);
+    if cmd == "consumer" {
+        c.arg(&rest[0]);
+        return (c, &rest[1..]);
+    }
+    (c, rest)
 }
