@@ -373,6 +373,23 @@ fn make_venv(venv: &Path) -> Result<(), String> {
     make().map(drop)
 }
 
+/// The seed of a randomized test: `SEQSTORE_SEED` if set (to replay a failure, or to explore
+/// another), else one fixed by the test's name, so that a run never depends on the day. Printed
+/// either way; the harness shows it when the test fails.
+pub fn seed(test: &str) -> u64 {
+    let seed = match std::env::var("SEQSTORE_SEED") {
+        Ok(s) => s
+            .parse()
+            .unwrap_or_else(|_| panic!("SEQSTORE_SEED must be a u64, got {s:?}")),
+        // FNV-1a of the name: stable across runs, platforms and toolchains
+        Err(_) => test.bytes().fold(0xcbf2_9ce4_8422_2325, |h: u64, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        }),
+    };
+    eprintln!("{test}: seed {seed} (replay with SEQSTORE_SEED={seed})");
+    seed
+}
+
 /// The environment variable that sizes the heavy explorations: `full` for the sizes CI runs,
 /// anything else (or unset) for a run sized to minutes.
 pub const SIZE_VAR: &str = "SEQSTORE_TEST_SIZE";

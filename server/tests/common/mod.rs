@@ -17,18 +17,8 @@ pub fn free_addr() -> String {
     l.local_addr().expect("addr").to_string()
 }
 
-/// The test's seed: `SEQSTORE_SEED` if set, else the clock; printed so a run can be replayed.
-pub fn seed(test: &str) -> u64 {
-    let s = match std::env::var("SEQSTORE_SEED") {
-        Ok(v) => v.parse().expect("SEQSTORE_SEED is a u64"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_nanos() as u64,
-    };
-    eprintln!("{test}: seed {s} (replay with SEQSTORE_SEED={s})");
-    s
-}
+#[allow(unused_imports)] // not every test binary seeds
+pub use seqstore_test_setup::seed;
 
 /// xorshift64*: enough to pick kill points, victims and payload sizes from a seed.
 pub struct Rng(u64);

@@ -17,20 +17,7 @@ pub(crate) fn small_blocks() -> Config {
     Config::default().with_block_size(4096)
 }
 
-/// The seed of a randomized test: `SEQSTORE_SEED` if set (to replay a failure), else fresh.
-/// Printed either way; the test harness shows it when the test fails.
-pub(crate) fn seed(test: &str) -> u64 {
-    let seed = match std::env::var("SEQSTORE_SEED") {
-        Ok(s) => s
-            .parse()
-            .unwrap_or_else(|_| panic!("SEQSTORE_SEED must be a u64, got {s:?}")),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64),
-    };
-    eprintln!("{test}: seed {seed} (replay with SEQSTORE_SEED={seed})");
-    seed
-}
+pub(crate) use seqstore_test_setup::seed;
 
 /// The workspace's one seeded generator (splitmix64, fault-fs).
 pub(crate) use seqstore_fault_fs::Rng;
