@@ -174,10 +174,11 @@ impl<F: Fs> Store<F> {
         let Some(b) = self.blocks.last() else {
             return false;
         };
-        let off = b.len + (self.wbuf.len() + pending) as u64;
+        let off = b.span.len + (self.wbuf.len() + pending) as u64;
         let len = rec.len() as u64;
         // as `write_record_from`: a roll is the ordinary path's
-        if (off > BLOCK_HEADER_LEN && off + len > self.cfg.block_size) || b.entries.is_none() {
+        if (off > BLOCK_HEADER_LEN && off + len > self.cfg.block_size) || b.index.entries.is_none()
+        {
             return false;
         }
         // Nothing can fail from here: `write_record_from`'s and `append_inner`'s updates.

@@ -33,7 +33,7 @@ impl<F: Fs> Store<F> {
                 .last()
                 .and_then(|r| Some((r, *r.recs.last()?)))
                 .is_some_and(|(r, (_, o, l))| {
-                    r.pos == pos && o + l as u64 == off && (o >= b.len) == (off >= b.len)
+                    r.pos == pos && o + l as u64 == off && (o >= b.span.len) == (off >= b.span.len)
                 });
             match runs.last_mut() {
                 Some(r) if joins => r.recs.push((seq, off, len)),
@@ -56,11 +56,16 @@ impl<F: Fs> Store<F> {
         owned: &'a mut Vec<u8>,
     ) -> Result<&'a [u8]> {
         let b = &self.blocks[pos];
-        if off >= b.len {
-            let at = (off - b.len) as usize;
+        if off >= b.span.len {
+            let at = (off - b.span.len) as usize;
             return Ok(&self.wbuf[at..at + len]);
         }
-        if let Some(c) = b.cache.as_deref().filter(|c| off as usize + len <= c.len()) {
+        if let Some(c) = b
+            .copies
+            .cache
+            .as_deref()
+            .filter(|c| off as usize + len <= c.len())
+        {
             return Ok(&c[off as usize..off as usize + len]);
         }
         owned.resize(len, 0);

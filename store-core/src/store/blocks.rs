@@ -11,15 +11,26 @@ use crate::record::{self, Kind, BLOCK_HEADER_LEN, FLAG_ERASED};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
+/// A block of `msgs/` in memory: its number and path, and four parts that change apart, so
+/// that a function shows which it touches and can borrow two at once.
 pub(super) struct Block<H> {
     pub(super) number: u64,
     pub(super) path: String,
-    /// The open file, or `None` when closed (`files.rs`: opened on use, at most
-    /// `Config::open_blocks` held). Shared so that a group commit can fsync it without
-    /// holding the store (see `SharedStore`).
-    pub(super) file: Option<Arc<H>>,
-    /// When `file` was last used (`Blocks::file_tick`): the least recent is closed first.
-    pub(super) file_used: u64,
+    /// What the block holds on disk: its length, its sequences and what of it is live.
+    pub(super) span: BlockSpan,
+    /// The open file and whether its writes are durable.
+    pub(super) handle: BlockHandle<H>,
+    /// The loaded index of its records, and what stands in for it when the entry cache
+    /// dropped it.
+    pub(super) index: BlockIndex,
+    /// Copies of its bytes kept for reads and for sealing, and how often it is read.
+    pub(super) copies: BlockCopies,
+}
+
+/// What a block holds on disk: its length, the sequences and timestamps in it, and what is
+/// live. Changes with each record written to the block (append, seal, truncate) and each
+/// message removed from it; never dropped while the block is in memory.
+pub(super) struct BlockSpan {
     /// Bytes of records in the file (the write buffer holds more, for the newest block).
     pub(super) len: u64,
     /// The file's length: `len`, or more for the newest block, whose file is filled with
@@ -42,6 +53,30 @@ pub(super) struct Block<H> {
     pub(super) live: u64,
     pub(super) live_bytes: u64,
     pub(super) last_crc: u32,
+}
+
+/// A block's open file and its durability. Changes when the file is opened or closed
+/// (`files.rs`), written (`dirty`, `written` set) or fsynced (cleared).
+pub(super) struct BlockHandle<H> {
+    /// The open file, or `None` when closed (`files.rs`: opened on use, at most
+    /// `Config::open_blocks` held). Shared so that a group commit can fsync it without
+    /// holding the store (see `SharedStore`).
+    pub(super) file: Option<Arc<H>>,
+    /// When `file` was last used (`Blocks::file_tick`): the least recent is closed first.
+    pub(super) file_used: u64,
+    /// Has writes that are not fsynced (by this process, or by one before it: every block
+    /// open finds is fsynced by the next sync).
+    pub(super) dirty: bool,
+    /// This process wrote it through `file` since its last fsync: the handle stays open until
+    /// that fsync (`files.rs`).
+    pub(super) written: bool,
+}
+
+/// A block's loaded index: its entries and the subject views built from them, or, while the
+/// entry cache has dropped them (`entry_cache.rs`), what lets a read do without them.
+/// Changes when the entries are loaded, packed, dropped or rebuilt, and as messages in the
+/// block are written or removed.
+pub(super) struct BlockIndex {
     /// `None` until the block is read (blocks known from `index.db` are read on first use).
     pub(super) entries: Option<Entries>,
     /// Deleted sequences of an unread block (from `index.db`, or kept when the entry cache
@@ -51,23 +86,6 @@ pub(super) struct Block<H> {
     /// (sequence − `msg_first`, offset), so that a get finds its record by reading a few
     /// records instead of the whole block (empty otherwise).
     pub(super) marks: Vec<(u32, u32)>,
-    /// Has writes that are not fsynced (by this process, or by one before it: every block
-    /// open finds is fsynced by the next sync).
-    pub(super) dirty: bool,
-    /// This process wrote it through `file` since its last fsync: the handle stays open until
-    /// that fsync (`files.rs`).
-    pub(super) written: bool,
-    /// The block's bytes `[0, cache.len())`, kept for reads (sealed blocks only; see
-    /// `Store::prepare_read`). Every write inside that range updates or drops it.
-    pub(super) cache: Option<Box<[u8]>>,
-    /// The newest block's bytes `[0, len)` as written, kept through the crypt layer under
-    /// `Always`/`Interval` so that sealing can rewrite the block without decrypting it back
-    /// (`seal.rs`). `None` otherwise, and from any write it does not follow (it is dropped).
-    pub(super) shadow: Option<Vec<u8>>,
-    /// Reads of this block, halved now and then (`Store::prepare_read`): how hot it is.
-    pub(super) heat: u64,
-    /// Reads by `pread` since the block was last cached or evicted (admission counter).
-    pub(super) uncached_reads: u64,
     /// When `entries` were last used (`Store::entry_tick`): the least recent leave first.
     pub(super) used: u64,
     /// Sealed by a roll with its full entries: they are packed when a read first uses them
@@ -83,6 +101,24 @@ pub(super) struct Block<H> {
     pub(super) by_subj: Option<Box<super::subj_counts::SubjectSeqs>>,
 }
 
+/// Copies of a block's bytes kept in memory for reads (`cache.rs`) and for sealing
+/// (`seal.rs`), with the read counts that decide what is cached. Changes on reads (counts,
+/// caching, eviction) and with every write to the block (a copy is patched, extended or
+/// dropped).
+pub(super) struct BlockCopies {
+    /// The block's bytes `[0, cache.len())`, kept for reads (sealed blocks only; see
+    /// `Store::prepare_read`). Every write inside that range updates or drops it.
+    pub(super) cache: Option<Box<[u8]>>,
+    /// The newest block's bytes `[0, len)` as written, kept through the crypt layer under
+    /// `Always`/`Interval` so that sealing can rewrite the block without decrypting it back
+    /// (`seal.rs`). `None` otherwise, and from any write it does not follow (it is dropped).
+    pub(super) shadow: Option<Vec<u8>>,
+    /// Reads of this block, halved now and then (`Store::prepare_read`): how hot it is.
+    pub(super) heat: u64,
+    /// Reads by `pread` since the block was last cached or evicted (admission counter).
+    pub(super) uncached_reads: u64,
+}
+
 /// The blocks in memory, oldest first (`list`, which `Blocks` derefs to), with the
 /// bookkeeping of the two caches over them and the blocks a purge replaced.
 pub(super) struct Blocks<H> {
@@ -93,9 +129,9 @@ pub(super) struct Blocks<H> {
     pub(super) purge_old_pending: bool,
     /// Reads since the block heats were last halved (the block cache, `cache.rs`).
     pub(super) reads_since_decay: u64,
-    /// Uses of loaded entries so far (`Block::used` stamps; `entry_cache.rs`).
+    /// Uses of loaded entries so far (`BlockIndex::used` stamps; `entry_cache.rs`).
     pub(super) entry_tick: u64,
-    /// Uses of block handles so far (`Block::file_used` stamps; `files.rs`).
+    /// Uses of block handles so far (`BlockHandle::file_used` stamps; `files.rs`).
     pub(super) file_tick: u64,
     /// At least as many as the block handles held (counted up as they open, set exactly
     /// by each walk of `close_files`): when it passes `Config::open_blocks`, a walk.
@@ -155,45 +191,47 @@ pub(super) fn patch_copy<T: AsMut<[u8]>>(copy: &mut Option<T>, at: usize, bytes:
     }
 }
 
-/// The entries of a block that is loaded: one `ensure_loaded` made so in this operation (the
-/// entry cache drops none before the operation returns, `entry_cache.rs`), or the newest block
-/// (never dropped), or one a rebuild just read. (A function of the field, so that a caller
-/// can hold them and still touch the block's other fields.)
-#[allow(clippy::expect_used)] // the invariant above; a miss is a bug in the store, not input
-#[inline]
-pub(super) fn loaded(entries: &Option<Entries>) -> &Entries {
-    entries.as_ref().expect("loaded")
-}
+impl BlockIndex {
+    /// The entries, loaded: one `ensure_loaded` made so in this operation (the entry cache
+    /// drops none before the operation returns, `entry_cache.rs`), or the newest block's
+    /// (never dropped), or ones a rebuild just read. (A method of the index part, so that a
+    /// caller can hold them and still touch the block's other parts.)
+    #[allow(clippy::expect_used)] // the invariant above; a miss is a bug in the store, not input
+    #[inline]
+    pub(super) fn loaded(&self) -> &Entries {
+        self.entries.as_ref().expect("loaded")
+    }
 
-/// [`loaded`], mutable.
-#[allow(clippy::expect_used)] // as `loaded`
-#[inline]
-pub(super) fn loaded_mut(entries: &mut Option<Entries>) -> &mut Entries {
-    entries.as_mut().expect("loaded")
+    /// [`BlockIndex::loaded`], mutable.
+    #[allow(clippy::expect_used)] // as `loaded`
+    #[inline]
+    pub(super) fn loaded_mut(&mut self) -> &mut Entries {
+        self.entries.as_mut().expect("loaded")
+    }
 }
 
 impl<H> Block<H> {
-    /// The block's entries, loaded ([`loaded`]).
+    /// The block's entries, loaded ([`BlockIndex::loaded`]).
     #[inline]
     pub(super) fn loaded(&self) -> &Entries {
-        loaded(&self.entries)
+        self.index.loaded()
     }
 
     /// [`Block::loaded`], mutable.
     #[inline]
     pub(super) fn loaded_mut(&mut self) -> &mut Entries {
-        loaded_mut(&mut self.entries)
+        self.index.loaded_mut()
     }
 
     /// After `bytes` were written at `len` (the block's end): extends the shadow copy, or
     /// drops it if it does not end where they begin.
     #[inline]
     pub(super) fn shadow_append(&mut self, bytes: &[u8]) {
-        if let Some(sh) = self.shadow.as_mut() {
-            if sh.len() as u64 == self.len {
+        if let Some(sh) = self.copies.shadow.as_mut() {
+            if sh.len() as u64 == self.span.len {
                 sh.extend_from_slice(bytes);
             } else {
-                self.shadow = None;
+                self.copies.shadow = None;
             }
         }
     }
@@ -206,32 +244,40 @@ impl<H> Block<H> {
         Block {
             number,
             path: block_path(MSGS_DIR, number),
-            file: file.map(Arc::new),
-            file_used: 0,
-            len,
-            alloc: len,
-            msg_first: 0,
-            msg_last: 0,
-            seq_ceiling,
-            max_seq: 0,
-            ts_hi: Some(i64::MIN),
-            live: 0,
-            live_bytes: 0,
-            last_crc: 0,
-            entries: Some(Entries::Full(Vec::new())),
-            deleted_seqs: Vec::new(),
-            marks: Vec::new(),
-            dirty: true,
-            written: false,
-            cache: None,
-            shadow: None,
-            heat: 0,
-            uncached_reads: 0,
-            used: 0,
-            pack_pending: false,
-            pinned: false,
-            subj_counts: None,
-            by_subj: None,
+            span: BlockSpan {
+                len,
+                alloc: len,
+                msg_first: 0,
+                msg_last: 0,
+                seq_ceiling,
+                max_seq: 0,
+                ts_hi: Some(i64::MIN),
+                live: 0,
+                live_bytes: 0,
+                last_crc: 0,
+            },
+            handle: BlockHandle {
+                file: file.map(Arc::new),
+                file_used: 0,
+                dirty: true,
+                written: false,
+            },
+            index: BlockIndex {
+                entries: Some(Entries::Full(Vec::new())),
+                deleted_seqs: Vec::new(),
+                marks: Vec::new(),
+                used: 0,
+                pack_pending: false,
+                pinned: false,
+                subj_counts: None,
+                by_subj: None,
+            },
+            copies: BlockCopies {
+                cache: None,
+                shadow: None,
+                heat: 0,
+                uncached_reads: 0,
+            },
         }
     }
 }
@@ -262,9 +308,9 @@ impl<F: Fs> Store<F> {
     pub(super) fn ensure_loaded(&mut self, pos: usize) -> Result<()> {
         self.touch_entries(pos);
         let b = &mut self.blocks[pos];
-        if let Some(e) = &mut b.entries {
-            if b.pack_pending {
-                b.pack_pending = false;
+        if let Some(e) = &mut b.index.entries {
+            if b.index.pack_pending {
+                b.index.pack_pending = false;
                 e.pack();
             }
             return Ok(());
@@ -281,19 +327,19 @@ impl<F: Fs> Store<F> {
         } = &mut *self;
         let b = &blocks[pos];
         let mut entries =
-            Vec::with_capacity((b.live as usize).saturating_add(b.deleted_seqs.len()));
+            Vec::with_capacity((b.span.live as usize).saturating_add(b.index.deleted_seqs.len()));
         let mut memo = SubjectMemo::new();
         let mut bad: Option<(u64, String)> = None;
         let end = scan_block(
             &*file,
             &b.path,
             BLOCK_HEADER_LEN,
-            b.len,
+            b.span.len,
             |off, r| {
                 if r.kind == Kind::Msg {
                     let deleted = r.flags & FLAG_ERASED != 0
                         || r.seq <= floor
-                        || b.deleted_seqs.binary_search(&r.seq).is_ok();
+                        || b.index.deleted_seqs.binary_search(&r.seq).is_ok();
                     entries.push(Entry {
                         seq: r.seq,
                         ts: r.ts,
@@ -325,9 +371,9 @@ impl<F: Fs> Store<F> {
             return Err(Error::corrupt(b.path.clone(), off, reason));
         }
         let live = entries.iter().filter(|e| !e.deleted).count() as u64;
-        if live != b.live
-            || entries.first().map_or(0, |e| e.seq) != b.msg_first
-            || entries.last().map_or(0, |e| e.seq) != b.msg_last
+        if live != b.span.live
+            || entries.first().map_or(0, |e| e.seq) != b.span.msg_first
+            || entries.last().map_or(0, |e| e.seq) != b.span.msg_last
         {
             return Err(Error::corrupt(
                 b.path.clone(),
@@ -342,10 +388,10 @@ impl<F: Fs> Store<F> {
             entries.pack();
         }
         let b = &mut self.blocks[pos];
-        b.entries = Some(entries);
-        b.by_subj = None;
-        b.deleted_seqs = Vec::new();
-        b.marks = Vec::new();
+        b.index.entries = Some(entries);
+        b.index.by_subj = None;
+        b.index.deleted_seqs = Vec::new();
+        b.index.marks = Vec::new();
         Ok(())
     }
 
@@ -356,9 +402,9 @@ impl<F: Fs> Store<F> {
             self.first_ts = 0;
             return Ok(());
         }
-        let mut pos = self.blocks.partition_point(|b| b.seq_ceiling < from);
+        let mut pos = self.blocks.partition_point(|b| b.span.seq_ceiling < from);
         while pos < self.blocks.len() {
-            if self.blocks[pos].live > 0 {
+            if self.blocks[pos].span.live > 0 {
                 self.ensure_loaded(pos)?;
                 let entries = self.blocks[pos].loaded();
                 let start = entries.seq_point(from);
@@ -395,7 +441,7 @@ impl<F: Fs> Store<F> {
         pos: usize,
         which: impl Fn(u64) -> bool,
     ) -> Result<u64> {
-        if self.blocks[pos].live == 0 {
+        if self.blocks[pos].span.live == 0 {
             return Ok(0);
         }
         self.ensure_loaded(pos)?;
@@ -421,12 +467,12 @@ impl<F: Fs> Store<F> {
         debug_assert!(!e.deleted);
         entries.set_deleted(i);
         let (seq, len, sid) = (e.seq, e.len as u64, e.subj);
-        if let Some(c) = b.subj_counts.as_mut() {
+        if let Some(c) = b.index.subj_counts.as_mut() {
             super::subj_counts::bump(c, sid, -1);
         }
-        b.by_subj = None;
-        b.live -= 1;
-        b.live_bytes -= len;
+        b.index.by_subj = None;
+        b.span.live -= 1;
+        b.span.live_bytes -= len;
         self.msgs -= 1;
         self.bytes -= len;
         self.subjects.removed(sid, seq);
@@ -439,8 +485,8 @@ impl<F: Fs> Store<F> {
         if seq == 0 || seq < self.first_seq || seq > self.last_seq {
             return Ok(None);
         }
-        let pos = self.blocks.partition_point(|b| b.seq_ceiling < seq);
-        if pos >= self.blocks.len() || self.blocks[pos].msg_first > seq {
+        let pos = self.blocks.partition_point(|b| b.span.seq_ceiling < seq);
+        if pos >= self.blocks.len() || self.blocks[pos].span.msg_first > seq {
             return Ok(None);
         }
         self.ensure_loaded(pos)?;

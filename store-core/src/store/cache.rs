@@ -22,7 +22,7 @@ impl<F: Fs> Store<F> {
     pub(crate) fn cache_held(&self) -> u64 {
         self.blocks
             .iter()
-            .filter_map(|b| b.cache.as_ref().map(|c| c.len() as u64))
+            .filter_map(|b| b.copies.cache.as_ref().map(|c| c.len() as u64))
             .sum()
     }
 
@@ -32,13 +32,13 @@ impl<F: Fs> Store<F> {
         let v = self
             .blocks
             .iter_mut()
-            .filter(|b| b.cache.is_some())
-            .min_by_key(|b| b.heat)?;
-        if !evict(v.heat) {
+            .filter(|b| b.copies.cache.is_some())
+            .min_by_key(|b| b.copies.heat)?;
+        if !evict(v.copies.heat) {
             return None;
         }
-        v.uncached_reads = 0;
-        v.cache.take().map(|c| c.len() as u64)
+        v.copies.uncached_reads = 0;
+        v.copies.cache.take().map(|c| c.len() as u64)
     }
 
     /// Decides whether a read of block `pos` should first cache the whole block, and does it.
@@ -66,36 +66,36 @@ impl<F: Fs> Store<F> {
         if self.blocks.reads_since_decay > 64 * self.blocks.len() as u64 {
             self.blocks.reads_since_decay = 0;
             for b in self.blocks.iter_mut() {
-                b.heat /= 2;
+                b.copies.heat /= 2;
             }
         }
         let b = &mut self.blocks[pos];
-        b.heat += 1;
-        if b.cache.is_some() {
+        b.copies.heat += 1;
+        if b.copies.cache.is_some() {
             return Ok(());
         }
-        b.uncached_reads += 1;
-        if b.uncached_reads < (b.len / 4096).max(1) || b.len > limit {
+        b.copies.uncached_reads += 1;
+        if b.copies.uncached_reads < (b.span.len / 4096).max(1) || b.span.len > limit {
             return Ok(());
         }
-        let (need, heat) = (b.len, b.heat);
+        let (need, heat) = (b.span.len, b.copies.heat);
         let mut held = self.cache_held();
         while held + need > limit {
             match self.evict_coldest(|cold| cold.saturating_mul(2) < heat) {
                 Some(freed) => held -= freed,
                 // not clearly hotter than what is cached: stay with preads
                 None => {
-                    self.blocks[pos].uncached_reads = 0;
+                    self.blocks[pos].copies.uncached_reads = 0;
                     return Ok(());
                 }
             }
         }
         let file = self.open_block(pos)?;
         let b = &mut self.blocks[pos];
-        b.uncached_reads = 0;
+        b.copies.uncached_reads = 0;
         let mut bytes = vec![0u8; need as usize].into_boxed_slice();
         io_at(file.read_exact_at(&mut bytes, 0), "read", &b.path)?;
-        b.cache = Some(bytes);
+        b.copies.cache = Some(bytes);
         Ok(())
     }
 
@@ -104,7 +104,7 @@ impl<F: Fs> Store<F> {
     pub(crate) fn cache_contains(&self, needle: &[u8]) -> bool {
         self.blocks
             .iter()
-            .filter_map(|b| b.cache.as_deref())
+            .filter_map(|b| b.copies.cache.as_deref())
             .any(|c| c.windows(needle.len()).any(|w| w == needle))
     }
 }

@@ -60,8 +60,13 @@ impl<F: Fs> Store<F> {
         let mut loaded: Vec<(u64, usize, u64)> = self.blocks[..sealed]
             .iter()
             .enumerate()
-            .filter(|(_, b)| !b.pinned)
-            .filter_map(|(p, b)| b.entries.as_ref().map(|e| (b.used, p, e.heap_bytes())))
+            .filter(|(_, b)| !b.index.pinned)
+            .filter_map(|(p, b)| {
+                b.index
+                    .entries
+                    .as_ref()
+                    .map(|e| (b.index.used, p, e.heap_bytes()))
+            })
             .collect();
         let mut held: u64 = loaded.iter().map(|l| l.2).sum();
         if held <= self.cfg.entry_cache {
@@ -81,26 +86,29 @@ impl<F: Fs> Store<F> {
     /// again: the deleted sequences (all of them, as `index.db` lists a loaded block's, so
     /// that what a checkpoint writes does not depend on what the cache held).
     fn evict_entries(&mut self, pos: usize) {
-        debug_assert!(pos + 1 < self.blocks.len() && !self.blocks[pos].pinned);
+        debug_assert!(pos + 1 < self.blocks.len() && !self.blocks[pos].index.pinned);
         let b = &mut self.blocks[pos];
-        b.by_subj = None;
-        if let Some(entries) = b.entries.take() {
-            b.deleted_seqs = entries
+        b.index.by_subj = None;
+        if let Some(entries) = b.index.entries.take() {
+            b.index.deleted_seqs = entries
                 .iter()
                 .filter(|e| e.deleted)
                 .map(|e| e.seq)
                 .collect();
             // (a sequence too far above the block's first for a u32 gets no mark: the walk
             // from the mark before it is longer, never wrong)
-            let first = b.msg_first;
-            b.marks = (0..entries.len())
+            let first = b.span.msg_first;
+            b.index.marks = (0..entries.len())
                 .step_by(MARK_EVERY)
                 .filter_map(|i| {
                     let e = entries.at(i);
                     Some((u32::try_from(e.seq - first).ok()?, e.off))
                 })
                 .collect();
-            debug_assert_eq!(entries.iter().filter(|e| !e.deleted).count() as u64, b.live);
+            debug_assert_eq!(
+                entries.iter().filter(|e| !e.deleted).count() as u64,
+                b.span.live
+            );
         }
     }
 
@@ -108,7 +116,7 @@ impl<F: Fs> Store<F> {
     #[inline]
     pub(super) fn touch_entries(&mut self, pos: usize) {
         self.blocks.entry_tick += 1;
-        self.blocks[pos].used = self.blocks.entry_tick;
+        self.blocks[pos].index.used = self.blocks.entry_tick;
     }
 
     /// Changes `Config::entry_cache` on an open store, trimming to it at once.
@@ -123,7 +131,7 @@ impl<F: Fs> Store<F> {
     pub(crate) fn loaded_entries(&self) -> (u64, u64) {
         let count = |bs: &[Block<F::File>]| -> u64 {
             bs.iter()
-                .filter_map(|b| b.entries.as_ref().map(|e| e.len() as u64))
+                .filter_map(|b| b.index.entries.as_ref().map(|e| e.len() as u64))
                 .sum()
         };
         let sealed = self.blocks.len().saturating_sub(1);
@@ -136,7 +144,7 @@ impl<F: Fs> Store<F> {
         let sealed = self.blocks.len().saturating_sub(1);
         self.blocks[..sealed]
             .iter()
-            .filter_map(|b| b.entries.as_ref())
+            .filter_map(|b| b.index.entries.as_ref())
             .fold((0, 0), |(bytes, n), e| {
                 (bytes + e.heap_bytes(), n + e.len() as u64)
             })
@@ -149,9 +157,10 @@ impl<F: Fs> Store<F> {
         if seq == 0 || seq < self.first_seq || seq > self.last_seq {
             return None;
         }
-        let pos = self.blocks.partition_point(|b| b.seq_ceiling < seq);
+        let pos = self.blocks.partition_point(|b| b.span.seq_ceiling < seq);
         let b = self.blocks.get(pos)?;
-        (b.entries.is_none() && !b.marks.is_empty() && b.msg_first <= seq).then_some(pos)
+        (b.index.entries.is_none() && !b.index.marks.is_empty() && b.span.msg_first <= seq)
+            .then_some(pos)
     }
 
     /// Message `seq` of block `pos`, whose entries were dropped: the records from the mark at
@@ -161,25 +170,28 @@ impl<F: Fs> Store<F> {
     /// message.
     pub(super) fn read_marked(&self, pos: usize, seq: u64) -> Result<Option<StoredMsg>> {
         let b = &self.blocks[pos];
-        if seq <= self.floor || b.deleted_seqs.binary_search(&seq).is_ok() {
+        if seq <= self.floor || b.index.deleted_seqs.binary_search(&seq).is_ok() {
             return Ok(None);
         }
-        let Ok(rel) = u32::try_from(seq - b.msg_first) else {
+        let Ok(rel) = u32::try_from(seq - b.span.msg_first) else {
             // beyond every mark: from the last one
-            return self.walk_marked(pos, seq, b.marks.len());
+            return self.walk_marked(pos, seq, b.index.marks.len());
         };
-        self.walk_marked(pos, seq, b.marks.partition_point(|m| m.0 <= rel))
+        self.walk_marked(pos, seq, b.index.marks.partition_point(|m| m.0 <= rel))
     }
 
     /// `read_marked` from the records between mark `m - 1` and mark `m`.
     fn walk_marked(&self, pos: usize, seq: u64, m: usize) -> Result<Option<StoredMsg>> {
         let b = &self.blocks[pos];
-        let Some(&(_, from)) = m.checked_sub(1).and_then(|i| b.marks.get(i)) else {
+        let Some(&(_, from)) = m.checked_sub(1).and_then(|i| b.index.marks.get(i)) else {
             return Ok(None);
         };
-        let (from, to) = (from as u64, b.marks.get(m).map_or(b.len, |n| n.1 as u64));
+        let (from, to) = (
+            from as u64,
+            b.index.marks.get(m).map_or(b.span.len, |n| n.1 as u64),
+        );
         let mut owned = Vec::new();
-        let bytes: &[u8] = match b.cache.as_deref().filter(|c| to as usize <= c.len()) {
+        let bytes: &[u8] = match b.copies.cache.as_deref().filter(|c| to as usize <= c.len()) {
             Some(c) => &c[from as usize..to as usize],
             None => {
                 owned.resize((to - from) as usize, 0);

@@ -255,7 +255,7 @@ impl<F: Fs> Store<F> {
             // (compact, limits) stays readable through it
             let file = self.open_block(pos)?;
             let b = &self.blocks[pos];
-            blocks.push((block_path(MSGS_DIR, b.number), file, b.len));
+            blocks.push((block_path(MSGS_DIR, b.number), file, b.span.len));
         }
         Ok(ExportPlan {
             state,

@@ -3,7 +3,7 @@
 //! on open files.
 //!
 //! Which handle may be closed: not the newest block's (every append writes it), and not one
-//! that this process wrote through since its last fsync (`Block::written`): a failed
+//! that this process wrote through since its last fsync (`BlockHandle::written`): a failed
 //! writeback is reported to the handles open when it happened, and on some systems a handle
 //! opened later would fsync without seeing it (fsyncgate). A block marked for a sync only
 //! because a previous process may have left it unsynced (`dirty` without `written`) may be
@@ -40,7 +40,8 @@ impl<F: Fs> Store<F> {
         let b = &self.blocks[pos];
         // `hold_file` opened it and `note_opened` keeps block `pos` open: the `else` is a bug
         // in the store, refused as the read it would have been
-        b.file
+        b.handle
+            .file
             .clone()
             .ok_or_else(|| Error::io("open", &b.path, io::Error::other("block handle not held")))
     }
@@ -51,12 +52,12 @@ impl<F: Fs> Store<F> {
         self.blocks.file_tick += 1;
         let tick = self.blocks.file_tick;
         let b = &mut self.blocks[pos];
-        b.file_used = tick;
-        if b.file.is_some() {
+        b.handle.file_used = tick;
+        if b.handle.file.is_some() {
             return Ok(());
         }
         let f = self.reopen(pos)?;
-        self.blocks[pos].file = Some(Arc::new(f));
+        self.blocks[pos].handle.file = Some(Arc::new(f));
         self.note_opened(pos)
     }
 
@@ -92,7 +93,7 @@ impl<F: Fs> Store<F> {
     /// Block `pos`'s handle for a read through `&self`: the held one, else one opened for
     /// this read (`prepare_read` and `ensure_loaded` hold it for the reads that follow them).
     pub(super) fn block_file(&self, pos: usize) -> Result<BlockFile<'_, F::File>> {
-        match &self.blocks[pos].file {
+        match &self.blocks[pos].handle.file {
             Some(f) => Ok(BlockFile::Held(f)),
             None => Ok(BlockFile::Opened(self.reopen(pos)?)),
         }
@@ -105,7 +106,7 @@ impl<F: Fs> Store<F> {
         let rw = OpenOptions::new().read(true).write(true);
         let f = io_at(self.fs.open(&b.path, rw), "open", &b.path)?;
         let flen = io_at(f.len(), "len", &b.path)?;
-        if flen != b.alloc {
+        if flen != b.span.alloc {
             return Err(Error::corrupt(
                 b.path.clone(),
                 flen,
@@ -127,9 +128,9 @@ impl<F: Fs> Store<F> {
         let newest = self.blocks.len().saturating_sub(1);
         let (held, mut written_held) = self.held_counts();
         let mut close: Vec<(bool, u64, usize)> = (self.blocks.iter().enumerate())
-            .filter(|(pos, b)| *pos != newest && *pos != keep_open && b.file.is_some())
-            .filter(|(_, b)| sync || !b.written)
-            .map(|(pos, b)| (b.written, b.file_used, pos))
+            .filter(|(pos, b)| *pos != newest && *pos != keep_open && b.handle.file.is_some())
+            .filter(|(_, b)| sync || !b.handle.written)
+            .map(|(pos, b)| (b.handle.written, b.handle.file_used, pos))
             .collect();
         // the clean ones first, the least recently used first
         close.sort_unstable();
@@ -137,17 +138,17 @@ impl<F: Fs> Store<F> {
         for &(written, _, pos) in &close {
             let b = &mut self.blocks[pos];
             // (every block listed holds its handle)
-            let Some(file) = &b.file else { continue };
+            let Some(file) = &b.handle.file else { continue };
             if written {
                 // not `sync_file`: that one may be ablated, and this fsync must happen
                 // before the handle goes (fsyncgate: see the module's comment)
                 let r = file.sync_data();
                 self.dur.latch(r, "sync_data", &b.path)?;
-                b.dirty = false;
-                b.written = false;
+                b.handle.dirty = false;
+                b.handle.written = false;
                 written_held -= 1;
             }
-            b.file = None;
+            b.handle.file = None;
         }
         // written blocks a walk without `sync` left are not counted against the bound until
         // a roll's walk: the next walk comes after as many opens as any other
@@ -158,8 +159,9 @@ impl<F: Fs> Store<F> {
 
     /// Handles held, and how many of them are of blocks written since their last fsync.
     fn held_counts(&self) -> (usize, usize) {
-        (self.blocks.iter().filter(|b| b.file.is_some())).fold((0, 0), |(held, written), b| {
-            (held + 1, written + usize::from(b.written))
-        })
+        (self.blocks.iter().filter(|b| b.handle.file.is_some()))
+            .fold((0, 0), |(held, written), b| {
+                (held + 1, written + usize::from(b.handle.written))
+            })
     }
 }

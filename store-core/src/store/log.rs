@@ -1,6 +1,6 @@
 //! The newest block and its write buffer: encoding records, writing out, rolling.
 
-use super::blocks::{self, reserve_by_density, Block};
+use super::blocks::{reserve_by_density, Block};
 use super::entries::Entry;
 use super::layout::{block_path, MSGS_DIR};
 use super::{io_at, Store};
@@ -26,15 +26,15 @@ impl<F: Fs> Store<F> {
         let b = &mut self.blocks[newest];
         // the newest block is never cached (`prepare_read`); if it ever were, drop the copy
         // rather than let it go stale
-        b.cache = None;
-        b.written = true;
-        let r = file.write_all_at(&self.wbuf, b.len);
+        b.copies.cache = None;
+        b.handle.written = true;
+        let r = file.write_all_at(&self.wbuf, b.span.len);
         self.wbuf.truncate(n);
         // on failure the file's tail is unknown: stop writing until reopened
         self.dur.latch(r, "write", &b.path)?;
         b.shadow_append(&self.wbuf);
-        b.len += n as u64;
-        b.alloc = alloc.max(b.len);
+        b.span.len += n as u64;
+        b.span.alloc = alloc.max(b.span.len);
         self.wbuf.clear();
         Ok(())
     }
@@ -59,9 +59,9 @@ impl<F: Fs> Store<F> {
         let Some(b) = self.blocks.last() else {
             return 0;
         };
-        let end = b.len + self.wbuf.len() as u64;
-        if end <= b.alloc {
-            return b.alloc;
+        let end = b.span.len + self.wbuf.len() as u64;
+        if end <= b.span.alloc {
+            return b.span.alloc;
         }
         let step = self.prealloc_step();
         if step == 0 {
@@ -83,16 +83,16 @@ impl<F: Fs> Store<F> {
         let Some(pos) = self.blocks.len().checked_sub(1) else {
             return Ok(());
         };
-        if self.blocks[pos].alloc <= self.blocks[pos].len {
+        if self.blocks[pos].span.alloc <= self.blocks[pos].span.len {
             return Ok(());
         }
         let file = self.open_block(pos)?;
         let b = &mut self.blocks[pos];
-        b.written = true;
-        let r = file.set_len(b.len);
+        b.handle.written = true;
+        let r = file.set_len(b.span.len);
         self.dur.latch(r, "set_len", &b.path)?;
-        b.alloc = b.len;
-        b.dirty = true;
+        b.span.alloc = b.span.len;
+        b.handle.dirty = true;
         Ok(())
     }
 
@@ -105,10 +105,10 @@ impl<F: Fs> Store<F> {
             self.rewrite_block(pos)?;
         }
         // the newest block's entries become a sealed block's: the entry cache's to bound,
-        // packed when a read first uses them (`Block::pack_pending`)
+        // packed when a read first uses them (`BlockIndex::pack_pending`)
         if let Some(b) = self.blocks.last_mut() {
-            if let Some(e) = &b.entries {
-                b.pack_pending = true;
+            if let Some(e) = &b.index.entries {
+                b.index.pack_pending = true;
                 self.blocks.untrimmed += e.len() as u64;
             }
         }
@@ -123,13 +123,13 @@ impl<F: Fs> Store<F> {
             &path,
         )?;
         self.wbuf.extend_from_slice(&record::block_header(index));
-        let hi = self.blocks.last().map_or(0, |b| b.seq_ceiling);
+        let hi = self.blocks.last().map_or(0, |b| b.span.seq_ceiling);
         let mut block = Block::new(index, Some(file), 0, hi);
-        block.written = true;
-        block.ts_hi = self.blocks.last().map_or(Some(i64::MIN), |b| b.ts_hi);
+        block.handle.written = true;
+        block.span.ts_hi = self.blocks.last().map_or(Some(i64::MIN), |b| b.span.ts_hi);
         if self.cfg.layered() && self.cfg.sync != SyncPolicy::Never {
             let cap = self.cfg.block_size.min(16 << 20) as usize;
-            block.shadow = Some(Vec::with_capacity(cap));
+            block.copies.shadow = Some(Vec::with_capacity(cap));
         }
         self.blocks.push(block);
         self.dur.msgs_dir_dirty = true;
@@ -143,10 +143,10 @@ impl<F: Fs> Store<F> {
     pub(super) fn note_written(&mut self, pos: usize, seq: u64, crc: u32) {
         self.dur.writes += 1;
         let b = &mut self.blocks[pos];
-        b.last_crc = crc;
-        b.max_seq = b.max_seq.max(seq);
-        b.dirty = true;
-        b.written = true;
+        b.span.last_crc = crc;
+        b.span.max_seq = b.span.max_seq.max(seq);
+        b.handle.dirty = true;
+        b.handle.written = true;
     }
 
     /// Indexes message `seq` (timestamp `ts`, subject `sid`), whose record of `len` bytes is at
@@ -164,9 +164,9 @@ impl<F: Fs> Store<F> {
     ) {
         let block_size = self.cfg.block_size;
         let b = &mut self.blocks[pos];
-        let entries = blocks::loaded_mut(&mut b.entries).full_mut();
+        let entries = b.index.loaded_mut().full_mut();
         if entries.len() == entries.capacity() {
-            reserve_by_density(entries, off + len, block_size.max(b.len));
+            reserve_by_density(entries, off + len, block_size.max(b.span.len));
         }
         entries.push(Entry {
             seq,
@@ -176,20 +176,20 @@ impl<F: Fs> Store<F> {
             subj: sid,
             deleted: false,
         });
-        if let Some(c) = b.subj_counts.as_mut() {
+        if let Some(c) = b.index.subj_counts.as_mut() {
             super::subj_counts::bump(c, sid, 1);
         }
-        if let Some(x) = b.by_subj.as_mut() {
+        if let Some(x) = b.index.by_subj.as_mut() {
             x.push(sid, seq);
         }
-        if b.msg_first == 0 {
-            b.msg_first = seq;
+        if b.span.msg_first == 0 {
+            b.span.msg_first = seq;
         }
-        b.msg_last = seq;
-        b.seq_ceiling = seq;
-        b.ts_hi = Some(ts);
-        b.live += 1;
-        b.live_bytes += len;
+        b.span.msg_last = seq;
+        b.span.seq_ceiling = seq;
+        b.span.ts_hi = Some(ts);
+        b.span.live += 1;
+        b.span.live_bytes += len;
         self.msgs += 1;
         self.bytes += len;
         self.last_seq = seq;
@@ -238,7 +238,7 @@ impl<F: Fs> Store<F> {
         let roll = match self.blocks.last() {
             None => true,
             Some(b) => {
-                let end = b.len + self.wbuf.len() as u64;
+                let end = b.span.len + self.wbuf.len() as u64;
                 end > BLOCK_HEADER_LEN && end + len > self.cfg.block_size
             }
         };
@@ -248,10 +248,10 @@ impl<F: Fs> Store<F> {
         let pos = self.blocks.len() - 1;
         // appends index into the newest block's entries: read it if open left it unread (not
         // `ensure_loaded`: the newest block is never evicted, its recency is not needed)
-        if self.blocks[pos].entries.is_none() {
+        if self.blocks[pos].index.entries.is_none() {
             self.load_entries(pos)?;
         }
-        let off = self.blocks[pos].len + self.wbuf.len() as u64;
+        let off = self.blocks[pos].span.len + self.wbuf.len() as u64;
         let crc = match encoded {
             Some((bytes, crc)) => {
                 self.wbuf.extend_from_slice(bytes);

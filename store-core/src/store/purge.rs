@@ -222,13 +222,12 @@ impl<F: Fs> Store<F> {
         self.blocks.retired = std::mem::take(&mut self.blocks.list);
         self.blocks.held_at_most = 1;
         self.blocks.written_held = 0;
-        self.blocks.list = vec![Block {
-            max_seq: l,
-            last_crc: b.crc,
-            dirty: !b.synced,
-            written: !b.synced,
-            ..Block::new(b.number, Some(b.file), b.len, 0)
-        }];
+        let mut block = Block::new(b.number, Some(b.file), b.len, 0);
+        block.span.max_seq = l;
+        block.span.last_crc = b.crc;
+        block.handle.dirty = !b.synced;
+        block.handle.written = !b.synced;
+        self.blocks.list = vec![block];
         self.msgs = 0;
         self.bytes = 0;
         self.floor = l;

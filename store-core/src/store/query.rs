@@ -81,10 +81,10 @@ impl<F: Fs> Store<F> {
         }
         // message sequences rise from block to block, so the blocks that can hold `from..=to`
         // are those from the first whose `seq_ceiling` reaches `from` to the first whose `seq_ceiling` reaches `to`
-        let lo = self.blocks.partition_point(|b| b.seq_ceiling < from);
+        let lo = self.blocks.partition_point(|b| b.span.seq_ceiling < from);
         let hi = self
             .blocks
-            .partition_point(|b| b.seq_ceiling < to)
+            .partition_point(|b| b.span.seq_ceiling < to)
             .min(self.blocks.len() - 1);
         if lo > hi {
             return Ok(());
@@ -92,14 +92,14 @@ impl<F: Fs> Store<F> {
         let first = self.first_seq;
         for k in 0..=hi - lo {
             let pos = if rev { hi - k } else { lo + k };
-            if self.blocks[pos].live == 0 {
+            if self.blocks[pos].span.live == 0 {
                 continue;
             }
             // a walk may pass every block: keep the entry cache bounded (nothing here holds a
             // position into entries between blocks)
             self.trim_entries();
             self.ensure_loaded(pos)?;
-            let Some(entries) = self.blocks[pos].entries.as_ref() else {
+            let Some(entries) = self.blocks[pos].index.entries.as_ref() else {
                 return Err(Error::corrupt(MSGS_DIR, 0, "block entries not loaded"));
             };
             let start = entries.seq_point(from);
@@ -229,7 +229,7 @@ impl<F: Fs> Store<F> {
         // the first block may hold no live message at or after `ts` (deleted, or `ts_hi` is
         // a bound a truncate left high): the next live one's first live message then is it
         for pos in lo..self.blocks.len() {
-            if self.blocks[pos].live == 0 {
+            if self.blocks[pos].span.live == 0 {
                 continue;
             }
             if let Some(seq) = self.first_in_block_from_time(pos, ts)? {
@@ -242,18 +242,22 @@ impl<F: Fs> Store<F> {
     /// Block `pos`'s `ts_hi`, found (and kept) if not known: the timestamp of its last message
     /// record, or of the blocks before it if it has none (loading them).
     fn block_ts_hi(&mut self, pos: usize) -> Result<i64> {
-        if let Some(t) = self.blocks[pos].ts_hi {
+        if let Some(t) = self.blocks[pos].span.ts_hi {
             return Ok(t);
         }
         self.trim_entries();
         self.ensure_loaded(pos)?;
-        let n = self.blocks[pos].entries.as_ref().map_or(0, |e| e.len());
+        let n = self.blocks[pos]
+            .index
+            .entries
+            .as_ref()
+            .map_or(0, |e| e.len());
         let t = match (n, pos) {
             (0, 0) => i64::MIN,
             (0, _) => self.block_ts_hi(pos - 1)?,
             _ => self.entry_ts(pos, n - 1)?,
         };
-        self.blocks[pos].ts_hi = Some(t);
+        self.blocks[pos].span.ts_hi = Some(t);
         Ok(t)
     }
 
@@ -261,7 +265,7 @@ impl<F: Fs> Store<F> {
     fn first_in_block_from_time(&mut self, pos: usize, ts: i64) -> Result<Option<u64>> {
         self.ensure_loaded(pos)?;
         let first = self.first_seq;
-        let entries = self.blocks[pos].entries.as_ref().unwrap_or(&EMPTY);
+        let entries = self.blocks[pos].index.entries.as_ref().unwrap_or(&EMPTY);
         let start = entries.ts_point(ts);
         if entries.ts_exact() {
             return Ok(entries
@@ -284,7 +288,7 @@ impl<F: Fs> Store<F> {
         first: u64,
         ts: i64,
     ) -> Result<Option<u64>> {
-        let entries = self.blocks[pos].entries.as_ref().unwrap_or(&EMPTY);
+        let entries = self.blocks[pos].index.entries.as_ref().unwrap_or(&EMPTY);
         let from = start.saturating_sub(1) / super::entries::RUN * super::entries::RUN;
         for i in from..entries.len() {
             let e = entries.at(i);
@@ -454,6 +458,7 @@ impl<F: Fs> Store<F> {
             return Err(Error::NotFound { seq });
         };
         let sid = self.blocks[pos]
+            .index
             .entries
             .as_ref()
             .and_then(|e| e.get(i))

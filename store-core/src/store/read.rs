@@ -18,10 +18,15 @@ impl<F: Fs> Store<F> {
         let off = e.off as u64;
         let len = e.len as usize;
         let mut owned = Vec::new();
-        let bytes: &[u8] = if off >= b.len {
-            let at = (off - b.len) as usize;
+        let bytes: &[u8] = if off >= b.span.len {
+            let at = (off - b.span.len) as usize;
             &self.wbuf[at..at + len]
-        } else if let Some(c) = b.cache.as_deref().filter(|c| off as usize + len <= c.len()) {
+        } else if let Some(c) = b
+            .copies
+            .cache
+            .as_deref()
+            .filter(|c| off as usize + len <= c.len())
+        {
             &c[off as usize..off as usize + len]
         } else {
             owned.resize(len, 0);
@@ -53,9 +58,9 @@ impl<F: Fs> Store<F> {
         }
         let start = self
             .blocks
-            .partition_point(|b| b.seq_ceiling < self.first_seq);
+            .partition_point(|b| b.span.seq_ceiling < self.first_seq);
         for pos in start..self.blocks.len() {
-            if self.blocks[pos].live == 0 {
+            if self.blocks[pos].span.live == 0 {
                 continue;
             }
             self.ensure_loaded(pos)?;
@@ -81,7 +86,7 @@ impl<F: Fs> Store<F> {
             return Ok(Some(s.last));
         }
         for pos in (0..self.blocks.len()).rev() {
-            if self.blocks[pos].live == 0 {
+            if self.blocks[pos].span.live == 0 {
                 continue;
             }
             self.ensure_loaded(pos)?;
@@ -154,9 +159,9 @@ impl<F: Fs> Store<F> {
         }
         // 0 unknown, 1 matches, 2 does not
         let mut cache: Vec<u8> = Vec::new();
-        let mut pos = self.blocks.partition_point(|b| b.seq_ceiling < from);
+        let mut pos = self.blocks.partition_point(|b| b.span.seq_ceiling < from);
         while pos < self.blocks.len() {
-            if self.blocks[pos].live > 0 {
+            if self.blocks[pos].span.live > 0 {
                 // a scan for a rare subject may pass every block: keep the cache bounded
                 self.trim_entries();
                 self.ensure_loaded(pos)?;

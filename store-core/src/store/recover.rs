@@ -1,6 +1,6 @@
 //! Recovery from the blocks: the rebuild scan and the sequences it finds lost.
 
-use super::blocks::{self, reserve_by_density, Block};
+use super::blocks::{reserve_by_density, Block};
 use super::entries::Entry;
 use super::layout::{block_path, INDEX_FILE, MSGS_DIR};
 use super::replay::{Replay, Verdict};
@@ -303,25 +303,24 @@ impl<F: Fs> Store<F> {
             // `reserve_by_density` guessed high (records grew along the block)
             entries.shrink_to_fit();
         }
-        let hi = self.blocks.last().map_or(0, |b| b.seq_ceiling);
+        let hi = self.blocks.last().map_or(0, |b| b.span.seq_ceiling);
         self.blocks.untrimmed += entries.len() as u64;
         debug_assert_eq!(sb.path, block_path(MSGS_DIR, index));
         let last = entries.last().map_or(0, |e| e.seq);
         let ts_hi = match entries.last() {
             Some(e) => Some(e.ts),
-            None => self.blocks.last().map_or(Some(i64::MIN), |b| b.ts_hi),
+            None => self.blocks.last().map_or(Some(i64::MIN), |b| b.span.ts_hi),
         };
-        self.blocks.push(Block {
-            ts_hi,
-            msg_first: entries.first().map_or(0, |e| e.seq),
-            msg_last: last,
-            max_seq: sb.max_seq,
-            last_crc: sb.last_crc.unwrap_or(0),
-            entries: Some(entries.into()),
-            // a previous process may never have synced it: the next sync does (`new` marks it)
-            pinned: sb.pinned,
-            ..Block::new(index, Some(sb.file), sb.len, hi.max(last))
-        });
+        let mut b = Block::new(index, Some(sb.file), sb.len, hi.max(last));
+        b.span.ts_hi = ts_hi;
+        b.span.msg_first = entries.first().map_or(0, |e| e.seq);
+        b.span.msg_last = last;
+        b.span.max_seq = sb.max_seq;
+        b.span.last_crc = sb.last_crc.unwrap_or(0);
+        b.index.entries = Some(entries.into());
+        // a previous process may never have synced it: the next sync does (`new` marks it)
+        b.index.pinned = sb.pinned;
+        self.blocks.push(b);
         // every block is scanned with its file open: keep at most the configured number
         self.note_opened(self.blocks.len() - 1)?;
         self.count_rebuilt_block(self.blocks.len() - 1);
@@ -342,21 +341,24 @@ impl<F: Fs> Store<F> {
             ..
         } = &mut *self;
         let b = &mut blocks[pos];
-        let entries = blocks::loaded_mut(&mut b.entries).full_mut();
+        let entries = b.index.loaded_mut().full_mut();
         for e in entries.iter_mut() {
             if e.seq <= *floor {
                 e.deleted = true;
             }
             if !e.deleted {
-                b.live += 1;
-                b.live_bytes += e.len as u64;
+                b.span.live += 1;
+                b.span.live_bytes += e.len as u64;
                 subjects.added(e.subj, e.seq);
             }
         }
-        *msgs += b.live;
-        *bytes += b.live_bytes;
+        *msgs += b.span.live;
+        *bytes += b.span.live_bytes;
         // the block before is sealed now: packed (the newest stays full for appends)
-        if let Some(prev) = pos.checked_sub(1).and_then(|p| blocks[p].entries.as_mut()) {
+        if let Some(prev) = pos
+            .checked_sub(1)
+            .and_then(|p| blocks[p].index.entries.as_mut())
+        {
             prev.pack();
         }
     }
@@ -365,8 +367,8 @@ impl<F: Fs> Store<F> {
     /// earlier block (reading its entries again if the cache dropped them). Whether a message
     /// record holds `seq`.
     fn rebuild_delete(&mut self, seq: u64) -> Result<bool> {
-        let pos = self.blocks.partition_point(|b| b.seq_ceiling < seq);
-        if pos >= self.blocks.len() || self.blocks[pos].msg_first > seq {
+        let pos = self.blocks.partition_point(|b| b.span.seq_ceiling < seq);
+        if pos >= self.blocks.len() || self.blocks[pos].span.msg_first > seq {
             return Ok(false);
         }
         self.ensure_loaded(pos)?;
@@ -390,7 +392,7 @@ impl<F: Fs> Store<F> {
         }
         for pos in 0..self.blocks.len() {
             let b = &self.blocks[pos];
-            if b.live > 0 && b.msg_first <= to {
+            if b.span.live > 0 && b.span.msg_first <= to {
                 self.delete_in_block(pos, |s| s <= to)?;
             }
         }
@@ -403,7 +405,7 @@ impl<F: Fs> Store<F> {
     /// The first message record above `s` in the blocks read so far: (block position,
     /// offset).
     fn first_void(&mut self, s: u64) -> Result<Option<(usize, u64)>> {
-        let pos = self.blocks.partition_point(|b| b.seq_ceiling <= s);
+        let pos = self.blocks.partition_point(|b| b.span.seq_ceiling <= s);
         if pos >= self.blocks.len() {
             return Ok(None);
         }

@@ -20,14 +20,14 @@ impl<F: Fs> Store<F> {
             .blocks
             .iter()
             .take(self.blocks.len().saturating_sub(1))
-            .take_while(|b| b.live == 0)
+            .take_while(|b| b.span.live == 0)
             .count();
         if n == 0 {
             return Ok(());
         }
         let kept_max = self.blocks[n..]
             .iter()
-            .map(|b| b.max_seq)
+            .map(|b| b.span.max_seq)
             .max()
             .unwrap_or(0);
         if kept_max < self.last_seq {
@@ -88,8 +88,8 @@ impl<F: Fs> Store<F> {
         let mut n = 0;
         for pos in 0..self.blocks.len() {
             let b = &self.blocks[pos];
-            if b.msg_first > f || b.msg_first == 0 {
-                if b.msg_first > f {
+            if b.span.msg_first > f || b.span.msg_first == 0 {
+                if b.span.msg_first > f {
                     break;
                 }
                 continue;
@@ -174,15 +174,15 @@ impl<F: Fs> Store<F> {
         let b = &mut self.blocks[pos];
         // the copies first: an erased payload must not live on in memory (the block cache),
         // nor be written back when the newest block is sealed (its shadow copy)
-        patch_copy(&mut b.cache, e.off as usize, &erased);
-        patch_copy(&mut b.shadow, e.off as usize, &erased);
+        patch_copy(&mut b.copies.cache, e.off as usize, &erased);
+        patch_copy(&mut b.copies.shadow, e.off as usize, &erased);
         let r = file.write_all_at(&erased, e.off as u64);
-        b.written = true;
+        b.handle.written = true;
         self.dur.latch(r, "write", &b.path)?;
-        if e.off as u64 + e.len as u64 == b.len {
-            b.last_crc = crc;
+        if e.off as u64 + e.len as u64 == b.span.len {
+            b.span.last_crc = crc;
         }
-        b.dirty = true;
+        b.handle.dirty = true;
         // Through the crypt layer the record's old frame is still in the file (the layer
         // never writes over a frame): a sealed block is rewritten without it now, the newest
         // when it is sealed.
@@ -228,10 +228,10 @@ impl<F: Fs> Store<F> {
         if up_to_seq != 1 {
             let mut cache: Vec<u8> = vec![0; self.subjects.len()];
             for pos in 0..self.blocks.len() {
-                if self.blocks[pos].live == 0 {
+                if self.blocks[pos].span.live == 0 {
                     continue;
                 }
-                if keep == 0 && up_to_seq > 0 && self.blocks[pos].msg_first >= up_to_seq {
+                if keep == 0 && up_to_seq > 0 && self.blocks[pos].span.msg_first >= up_to_seq {
                     break;
                 }
                 self.ensure_loaded(pos)?;

@@ -26,12 +26,12 @@ impl<F: Fs> Store<F> {
     /// block in place (an erase syncs `msgs/` first) or removes it; a crash before then brings
     /// back the old file, whose bytes are the same. A leftover `N.seal` is removed at open.
     pub(super) fn rewrite_block(&mut self, pos: usize) -> Result<()> {
-        let shadow = self.blocks[pos].shadow.take();
+        let shadow = self.blocks[pos].copies.shadow.take();
         let old = self.open_block(pos)?;
         if !fast::worth_rewriting(&*old) {
             return Ok(());
         }
-        let (number, len) = (self.blocks[pos].number, self.blocks[pos].len);
+        let (number, len) = (self.blocks[pos].number, self.blocks[pos].span.len);
         let tmp = seal_tmp_path(number);
         let opts = OpenOptions::read_write_create().truncate(true);
         let r = self.fs.open(&tmp, opts);
@@ -68,10 +68,10 @@ impl<F: Fs> Store<F> {
         let r = self.fs.rename(&tmp, &path);
         self.dur.latch(r, "rename", &tmp)?;
         let b = &mut self.blocks[pos];
-        b.file = Some(Arc::new(f));
-        b.alloc = len;
-        b.dirty = true;
-        b.written = true;
+        b.handle.file = Some(Arc::new(f));
+        b.span.alloc = len;
+        b.handle.dirty = true;
+        b.handle.written = true;
         self.dur.msgs_dir_dirty = true;
         Ok(())
     }

@@ -198,30 +198,28 @@ impl<F: Fs> Store<F> {
         let mut blocks = Vec::with_capacity(snap.blocks.len());
         for bs in &snap.blocks {
             hi = hi.max(bs.msg_last);
-            blocks.push(Block {
-                msg_first: bs.msg_first,
-                msg_last: bs.msg_last,
-                max_seq: bs.max_seq,
-                ts_hi: bs.ts_hi,
-                live: bs.live,
-                live_bytes: bs.live_bytes,
-                last_crc: bs.last_crc,
-                // read on first use
-                entries: None,
-                // durable: index.db vouches only for blocks as `close` or `checkpoint` left
-                // them, which fsync every block before they write it (a block appended to
-                // since has another length and the index is refused). Through the crypt
-                // layer the next sync still fsyncs it: only a sync in this process tells the
-                // layer its frames are durable, so that a changed byte in them is `Corrupt`
-                // rather than a torn tail.
-                dirty: layered,
-                deleted_seqs: bs.deleted.clone(),
-                ..Block::new(bs.number, None, bs.len, hi)
-            });
+            let mut b = Block::new(bs.number, None, bs.len, hi);
+            b.span.msg_first = bs.msg_first;
+            b.span.msg_last = bs.msg_last;
+            b.span.max_seq = bs.max_seq;
+            b.span.ts_hi = bs.ts_hi;
+            b.span.live = bs.live;
+            b.span.live_bytes = bs.live_bytes;
+            b.span.last_crc = bs.last_crc;
+            // read on first use
+            b.index.entries = None;
+            b.index.deleted_seqs = bs.deleted.clone();
+            // durable: index.db vouches only for blocks as `close` or `checkpoint` left them,
+            // which fsync every block before they write it (a block appended to since has
+            // another length and the index is refused). Through the crypt layer the next sync
+            // still fsyncs it: only a sync in this process tells the layer its frames are
+            // durable, so that a changed byte in them is `Corrupt` rather than a torn tail.
+            b.handle.dirty = layered;
+            blocks.push(b);
         }
         if let (Some(b), Some(flen)) = (blocks.last_mut(), grown_to) {
             // the length the store reopens the file at (`files.rs`)
-            b.alloc = flen;
+            b.span.alloc = flen;
         }
         self.blocks.list = blocks;
         self.first_seq = snap.first_seq;
@@ -272,7 +270,7 @@ impl<F: Fs> Store<F> {
     /// The first live message (sequence, timestamp) of an index-loaded store, read from the
     /// first block with a live message, stopping at it.
     pub(super) fn first_live_probe(&self) -> Result<Option<(u64, i64)>> {
-        let Some(pos) = self.blocks.iter().position(|b| b.live > 0) else {
+        let Some(pos) = self.blocks.iter().position(|b| b.span.live > 0) else {
             return Ok(None);
         };
         let (b, file) = (&self.blocks[pos], self.block_file(pos)?);
@@ -282,14 +280,14 @@ impl<F: Fs> Store<F> {
             &*file,
             &b.path,
             BLOCK_HEADER_LEN,
-            b.len,
+            b.span.len,
             Reads::upto(16 << 10),
             &mut Vec::new(),
             |_, r| {
                 let live = r.kind == Kind::Msg
                     && r.flags & FLAG_ERASED == 0
                     && r.seq > floor
-                    && b.deleted_seqs.binary_search(&r.seq).is_err();
+                    && b.index.deleted_seqs.binary_search(&r.seq).is_err();
                 if live {
                     found = Some((r.seq, r.ts));
                     return Ok(ControlFlow::Break(()));
@@ -343,17 +341,17 @@ impl<F: Fs> Store<F> {
                 .iter()
                 .map(|b| BlockSummary {
                     number: b.number,
-                    len: b.len,
-                    msg_first: b.msg_first,
-                    msg_last: b.msg_last,
-                    max_seq: b.max_seq,
-                    ts_hi: b.ts_hi,
-                    live: b.live,
-                    live_bytes: b.live_bytes,
-                    last_crc: b.last_crc,
-                    deleted: match &b.entries {
+                    len: b.span.len,
+                    msg_first: b.span.msg_first,
+                    msg_last: b.span.msg_last,
+                    max_seq: b.span.max_seq,
+                    ts_hi: b.span.ts_hi,
+                    live: b.span.live,
+                    live_bytes: b.span.live_bytes,
+                    last_crc: b.span.last_crc,
+                    deleted: match &b.index.entries {
                         Some(e) => e.iter().filter(|e| e.deleted).map(|e| e.seq).collect(),
-                        None => b.deleted_seqs.clone(),
+                        None => b.index.deleted_seqs.clone(),
                     },
                 })
                 .collect(),

@@ -3,11 +3,11 @@
 //! per-block subject state does). Two structures per block, both derived from its entries
 //! and built on first use:
 //!
-//! - `Block::subj_counts`: live messages per subject id, sorted by id (8 bytes a subject
+//! - `BlockIndex::subj_counts`: live messages per subject id, sorted by id (8 bytes a subject
 //!   present in the block). Kept when the entry cache drops the entries (it stays true: a
 //!   removal loads the entries first); `mark_deleted` and `add_entry` update it in place, a
 //!   truncate or a reload drops it. For the blocks a range covers whole.
-//! - `Block::by_subj`: per subject id its live sequences, ascending (8 bytes a message). For
+//! - `BlockIndex::by_subj`: per subject id its live sequences, ascending (8 bytes a message). For
 //!   the (at most two) blocks a range cuts: a count or the first and last match of a range
 //!   inside the block is a binary search per matching subject. Dropped with the entries (it
 //!   is as large as a quarter of them), by a removal and by a truncate; `add_entry` appends
@@ -84,26 +84,30 @@ pub(super) struct Tally {
 impl<F: Fs> Store<F> {
     /// Block `pos`'s live messages per subject id (built from its entries on first use).
     fn block_counts(&mut self, pos: usize) -> Result<&[(u32, u32)]> {
-        if self.blocks[pos].subj_counts.is_none() {
+        if self.blocks[pos].index.subj_counts.is_none() {
             self.ensure_loaded(pos)?;
             let b = &mut self.blocks[pos];
             let mut counts = Vec::new();
-            for e in b.entries.as_ref().unwrap_or(&EMPTY).iter() {
+            for e in b.index.entries.as_ref().unwrap_or(&EMPTY).iter() {
                 if !e.deleted {
                     bump(&mut counts, e.subj, 1);
                 }
             }
-            b.subj_counts = Some(counts);
+            b.index.subj_counts = Some(counts);
         }
-        Ok(self.blocks[pos].subj_counts.as_deref().unwrap_or_default())
+        Ok(self.blocks[pos]
+            .index
+            .subj_counts
+            .as_deref()
+            .unwrap_or_default())
     }
 
     /// Block `pos`'s live sequences per subject id (built from its entries on first use).
     fn block_seqs(&mut self, pos: usize) -> Result<&SubjectSeqs> {
         self.ensure_loaded(pos)?;
         let b = &mut self.blocks[pos];
-        let entries = &b.entries;
-        let seqs = b.by_subj.get_or_insert_with(|| {
+        let entries = &b.index.entries;
+        let seqs = b.index.by_subj.get_or_insert_with(|| {
             Box::new(SubjectSeqs::build(entries.as_ref().unwrap_or(&EMPTY)))
         });
         Ok(seqs)
@@ -128,19 +132,19 @@ impl<F: Fs> Store<F> {
         if sids.is_empty() || from > self.last_seq || self.blocks.is_empty() {
             return Ok(t);
         }
-        let lo = self.blocks.partition_point(|b| b.seq_ceiling < from);
+        let lo = self.blocks.partition_point(|b| b.span.seq_ceiling < from);
         let (mut first_pos, mut last_pos) = (None, None);
         for pos in lo..self.blocks.len() {
             let b = &self.blocks[pos];
-            if b.live == 0 {
+            if b.span.live == 0 {
                 continue;
             }
-            let whole = b.msg_first >= from;
+            let whole = b.span.msg_first >= from;
             if whole && all {
                 // every live message of the block matches: nothing to read
                 first_pos.get_or_insert(pos);
                 last_pos = Some(pos);
-                t.msgs += b.live;
+                t.msgs += b.span.live;
                 continue;
             }
             // nothing here holds a position into entries between blocks
@@ -190,9 +194,10 @@ impl<F: Fs> Store<F> {
     fn all_live_from(&self, pos: usize, all: bool, from: u64) -> Option<u64> {
         let b = &self.blocks[pos];
         let entries = b
+            .index
             .entries
             .as_ref()
-            .filter(|e| all && e.len() as u64 == b.live)?;
+            .filter(|e| all && e.len() as u64 == b.span.live)?;
         Some((entries.len() - entries.seq_point(from)) as u64)
     }
 }

@@ -182,8 +182,8 @@ impl<F: Fs> Store<F> {
         let b = &mut self.blocks[pos];
         let r = file.sync_data();
         self.dur.latch(r, "sync_data", &b.path)?;
-        b.dirty = false;
-        b.written = false;
+        b.handle.dirty = false;
+        b.handle.written = false;
         Ok(())
     }
 
@@ -211,7 +211,7 @@ impl<F: Fs> Store<F> {
         let Some((_, older)) = self.blocks.split_last() else {
             return Ok(false);
         };
-        if older.iter().any(|b| b.dirty) {
+        if older.iter().any(|b| b.handle.dirty) {
             return Ok(false);
         }
         let n = self.wbuf.len();
@@ -220,21 +220,21 @@ impl<F: Fs> Store<F> {
         let file = self.open_block(last)?;
         let newest = &mut self.blocks[last];
         // as `flush`: the newest block is never cached; never let a copy go stale
-        newest.cache = None;
-        newest.written = true;
-        let r = fast::write_all_at_sync_data(&*file, &self.wbuf, newest.len);
+        newest.copies.cache = None;
+        newest.handle.written = true;
+        let r = fast::write_all_at_sync_data(&*file, &self.wbuf, newest.span.len);
         self.wbuf.truncate(n);
         let written = !matches!(r, Err(WriteSyncError::Write(_)));
         if written {
             newest.shadow_append(&self.wbuf);
-            newest.len += n as u64;
-            newest.alloc = alloc.max(newest.len);
+            newest.span.len += n as u64;
+            newest.span.alloc = alloc.max(newest.span.len);
             self.wbuf.clear();
         }
         match r {
             Ok(()) => {
-                newest.dirty = false;
-                newest.written = false;
+                newest.handle.dirty = false;
+                newest.handle.written = false;
                 Ok(true)
             }
             // as `flush`: the file's tail is now unknown
@@ -250,7 +250,7 @@ impl<F: Fs> Store<F> {
         if !self.write_and_sync_newest(site)? {
             self.flush()?;
             for pos in 0..self.blocks.len() {
-                if self.blocks[pos].dirty {
+                if self.blocks[pos].handle.dirty {
                     self.sync_file(pos, site.data)?;
                 }
             }
@@ -306,18 +306,18 @@ impl<F: Fs> Store<F> {
         let mut files = Vec::new();
         for pos in 0..self.blocks.len() {
             let b = &self.blocks[pos];
-            if b.dirty && !b.written {
+            if b.handle.dirty && !b.handle.written {
                 // only marked by open (written by an earlier process): synced here, one at a
                 // time, rather than every such block's handle held open for the leader
                 self.sync_file(pos, S_APPEND.data)?;
                 continue;
             }
-            if b.dirty {
+            if b.handle.dirty {
                 let file = self.open_block(pos)?;
                 let b = &mut self.blocks[pos];
                 // cleared now: a write after this point marks it again for the next leader
-                b.dirty = false;
-                b.written = false;
+                b.handle.dirty = false;
+                b.handle.written = false;
                 files.push((file, b.path.clone()));
             }
         }

@@ -81,7 +81,7 @@ impl<F: Fs> Store<F> {
                 return Err(give_way(why));
             }
             self.finish_rebuilt_block(sb, index, newest)?;
-            added += self.blocks.last().map_or(0, |b| b.live);
+            added += self.blocks.last().map_or(0, |b| b.span.live);
             self.trim_entries();
         }
         self.check_replayed(&rb, out_of_order)?;
@@ -125,7 +125,7 @@ impl<F: Fs> Store<F> {
         flen: u64,
     ) -> Result<u64> {
         let pos = self.blocks.len() - 1;
-        let (path, from) = (self.blocks[pos].path.clone(), self.blocks[pos].len);
+        let (path, from) = (self.blocks[pos].path.clone(), self.blocks[pos].span.len);
         let rw = OpenOptions::new().read(true).write(true);
         let file = io_at(self.fs.open(&path, rw), "open", &path)?;
         self.report.tail_scanned += flen - from;
@@ -143,14 +143,14 @@ impl<F: Fs> Store<F> {
         };
         let (max_seq, last_crc) = (sb.max_seq, sb.last_crc);
         let b = &mut self.blocks[pos];
-        b.len = len;
-        b.alloc = len;
-        b.max_seq = b.max_seq.max(max_seq);
+        b.span.len = len;
+        b.span.alloc = len;
+        b.span.max_seq = b.span.max_seq.max(max_seq);
         if let Some(crc) = last_crc {
-            b.last_crc = crc;
+            b.span.last_crc = crc;
         }
         // what this process reads back may be in the page cache only: the next sync fsyncs it
-        b.dirty = true;
+        b.handle.dirty = true;
         Ok(self.add_tail_entries(pos, sb.entries))
     }
 
@@ -169,20 +169,20 @@ impl<F: Fs> Store<F> {
             ..
         } = &mut *self;
         let b = &mut blocks[pos];
-        if b.msg_first == 0 {
-            b.msg_first = entries[0].seq;
+        if b.span.msg_first == 0 {
+            b.span.msg_first = entries[0].seq;
         }
-        b.msg_last = last.seq;
-        b.seq_ceiling = b.seq_ceiling.max(last.seq);
-        b.ts_hi = Some(last.ts);
+        b.span.msg_last = last.seq;
+        b.span.seq_ceiling = b.span.seq_ceiling.max(last.seq);
+        b.span.ts_hi = Some(last.ts);
         let (mut live, mut live_bytes) = (0, 0);
         for e in entries.iter_mut() {
             if e.seq <= floor {
                 e.deleted = true;
             }
             if e.deleted {
-                if b.entries.is_none() {
-                    b.deleted_seqs.push(e.seq);
+                if b.index.entries.is_none() {
+                    b.index.deleted_seqs.push(e.seq);
                 }
             } else {
                 live += 1;
@@ -190,11 +190,11 @@ impl<F: Fs> Store<F> {
                 subjects.added(e.subj, e.seq);
             }
         }
-        b.live += live;
-        b.live_bytes += live_bytes;
+        b.span.live += live;
+        b.span.live_bytes += live_bytes;
         *msgs += live;
         *bytes += live_bytes;
-        if let Some(loaded) = b.entries.as_mut() {
+        if let Some(loaded) = b.index.entries.as_mut() {
             loaded.full_mut().extend_from_slice(&entries);
             blocks.untrimmed += entries.len() as u64;
         }

@@ -2,7 +2,7 @@
 
 use super::scan::{scan_block, ScanEnd};
 use super::sync::{S_TRUNCATE_COMMIT, S_TRUNCATE_MARKERS};
-use super::{blocks, io_at, Store};
+use super::{io_at, Store};
 use crate::error::{Error, Result};
 use crate::fs::{Fs, FsFile};
 use crate::record::{Kind, BLOCK_HEADER_LEN};
@@ -16,7 +16,7 @@ impl<F: Fs> Store<F> {
     /// harmless, its records coming before the truncate record that voids what it must.
     pub(super) fn truncate_cleanup(&mut self, bpos: usize, off: u64, tpos: usize) -> Result<()> {
         for pos in (bpos + 1..tpos).rev() {
-            if self.blocks[pos].msg_first == 0 {
+            if self.blocks[pos].span.msg_first == 0 {
                 continue;
             }
             let path = self.blocks[pos].path.clone();
@@ -25,7 +25,7 @@ impl<F: Fs> Store<F> {
         if bpos != tpos {
             let file = self.open_block(bpos)?;
             let b = &mut self.blocks[bpos];
-            b.written = true;
+            b.handle.written = true;
             io_at(file.set_len(off), "set_len", &b.path)?;
         }
         self.blocks.clear();
@@ -70,7 +70,7 @@ impl<F: Fs> Store<F> {
         }
         self.flush()?;
         // where the first message record above seq is
-        let cut_pos = self.blocks.partition_point(|b| b.seq_ceiling <= seq);
+        let cut_pos = self.blocks.partition_point(|b| b.span.seq_ceiling <= seq);
         let mut cut_off = None;
         if cut_pos < self.blocks.len() {
             self.ensure_loaded(cut_pos)?;
@@ -100,7 +100,7 @@ impl<F: Fs> Store<F> {
         // they reached the disk apart from it (they filled a block, or the write buffer), a
         // crash could keep its write and lose theirs, and the cleanup would then remove the
         // only tombstones left of those sequences. Make them durable first.
-        if self.blocks.len() > first_new + 1 || self.blocks[first_new].len > 0 {
+        if self.blocks.len() > first_new + 1 || self.blocks[first_new].span.len > 0 {
             self.sync_inner(S_TRUNCATE_MARKERS)?;
         }
         self.marker(Kind::Truncate, seq, ts)?;
@@ -135,7 +135,7 @@ impl<F: Fs> Store<F> {
                 &*file,
                 &b.path,
                 start,
-                b.len,
+                b.span.len,
                 |_, r| {
                     match r.kind {
                         Kind::Tombstone if r.seq <= seq => keep_tombs.push(r.seq),
@@ -176,37 +176,37 @@ impl<F: Fs> Store<F> {
         }
         let file = self.open_block(cut_pos)?;
         let b = &mut self.blocks[cut_pos];
-        b.cache = None;
-        b.shadow = None;
-        b.written = true;
+        b.copies.cache = None;
+        b.copies.shadow = None;
+        b.handle.written = true;
         let r = file.set_len(off);
         self.dur.latch(r, "set_len", &b.path)?;
-        b.len = off;
-        b.alloc = off;
-        let entries = blocks::loaded_mut(&mut b.entries);
-        entries.keep_first(entries.seq_point(seq.saturating_add(1)));
+        b.span.len = off;
+        b.span.alloc = off;
         // (built again from the entries left, on first use)
-        b.subj_counts = None;
-        b.by_subj = None;
-        b.msg_first = entries.get(0).map_or(0, |e| e.seq);
-        b.msg_last = entries
+        b.index.subj_counts = None;
+        b.index.by_subj = None;
+        let entries = b.index.loaded_mut();
+        entries.keep_first(entries.seq_point(seq.saturating_add(1)));
+        b.span.msg_first = entries.get(0).map_or(0, |e| e.seq);
+        b.span.msg_last = entries
             .len()
             .checked_sub(1)
             .map_or(0, |i| entries.seq_at(i));
-        b.max_seq = b.max_seq.min(seq);
-        b.dirty = true;
+        b.span.max_seq = b.span.max_seq.min(seq);
+        b.handle.dirty = true;
         let mut hi = 0;
         for b in self.blocks.iter_mut() {
-            hi = hi.max(b.msg_last);
-            b.seq_ceiling = hi;
+            hi = hi.max(b.span.msg_last);
+            b.span.seq_ceiling = hi;
         }
         self.dur.msgs_dir_dirty = true;
         // the cut block's last crc is no longer known without a read: re-read it
         let b = &mut self.blocks[cut_pos];
-        if b.len > BLOCK_HEADER_LEN {
+        if b.span.len > BLOCK_HEADER_LEN {
             let mut c = [0u8; 4];
-            io_at(file.read_exact_at(&mut c, b.len - 4), "read", &b.path)?;
-            b.last_crc = u32::from_le_bytes(c);
+            io_at(file.read_exact_at(&mut c, b.span.len - 4), "read", &b.path)?;
+            b.span.last_crc = u32::from_le_bytes(c);
         }
         Ok(())
     }
