@@ -417,6 +417,22 @@ fn workloads() -> Vec<(&'static str, Vec<Step>)> {
                 Vote(2, 2),
             ],
         ),
+        // the same without a reopen before the purge: the entries after it go to the block
+        // the purge left, not to one a reopen begins, and the hole is in the middle of a block
+        (
+            "hole-after-purge-in-place",
+            vec![
+                Vote(1, 1),
+                Append(1, 2),
+                Append(1, 3),
+                Purge(4),
+                Append(1, 3),
+                Append(1, 1),
+                Reopen,
+                Truncate(8),
+                Vote(2, 2),
+            ],
+        ),
         (
             "mixed",
             vec![
@@ -596,7 +612,7 @@ fn negative_control_repair_offset_first_is_found() {
     // recovery shows it, so this also shows the nested recovery exploration runs
     let steps = &workloads()
         .into_iter()
-        .find(|(n, _)| *n == "hole-after-purge")
+        .find(|(n, _)| *n == "hole-after-purge-in-place")
         .expect("workload")
         .1;
     let v = found(Ablation::RepairOffsetFirst, Model::Posix, steps);

@@ -11,9 +11,12 @@
 //! cut with the entries acknowledged in it after the restart).
 //!
 //! Out of scope, and counted: a failed fsync of `msgs/` itself. A block file created before it
-//! keeps its name only in the page cache, for good in fault-fs's model, and entries appended
-//! to it after a restart are lost at the next power cut (seed 20261266): the block files would
-//! need new names made durable, which neither the log nor store-core does yet.
+//! keeps its name only in the page cache, for good in fault-fs's model. store-core appends to a
+//! block of its own after such an open (its acknowledged appends survive:
+//! `tests/tests/robustness_faults.rs`), but a log must stay contiguous: at the next power cut
+//! the lost block is a hole, and recovery cuts the entries acknowledged after it (seeds
+//! 20261500, 5107). The block files need new names made durable at open, which the log does
+//! not do yet.
 
 use openraft::testing::log_id;
 use seqstore_fault_fs::{FaultFs, FaultKind, Model, OpKind, Rng};

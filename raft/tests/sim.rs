@@ -373,7 +373,7 @@ fn control_loses_an_ack(seed: u64, ablation: Ablation) {
 /// dropped data readable but never durable. The node stops and restarts as a process;
 /// trusting what it reads (the control), it answers for entries that only sit in the page
 /// cache, a power cut takes them, and the follower's log goes back below what the leader saw
-/// it match (seed 1592590243; before openraft's `loosen-follower-log-revert`, the leader's
+/// it match (seed 1592590274; before openraft's `loosen-follower-log-revert`, the leader's
 /// "follower log reversion" panic). With the failure recorded (`raft-unsynced`), the restarted node first drops
 /// the entries in doubt, none of which it had acknowledged, and fetches them again. The
 /// injected failure lands on an operation counted from when it is drawn, so a fix that adds
@@ -381,7 +381,7 @@ fn control_loses_an_ack(seed: u64, ablation: Ablation) {
 /// nodes do stop on a failed data fsync, rather than on the control's one schedule.
 #[test]
 fn a_failed_fsync_is_remembered_across_a_restart() {
-    control_loses_an_ack(1592590243, Ablation::ForgetFailedSync);
+    control_loses_an_ack(1592590274, Ablation::ForgetFailedSync);
     let mut data_fsyncs_failed = 0;
     for seed in 1592590000..1592590100 {
         let with = with_disk_errors(seed, Ablation::Full);
@@ -399,23 +399,23 @@ fn a_failed_fsync_is_remembered_across_a_restart() {
     );
 }
 
-/// More schedules of the same loss, replayed with disk errors on: a follower's log fsync
+/// Another schedule of the same loss, replayed with disk errors on: a follower's log fsync
 /// fails, the restarted process reads the entries back from the page cache and answers for
-/// them, and a power cut takes them (the seeds that first found it, 3000051 and 1592590354,
-/// no longer lead there since entry records grew their headers: the schedule depends on where
-/// records fall in blocks). The control (`ForgetFailedSync`) loses an acknowledged entry at
-/// both; the real log runs both clean.
+/// them, and a power cut takes them. A schedule depends on where records fall in blocks, so a
+/// change to the log's layout moves the seeds that reach it: this is the control's second loss
+/// in a scan of 1592590000..1592591000 (about 100 s, debug; the first is the seed of the test
+/// above). The control (`ForgetFailedSync`) loses an acknowledged entry there; the real log
+/// runs it clean.
 #[test]
 fn the_seeds_that_found_the_failed_fsync_run_clean() {
-    for seed in [1592590421, 1592590573] {
-        control_loses_an_ack(seed, Ablation::ForgetFailedSync);
-        let real = with_disk_errors(seed, Ablation::Full);
-        assert!(
-            real.violations.is_empty(),
-            "seed {seed}: {:?}",
-            real.violations
-        );
-    }
+    let seed = 1592590757;
+    control_loses_an_ack(seed, Ablation::ForgetFailedSync);
+    let real = with_disk_errors(seed, Ablation::Full);
+    assert!(
+        real.violations.is_empty(),
+        "seed {seed}: {:?}",
+        real.violations
+    );
 }
 
 /// Seed `seed` with disk errors and bit rot on (what `SEQSTORE_SIM_BIT_ROT=1` runs).
@@ -431,16 +431,16 @@ fn with_bit_rot(seed: u64, ablation: Ablation) -> Outcome {
 /// (`seqstore_raft::damaged`): damage, not a power cut. The node holds its vote and its
 /// candidacy (`seqstore_raft::gate`) until a leader has filled its log again. The control
 /// (`TrustDamage`) takes the hole for a power cut's and votes at once with the shorter log:
-/// its log goes back below what a leader saw it match (seeds 7001, 7012), or, damaged while
+/// its log goes back below what a leader saw it match (seeds 7003, 7006), or, damaged while
 /// it led, it resumes leading its term without entries of that term and the cluster never
-/// converges (7052, 7055).
+/// converges (7052, 7168).
 #[test]
 fn damage_found_at_open_holds_the_node_until_a_leader_fills_it_again() {
     let cases = [
-        (7001, ACK_LOST),
-        (7012, ACK_LOST),
+        (7003, ACK_LOST),
+        (7006, ACK_LOST),
         (7052, "did not converge"),
-        (7055, "did not converge"),
+        (7168, "did not converge"),
     ];
     for (seed, found) in cases {
         let control = with_bit_rot(seed, Ablation::TrustDamage);

@@ -146,12 +146,17 @@ impl<F: Fs> Store<F> {
     /// would, when nothing can fail — the store open and writable, the record a whole message
     /// with the next sequence and a timestamp not below the last, its subject one the memo
     /// holds (a valid name), its sizes within the limits, room for it in the newest block
-    /// (loaded) and in the write buffer, where `pending` bytes of the run wait to be copied
+    /// (loaded, and not one open left for a new block: `Durability::own_block_first`) and in
+    /// the write buffer, where `pending` bytes of the run wait to be copied
     /// before it. Returns false, having changed nothing, otherwise: the caller then makes the
     /// ordinary call, which gives the same outcome and error as it always does.
     #[inline(always)]
     pub(super) fn append_in_run(&mut self, rec: &[u8], pending: usize) -> bool {
-        if self.closed || self.dur.poisoned || Admission::next_seq(self.last_seq).is_err() {
+        if self.closed
+            || self.dur.poisoned
+            || self.dur.own_block_first
+            || Admission::next_seq(self.last_seq).is_err()
+        {
             return false;
         }
         let r = match record::decode_raw_trusting_crc(rec) {

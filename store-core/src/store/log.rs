@@ -133,6 +133,7 @@ impl<F: Fs> Store<F> {
         }
         self.blocks.push(block);
         self.dur.msgs_dir_dirty = true;
+        self.dur.own_block_first = false;
         // the new block's handle counts against the bound too (`files.rs`)
         self.note_rolled()
     }
@@ -237,6 +238,7 @@ impl<F: Fs> Store<F> {
         };
         let roll = match self.blocks.last() {
             None => true,
+            Some(_) if self.dur.own_block_first => true,
             Some(b) => {
                 let end = b.span.len + self.wbuf.len() as u64;
                 end > BLOCK_HEADER_LEN && end + len > self.cfg.block_size
@@ -273,6 +275,18 @@ impl<F: Fs> Store<F> {
             self.flush()?;
         }
         Ok((pos, off, len as u32))
+    }
+
+    /// The time a tombstone or floor record for `seq` carries: now, but the last message's
+    /// time for the last sequence. Such a record can be the highest one left (the blocks of
+    /// the messages it removed dropped), and recovery then takes the stream's last time from
+    /// it: the live store's is the last message's.
+    pub(super) fn marker_ts(&self, seq: u64) -> i64 {
+        if seq == self.last_seq {
+            self.last_ts
+        } else {
+            self.now()
+        }
     }
 
     pub(super) fn marker(&mut self, kind: Kind, seq: u64, ts: i64) -> Result<()> {

@@ -208,6 +208,7 @@ impl<F: Fs> Store<F> {
         s.recover_purge()?;
         s.finish_restored_consumers()?;
         s.load()?;
+        s.begin_own_block();
         // Make the structure we found durable before anything new is acknowledged on top of
         // it: the names may have been created by a process that never synced them.
         s.sync_dir(MSGS_DIR, SyncSite::OpenMsgsDir)?;
@@ -314,6 +315,24 @@ impl<F: Fs> Store<F> {
         let r = self.checkpoint();
         self.closed = true;
         r
+    }
+
+    /// After an open that `index.db` did not vouch for (a crash), the next record goes to a
+    /// block this process creates, not to the newest block it found. That block's name may be
+    /// held only by the page cache: a failed fsync of `msgs/` in an earlier process drops the
+    /// names waiting on it for good (fsyncgate, as for file pages), and this open's `sync_dir`
+    /// returns Ok without writing them. Nothing in such a block was acknowledged (a block's
+    /// first acknowledgement waits for the fsync of `msgs/` after its creation), but what this
+    /// process wrote to it would be, and a power cut would take it with the name. The new
+    /// block's name is made durable by the sync that acknowledges its first record. When
+    /// `index.db` was used, its writer fsynced `msgs/` after creating every block it lists.
+    /// (Lazily, at the first write: an open that writes nothing leaves no empty block.)
+    fn begin_own_block(&mut self) {
+        #[cfg(feature = "ablation")]
+        if self.cfg.ablation == crate::Ablation::AppendToFoundBlock {
+            return;
+        }
+        self.dur.own_block_first = !self.report.used_index && !self.blocks.is_empty();
     }
 
     /// Notes names recovery found and left alone (the consumer files' part).

@@ -20,6 +20,9 @@ pub(crate) struct Durability<H> {
     pub(crate) poisoned: bool,
     /// `msgs/` has entries (new blocks, removals) that are not yet durable.
     pub(super) msgs_dir_dirty: bool,
+    /// The next record goes to a new block, not to the newest one open found: set by an open
+    /// that `index.db` did not vouch for, cleared by the roll (`Store::begin_own_block`).
+    pub(super) own_block_first: bool,
     /// Records written since open: the group commit's durability watermark (sequences can go
     /// down with `truncate`; this never does).
     pub(crate) writes: u64,
@@ -36,6 +39,7 @@ impl<H> Durability<H> {
         Durability {
             poisoned: false,
             msgs_dir_dirty: false,
+            own_block_first: false,
             writes: 0,
             group_inflight: Vec::new(),
             last_sync_ns: now,
