@@ -10,7 +10,7 @@ use seqstore_client::wire::{self, AckPolicy, NextRequest};
 use seqstore_client::{BlockingStream, Client, Error as ClientError};
 use seqstore_commands::{ConsumerCmd, ConsumerInfo, Error, Msg, Output, Result, StoreCmd};
 use seqstore_core::surface::StreamStore;
-use seqstore_core::{RecoveryReport, StreamState};
+use seqstore_core::{ConsumerConfig, RecoveryReport, StreamState};
 
 use crate::CliExtra;
 
@@ -74,11 +74,12 @@ impl Remote {
                 max_deliver,
                 ..
             } => {
-                let cfg = wire::ConsumerConfig {
+                let cfg = ConsumerConfig {
+                    name: name.clone(),
                     ack_policy: AckPolicy::from(*ack),
                     max_deliver: *max_deliver,
                 };
-                self.wait(c.consumer_add(s, name, &cfg))?;
+                self.0.consumer_add(&cfg).map_err(client)?;
                 Output::ConsumerAdded(name.clone())
             }
             ConsumerCmd::Next { name, count, .. } => {
@@ -105,9 +106,9 @@ impl Remote {
                 let i = self.wait(c.consumer_info(s, name))?;
                 Output::ConsumerInfo(ConsumerInfo::new(&i.store_config(), &i.store_state()))
             }
-            ConsumerCmd::List { .. } => Output::Consumers(self.wait(c.consumer_names(s))?),
+            ConsumerCmd::List { .. } => Output::Consumers(self.consumer_names()?),
             ConsumerCmd::Rm { name, .. } => {
-                self.wait(c.consumer_delete(s, name))?;
+                self.0.consumer_delete(name).map_err(client)?;
                 Output::ConsumerRemoved(name.clone())
             }
         })
