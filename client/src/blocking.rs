@@ -128,11 +128,7 @@ impl StreamStore for BlockingStream {
         let next = self.state()?.last_seq + 1;
         if first != next {
             let m = format!("skip must start at the next sequence, {next}");
-            return Err(Error::Api {
-                status: 400,
-                kind: wire::kind::BAD_REQUEST.into(),
-                message: m,
-            });
+            return Err(Error::InvalidArgument(m));
         }
         self.block_on(self.client.skip(&self.stream, count))
     }

@@ -77,6 +77,10 @@ pub enum Error {
     /// A read of one message found none ([`BlockingStream`]'s `get`; `0` says which).
     #[error("no message {0}")]
     NoMessage(String),
+    /// Arguments [`BlockingStream`] refuses before sending anything, as the store refuses them
+    /// (a skip that does not start at the next sequence).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
     /// An operation of [`seqstore_core::surface::StreamStore`] that the server does not serve
     /// ([`BlockingStream`]); nothing was sent.
     #[error("{0}")]
