@@ -325,20 +325,10 @@ fn golden_ttl_raw_skip_format() {
 /// An `index.db` of layout version 1 (before the ttl section) or 2 (before the blocks'
 /// `ts_hi`), the golden ones of those formats kept under `tests/index_v1/` and
 /// `tests/index_v2/`, is still used at open, and gives the state the current one of the same
-/// blocks gives. (`SEQSTORE_BLESS=1` writes them from the golden version-3 index, as it writes
-/// that one.)
+/// blocks gives.
 #[test]
 fn index_db_versions_1_and_2_are_still_used() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    if std::env::var("SEQSTORE_BLESS").is_ok_and(|v| v == "1") {
-        // the same summary as the golden version-3 index, in the older layouts
-        let v3 = std::fs::read(dir.join("golden/1.index.db")).unwrap();
-        let snap = crate::index::Snapshot::decode("golden/1.index.db", &v3).unwrap();
-        for v in [1u32, 2] {
-            let path = dir.join(format!("index_v{v}/1.index.db"));
-            std::fs::write(path, snap.encode_version(v)).unwrap();
-        }
-    }
     let v1 = std::fs::read(dir.join("index_v1/1.index.db")).unwrap();
     assert_eq!(v1[4..8], 1u32.to_le_bytes(), "the fixture is version 1");
     let v2 = std::fs::read(dir.join("index_v2/1.index.db")).unwrap();

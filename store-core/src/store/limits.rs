@@ -26,7 +26,7 @@ impl<F: Fs> Store<F> {
                         0,
                         "subject's first message missing",
                     ))?;
-                    let ts = self.marker_ts(seq);
+                    let ts = self.marker_ts(seq, self.now());
                     self.marker(Kind::Tombstone, seq, ts)?;
                     self.mark_deleted(pos, i);
                     if seq == self.first_seq {
@@ -58,7 +58,7 @@ impl<F: Fs> Store<F> {
         // per-message ttls: the same age rule, a tombstone per expired message
         let expired = !self.ttl.is_empty() && self.expire_ttls()? > 0;
         if new_floor > 0 {
-            let ts = self.marker_ts(new_floor);
+            let ts = self.marker_ts(new_floor, self.now());
             self.marker(Kind::Floor, new_floor, ts)?;
         }
         if new_floor > 0 || expired {

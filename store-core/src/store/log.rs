@@ -277,15 +277,15 @@ impl<F: Fs> Store<F> {
         Ok((pos, off, len as u32))
     }
 
-    /// The time a tombstone or floor record for `seq` carries: now, but the last message's
+    /// The time a tombstone or floor record for `seq` carries: `now`, but the last message's
     /// time for the last sequence. Such a record can be the highest one left (the blocks of
     /// the messages it removed dropped), and recovery then takes the stream's last time from
     /// it: the live store's is the last message's.
-    pub(super) fn marker_ts(&self, seq: u64) -> i64 {
+    pub(super) fn marker_ts(&self, seq: u64, now: i64) -> i64 {
         if seq == self.last_seq {
             self.last_ts
         } else {
-            self.now()
+            now
         }
     }
 

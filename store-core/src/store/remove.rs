@@ -105,7 +105,7 @@ impl<F: Fs> Store<F> {
         self.check_writable()?;
         self.trim_entries();
         let (pos, i) = self.find(seq)?.ok_or(Error::NotFound { seq })?;
-        let ts = self.marker_ts(seq);
+        let ts = self.marker_ts(seq, self.now());
         self.marker(Kind::Tombstone, seq, ts)?;
         self.maybe_sync()?;
         self.mark_deleted(pos, i);
@@ -163,7 +163,7 @@ impl<F: Fs> Store<F> {
             e.len as usize,
             "erase keeps the record's length"
         );
-        let ts = self.marker_ts(seq);
+        let ts = self.marker_ts(seq, self.now());
         self.marker(Kind::Tombstone, seq, ts)?;
         // The tombstone is durable before the overwrite starts: a torn overwrite fails its crc
         // and recovery skips the record, so without a durable tombstone for it a torn erase of
@@ -269,9 +269,10 @@ impl<F: Fs> Store<F> {
             self.sync_inner(S_PURGE_EX)?;
             return Ok(0);
         }
+        let now = self.now();
         for &(pos, i) in &cands {
             let seq = self.blocks[pos].loaded().seq_at(i);
-            let ts = self.marker_ts(seq);
+            let ts = self.marker_ts(seq, now);
             self.marker(Kind::Tombstone, seq, ts)?;
             self.mark_deleted(pos, i);
         }

@@ -213,7 +213,7 @@ impl<F: Fs> Store<F> {
                 }
             };
             let Some((pos, i)) = found else { continue };
-            let ts = self.marker_ts(seq);
+            let ts = self.marker_ts(seq, self.now());
             if let Err(e) = self.marker(Kind::Tombstone, seq, ts) {
                 self.requeue(&due[k..]);
                 return Err(e);
