@@ -42,7 +42,9 @@
 //!   then `Store::open` timed with a warm page cache (one untimed open first), seconds per GiB
 //!   of block files; `read_crc32`, after each open, the least a recovery that checks its data
 //!   must do on the same files: read every byte in order and crc32 it. Goal
-//!   `rebuild_vs_read_limit` (the rebuild's rate over that one's) >= 0.6. `seqstore_cold` and
+//!   `rebuild_vs_read_limit` (the rebuild's rate over that one's) >= 0.6. `seqstore` rebuilds
+//!   with the default `rebuild_threads`; `seqstore_1_thread` on the opening thread alone, as
+//!   the wasm guest does (`guest_rebuild_vs_native` compares those two). `seqstore_cold` and
 //!   `read_crc32_cold`: the same two with the page cache emptied before each (where the run
 //!   may: root on Linux; a note says when it could not).
 //! - `recover_index_ms`: `small_msgs` and `big_msgs` streams closed (index.db written), then

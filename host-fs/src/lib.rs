@@ -263,7 +263,7 @@ mod tsc_clock {
 
 /// Runs [`seqstore_core::Store::tick`] on a shared store every `every` from a background thread, so
 /// that `SyncPolicy::Interval` and `max_age` are enforced even when nothing else happens
-/// (store-core has no threads of its own). Dropping the `Ticker` stops the thread and joins it.
+/// (store-core runs nothing in the background). Dropping the `Ticker` stops the thread and joins it.
 #[cfg(not(target_os = "wasi"))]
 pub struct Ticker {
     stop: std::sync::mpsc::Sender<()>,

@@ -257,6 +257,11 @@ impl Fs for HostFs {
         file.sync_all().map_err(err)
     }
 
+    /// Yes: the files are the operating system's, read by `pread` from any thread.
+    fn parallel_reads(&self) -> bool {
+        true
+    }
+
     /// [`crate::SystemClock`]: a real directory belongs to a system with a wall clock.
     fn wall_clock(&self) -> Option<Box<dyn seqstore_core::Clock>> {
         Some(Box::new(crate::SystemClock))

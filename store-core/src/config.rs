@@ -8,7 +8,7 @@ pub enum SyncPolicy {
     /// Every append (and every other write) is fsynced before the call returns.
     Always,
     /// Writes are fsynced when at least this long has passed since the last sync; checked on
-    /// every operation and by [`crate::Store::tick`] (store-core has no threads: an embedder
+    /// every operation and by [`crate::Store::tick`] (store-core runs nothing in the background: an embedder
     /// that wants a timer calls `tick`). A crash may lose what was written since the last sync.
     Interval(Duration),
     /// Only [`crate::Store::sync`], [`crate::Store::close`] and the structural operations
@@ -157,6 +157,13 @@ pub struct Config {
     /// about one and a half times this in all. A snapshot (`snapshot_to`) holds every block
     /// open while it runs.
     pub open_blocks: usize,
+    /// Threads that scan blocks in a rebuild (an open that cannot use `index.db`, or a
+    /// restore), while the opening thread applies what they found in order (default 2; 0 or
+    /// 1: the opening thread scans too, alone). Used where the `Fs` may be read from several
+    /// threads ([`crate::Fs::parallel_reads`]: a real directory) and the stream holds more
+    /// than a few MiB of blocks; a wasm guest, which cannot start threads, rebuilds on its own
+    /// thread. Each thread holds one block's entries and a 1 MiB read buffer while it works.
+    pub rebuild_threads: usize,
     /// Encryption at rest (default none): open the store with `StoreBuilder::open_layered`,
     /// which puts a [`crate::CryptFs`] under it. A wrong key is [`crate::Error::WrongKey`] at
     /// open.
@@ -191,6 +198,7 @@ impl Default for Config {
             preallocate_under_never: false,
             entry_cache: 8 << 20,
             open_blocks: 64,
+            rebuild_threads: 2,
             encryption: None,
             compression: crate::Compression::None,
             #[cfg(feature = "ablation")]
@@ -301,6 +309,11 @@ impl Config {
     /// Sets [`Config::open_blocks`].
     pub fn with_open_blocks(mut self, files: usize) -> Self {
         self.open_blocks = files;
+        self
+    }
+    /// Sets [`Config::rebuild_threads`].
+    pub fn with_rebuild_threads(mut self, threads: usize) -> Self {
+        self.rebuild_threads = threads;
         self
     }
     /// Sets [`Config::encryption`] (`None`: not encrypted).

@@ -479,6 +479,15 @@ pub trait Fs: Send + Sync {
         None
     }
 
+    /// Whether the store may read files this filesystem opened on other threads while it
+    /// goes on using it (the default: no). A rebuild then scans blocks on
+    /// [`crate::Config::rebuild_threads`] threads. An `Fs` whose behaviour depends on the
+    /// order of the calls made to it (one that injects faults by count, or records them for
+    /// replay) says no, and sees the calls of a single thread, in a fixed order.
+    fn parallel_reads(&self) -> bool {
+        false
+    }
+
     /// The wall clock of the system this filesystem belongs to, if it has one (the default:
     /// none). [`crate::Store::builder`] stamps messages with it unless it is given a clock;
     /// store-core itself reads no clock.

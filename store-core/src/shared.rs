@@ -1,6 +1,6 @@
 //! `SharedStore`: one store, many threads, and group commit.
 //!
-//! store-core starts no threads; this type only makes a `Store` safe to share. Under
+//! store-core runs nothing in the background; this type only makes a `Store` safe to share. Under
 //! `SyncPolicy::Always`, concurrent appends share fsyncs. `append` goes through a combiner
 //! first (`combine.rs`): one thread appends a whole batch of waiting messages and then runs
 //! the group commit below once for all of them; the other acknowledged writes (and the

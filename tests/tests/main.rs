@@ -15,6 +15,7 @@ mod crash_matrix;
 mod fsync_necessity;
 mod purge_proof;
 mod random_workloads;
+mod rebuild_threads;
 mod recovery_crash;
 mod restore_crash;
 mod robustness_dirs;

@@ -352,10 +352,19 @@ pub(super) fn streams(
             let t = Instant::now();
             let (read, _) = crate::util::read_and_crc_all(&bp)?;
             let limit = t.elapsed();
+            // the same rebuild on the opening thread alone (`rebuild_threads` 1), as the
+            // wasm guest rebuilds
+            let cfg = Config::default()
+                .with_sync(SyncPolicy::Never)
+                .with_rebuild_threads(1);
+            let t = Instant::now();
+            drop(open_store_with(&bp, cfg)?);
+            let one = t.elapsed();
             if r > 0 {
                 // the first open warms the page cache
                 rebuild.push("seqstore", seconds_per_gib(d, big_bytes));
                 rebuild.push("read_crc32", seconds_per_gib(limit, read));
+                rebuild.push("seqstore_1_thread", seconds_per_gib(one, big_bytes));
             }
             #[cfg(feature = "guest")]
             for (cell, wasi) in [("guest", false), ("guest_wasi", true)] {

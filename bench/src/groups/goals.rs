@@ -69,6 +69,7 @@ pub(super) fn new_tables() -> [Table; 13] {
         &[
             "seqstore",
             "read_crc32",
+            "seqstore_1_thread",
             "guest",
             "guest_wasi",
             "seqstore_cold",
@@ -308,12 +309,13 @@ pub(super) fn goals(tables: &[Table]) -> Vec<Goal> {
             target: 0.6,
         },
         Goal {
-            // s/GiB: native over guest is the guest's speed relative to native
+            // s/GiB: native over guest is the guest's speed relative to native, both on one
+            // thread (a guest cannot start threads: this is what the sandbox costs)
             name: "guest_rebuild_vs_native",
-            what: "rebuild speed: guest / seqstore (seqstore s/GiB / guest s/GiB)",
-            value: ratio(REBUILD, "seqstore", "guest"),
+            what: "rebuild speed, one thread: guest / seqstore (seqstore_1_thread s/GiB / guest s/GiB)",
+            value: ratio(REBUILD, "seqstore_1_thread", "guest"),
             op: ">=",
-            paired: paired(REBUILD, "seqstore", "guest"),
+            paired: paired(REBUILD, "seqstore_1_thread", "guest"),
             target: 0.5,
         },
     ]

@@ -95,8 +95,12 @@ pub(crate) fn open_guest(
 }
 
 pub(crate) fn open_store(path: &Path, sync: SyncPolicy) -> Result<Store<HostFs>> {
+    open_store_with(path, Config::default().with_sync(sync))
+}
+
+/// [`open_store`] with a configuration of its own.
+pub(crate) fn open_store_with(path: &Path, cfg: Config) -> Result<Store<HostFs>> {
     let fs = HostFs::create(path).with_context(|| format!("store root {}", path.display()))?;
-    let cfg = Config::default().with_sync(sync);
     Store::builder(fs)
         .config(cfg)
         .clock(SystemClock)

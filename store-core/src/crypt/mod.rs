@@ -245,4 +245,8 @@ impl<F: Fs> Fs for CryptFs<F> {
     fn wall_clock(&self) -> Option<Box<dyn crate::Clock>> {
         self.inner.wall_clock()
     }
+
+    fn parallel_reads(&self) -> bool {
+        self.inner.parallel_reads()
+    }
 }

@@ -26,6 +26,8 @@ mod import;
 mod layout;
 mod limits;
 mod log;
+mod pipeline;
+mod prescan;
 mod purge;
 mod query;
 mod read;
@@ -297,7 +299,7 @@ impl<F: Fs> Store<F> {
     }
 
     /// Runs time-driven work: the `max_age` limit, expired ttls and the `Interval` sync. Call it from a
-    /// timer; store-core has no threads.
+    /// timer; store-core runs nothing in the background.
     pub fn tick(&mut self) -> Result<()> {
         self.check_writable()?;
         self.trim_entries();

@@ -112,16 +112,19 @@ impl<F: Fs> Store<F> {
         self.ttl.clear();
         (self.floor, self.msgs, self.bytes) = (0, 0, 0);
         self.floor_held_by = None;
-        let mut memo = SubjectMemo::new();
-        let mut scan_buf = Vec::new();
-        for (i, &index) in indexes.iter().enumerate() {
-            let newest = i + 1 == indexes.len();
-            if let Some((file, path, flen)) = self.open_for_rebuild(index)? {
-                let b = self.rebuild_block(&mut rb, &mut memo, &mut scan_buf, file, path, flen)?;
-                self.finish_rebuilt_block(b, index, newest)?;
-                // Between blocks nothing holds a position into entries: the rebuild keeps
-                // the entry cache's bound as it goes, instead of every block's entries.
-                self.trim_entries();
+        if !self.rebuild_on_threads(&mut rb, indexes)? {
+            let mut memo = SubjectMemo::new();
+            let mut scan_buf = Vec::new();
+            for (i, &index) in indexes.iter().enumerate() {
+                let newest = i + 1 == indexes.len();
+                if let Some((file, path, flen)) = self.open_for_rebuild(index)? {
+                    let b =
+                        self.rebuild_block(&mut rb, &mut memo, &mut scan_buf, file, path, flen)?;
+                    self.finish_rebuilt_block(b, index, newest)?;
+                    // Between blocks nothing holds a position into entries: the rebuild
+                    // keeps the entry cache's bound as it goes, instead of every block's.
+                    self.trim_entries();
+                }
             }
         }
         if let Some((bpos, off)) = rb.void_from {
@@ -164,13 +167,41 @@ impl<F: Fs> Store<F> {
         &mut self,
         index: u64,
     ) -> Result<Option<(F::File, String, u64)>> {
+        let opened = self.open_block_file(index)?;
+        self.admit_block(index, opened)
+    }
+
+    /// The I/O half of [`Self::open_for_rebuild`]: the file, its path and length, and its
+    /// header's bytes (as many as it has).
+    pub(super) fn open_block_file(&mut self, index: u64) -> Result<OpenedBlock<F::File>> {
         let path = block_path(MSGS_DIR, index);
         let rw = OpenOptions::new().read(true).write(true);
         let file = io_at(self.fs.open(&path, rw), "open", &path)?;
         let flen = io_at(file.len(), "len", &path)?;
-        let mut h = [0u8; BLOCK_HEADER_LEN as usize];
+        let mut header = [0u8; BLOCK_HEADER_LEN as usize];
+        let hn = (flen as usize).min(header.len());
+        io_at(file.read_exact_at(&mut header[..hn], 0), "read", &path)?;
+        Ok(OpenedBlock {
+            file,
+            path,
+            flen,
+            header,
+        })
+    }
+
+    /// The rest of [`Self::open_for_rebuild`]: checks the header read; removes a blank block.
+    pub(super) fn admit_block(
+        &mut self,
+        index: u64,
+        opened: OpenedBlock<F::File>,
+    ) -> Result<Option<(F::File, String, u64)>> {
+        let OpenedBlock {
+            file,
+            path,
+            flen,
+            header: h,
+        } = opened;
         let hn = (flen as usize).min(h.len());
-        io_at(file.read_exact_at(&mut h[..hn], 0), "read", &path)?;
         if check_block_header(&path, &h[..hn], index)? != Header::Blank {
             return Ok(Some((file, path, flen)));
         }
@@ -430,8 +461,7 @@ impl<F: Fs> Store<F> {
     ) -> Result<()> {
         match r.kind {
             Kind::Msg => {
-                if rb.replay.message(r.seq, r.ts) == Verdict::OutOfOrder {
-                    self.report.out_of_order.push(at.out_of_order(r.seq));
+                if !self.accept_message(rb, at, r.seq, r.ts) {
                     return Ok(());
                 }
                 let sid = self.subjects.intern_with(memo, r.subject);
@@ -447,7 +477,47 @@ impl<F: Fs> Store<F> {
                     deleted: r.flags & FLAG_ERASED != 0,
                 });
                 self.note_ttl(r);
+                Ok(())
             }
+            kind => {
+                let other = Other {
+                    kind,
+                    seq: r.seq,
+                    ts: r.ts,
+                    skipped: r.skipped(),
+                };
+                self.visit_other(rb, entries, at, &other)
+            }
+        }
+    }
+
+    /// Whether a message record at `at` counts (the replay's verdict); one out of order is
+    /// reported.
+    pub(super) fn accept_message(
+        &mut self,
+        rb: &mut Rebuild,
+        at: &RecordAt<'_>,
+        seq: u64,
+        ts: i64,
+    ) -> bool {
+        if rb.replay.message(seq, ts) == Verdict::OutOfOrder {
+            self.report.out_of_order.push(at.out_of_order(seq));
+            return false;
+        }
+        true
+    }
+
+    /// A record other than a message (`entries`: the block's messages read before it).
+    pub(super) fn visit_other(
+        &mut self,
+        rb: &mut Rebuild,
+        entries: &mut [Entry],
+        at: &RecordAt<'_>,
+        r: &Other,
+    ) -> Result<()> {
+        match r.kind {
+            // (messages are applied by the caller)
+            Kind::Msg => {}
             Kind::Tombstone => {
                 let found = match entries.binary_search_by_key(&r.seq, |e| e.seq) {
                     Ok(i) => {
@@ -464,7 +534,7 @@ impl<F: Fs> Store<F> {
             }
             Kind::Truncate => self.visit_truncate(rb, at, r)?,
             Kind::Skip => {
-                let (first, last) = r.skipped().unwrap_or((r.seq, r.seq));
+                let (first, last) = r.skipped.unwrap_or((r.seq, r.seq));
                 if rb.replay.skip(first, last, r.ts) == Verdict::OutOfOrder {
                     self.report.out_of_order.push(at.out_of_order(r.seq));
                 }
@@ -473,12 +543,7 @@ impl<F: Fs> Store<F> {
         Ok(())
     }
 
-    fn visit_truncate(
-        &mut self,
-        rb: &mut Rebuild,
-        at: &RecordAt<'_>,
-        r: &record::Record<'_>,
-    ) -> Result<()> {
+    fn visit_truncate(&mut self, rb: &mut Rebuild, at: &RecordAt<'_>, r: &Other) -> Result<()> {
         match rb.replay.truncate_verdict(r.seq) {
             Verdict::Apply => {}
             Verdict::OutOfOrder => {
@@ -497,18 +562,36 @@ impl<F: Fs> Store<F> {
     }
 }
 
+/// A record other than a message, as [`Store::visit_other`] applies it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Other {
+    pub(super) kind: Kind,
+    pub(super) seq: u64,
+    pub(super) ts: i64,
+    /// The sequences a skip record covers ([`record::Record::skipped`]).
+    pub(super) skipped: Option<(u64, u64)>,
+}
+
+/// A block file opened for the rebuild, its header read but not yet checked.
+pub(super) struct OpenedBlock<H> {
+    pub(super) file: H,
+    pub(super) path: String,
+    pub(super) flen: u64,
+    pub(super) header: [u8; BLOCK_HEADER_LEN as usize],
+}
+
 /// One block as the rebuild scan left it, before its tail is cut and it joins the blocks.
 pub(super) struct ScannedBlock<H> {
     pub(super) file: H,
     pub(super) path: String,
-    len: u64,
+    pub(super) len: u64,
     pub(super) entries: Vec<Entry>,
     pub(super) max_seq: u64,
     /// The crc of the last record read (`None`: none was).
     pub(super) last_crc: Option<u32>,
-    skipped: Vec<(u64, String, Option<u64>)>,
+    pub(super) skipped: Vec<(u64, String, Option<u64>)>,
     pub(super) end: ScanEnd,
-    pinned: bool,
+    pub(super) pinned: bool,
 }
 
 impl<H> ScannedBlock<H> {
@@ -528,11 +611,11 @@ impl<H> ScannedBlock<H> {
 
 /// Where a record is: its offset, in which block (position among the blocks so far, path,
 /// length of the file).
-struct RecordAt<'a> {
-    off: u64,
-    flen: u64,
-    pos: usize,
-    path: &'a str,
+pub(super) struct RecordAt<'a> {
+    pub(super) off: u64,
+    pub(super) flen: u64,
+    pub(super) pos: usize,
+    pub(super) path: &'a str,
 }
 
 impl RecordAt<'_> {

@@ -215,6 +215,11 @@ impl SubjectTable {
         self.live = 0;
     }
 
+    /// The names, by id (a table that only interned).
+    pub(super) fn into_names(self) -> Vec<String> {
+        self.names
+    }
+
     /// The id of `name`, interning it if new (the map; no memo).
     pub(super) fn intern(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.ids.get(name) {
