@@ -10,6 +10,7 @@
 //! printed. `SEQSTORE_SEED` replays a run; `SEQSTORE_TEST_SIZE=full` runs more cases.
 
 use seqstore_core::{Config, Error, ManualClock, RecoveryMode, Store, SyncPolicy};
+use seqstore_fault_fs::Rng;
 use seqstore_fs::HostFs;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -67,23 +68,9 @@ struct Case {
     damage: Vec<Damage>,
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn byte(&mut self) -> u8 {
-        self.next() as u8
-    }
+/// A random byte (fractions and picks below are in 256ths).
+fn byte(r: &mut Rng) -> u8 {
+    r.next_u64() as u8
 }
 
 fn gen_case(r: &mut Rng) -> Case {
@@ -95,15 +82,15 @@ fn gen_case(r: &mut Rng) -> Case {
                 len: r.below(400) as u16,
                 ttl: r.below(10) == 0,
             },
-            75..=80 => Op::Delete(r.byte()),
-            81..=83 => Op::Erase(r.byte()),
+            75..=80 => Op::Delete(byte(r)),
+            81..=83 => Op::Erase(byte(r)),
             84..=85 => Op::PurgeSubject {
                 subject: r.below(12) as u8,
                 keep: r.below(4) as u8,
             },
-            86..=87 => Op::Compact(r.byte() / 4),
-            88 => Op::Truncate(192 + r.byte() / 4),
-            89..=91 => Op::Skip(r.byte() % 8),
+            86..=87 => Op::Compact(byte(r) / 4),
+            88 => Op::Truncate(192 + byte(r) / 4),
+            89..=91 => Op::Skip(byte(r) % 8),
             92..=95 => Op::Close,
             _ => Op::Crash,
         })
@@ -111,20 +98,20 @@ fn gen_case(r: &mut Rng) -> Case {
     let damage = (0..r.below(4))
         .map(|_| match r.below(10) {
             0..=4 => Damage::Flip {
-                block: r.byte(),
-                at: r.byte(),
-                bit: r.byte() % 8,
+                block: byte(r),
+                at: byte(r),
+                bit: byte(r) % 8,
             },
             5..=6 => Damage::Cut {
-                block: r.byte(),
-                at: r.byte(),
+                block: byte(r),
+                at: byte(r),
             },
             7..=8 => Damage::Zero {
-                block: r.byte(),
-                at: r.byte(),
+                block: byte(r),
+                at: byte(r),
                 len: 1 + r.below(600) as u16,
             },
-            _ => Damage::Remove { block: r.byte() },
+            _ => Damage::Remove { block: byte(r) },
         })
         .collect();
     Case {
@@ -351,7 +338,7 @@ fn first_difference(a: &str, b: &str) -> String {
 fn a_rebuild_on_threads_equals_one_on_a_single_thread() {
     let seed = seqstore_test_setup::seed("rebuild_threads");
     let cases = seqstore_test_setup::sized(40, 300);
-    let mut r = Rng(seed);
+    let mut r = Rng::new(seed);
     let (mut shared, mut refused) = (0, 0);
     for i in 0..cases {
         let c = gen_case(&mut r);
