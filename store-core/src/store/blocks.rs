@@ -7,7 +7,7 @@ use super::subjects::SubjectMemo;
 use super::Store;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
-use crate::record::{self, Kind, BLOCK_HEADER_LEN, FLAG_ERASED};
+use crate::record::{self, Kind, BLOCK_HEADER_LEN};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -337,17 +337,10 @@ impl<F: Fs> Store<F> {
             b.span.len,
             |off, r| {
                 if r.kind == Kind::Msg {
-                    let deleted = r.flags & FLAG_ERASED != 0
-                        || r.seq <= floor
-                        || b.index.deleted_seqs.binary_search(&r.seq).is_ok();
-                    entries.push(Entry {
-                        seq: r.seq,
-                        ts: r.ts,
-                        off: off as u32,
-                        len: r.len as u32,
-                        subj: subjects.intern_with(&mut memo, r.subject),
-                        deleted,
-                    });
+                    let deleted =
+                        r.seq <= floor || b.index.deleted_seqs.binary_search(&r.seq).is_ok();
+                    let subj = subjects.intern_with(&mut memo, r.subject);
+                    entries.push(Entry::of(off, r, subj, deleted));
                 }
                 Ok(ControlFlow::Continue(()))
             },

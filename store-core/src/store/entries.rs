@@ -28,6 +28,21 @@ pub(super) struct Entry {
     pub(super) deleted: bool,
 }
 
+impl Entry {
+    /// The entry of the message record `r`, at `off` in its block, whose subject's id is
+    /// `subj`: deleted if `deleted` says so (else only if it is erased).
+    pub(super) fn of(off: u64, r: &crate::record::Record<'_>, subj: u32, deleted: bool) -> Entry {
+        Entry {
+            seq: r.seq,
+            ts: r.ts,
+            off: off as u32,
+            len: r.len as u32,
+            subj,
+            deleted: deleted || r.flags & crate::record::FLAG_ERASED != 0,
+        }
+    }
+}
+
 /// Messages per run: one (offset, timestamp) sample each.
 pub(super) const RUN: usize = 16;
 

@@ -86,14 +86,12 @@ pub(super) fn prescan<H: FsFile>(job: Job<H>, buf: &mut Vec<u8>) -> Prescanned<H
             if let (false, Some(d)) = (erased, r.deadline()) {
                 ttls.push((entries.len(), d));
             }
-            entries.push(Entry {
-                seq: r.seq,
-                ts: r.ts,
-                off: off as u32,
-                len: r.len as u32,
-                subj: names.intern_with(&mut memo, r.subject),
-                deleted: erased,
-            });
+            entries.push(Entry::of(
+                off,
+                r,
+                names.intern_with(&mut memo, r.subject),
+                false,
+            ));
             Ok(ControlFlow::Continue(()))
         },
         |off, reason, seq| {

@@ -11,7 +11,7 @@ use super::{io_at, Store};
 use crate::config::RecoveryMode;
 use crate::error::{Error, Result};
 use crate::fs::{Fs, FsFile, OpenOptions};
-use crate::record::{self, check_block_header, Header, Kind, BLOCK_HEADER_LEN, FLAG_ERASED};
+use crate::record::{self, check_block_header, Header, Kind, BLOCK_HEADER_LEN};
 use crate::site::SyncSite;
 use std::io;
 use std::ops::ControlFlow;
@@ -468,14 +468,7 @@ impl<F: Fs> Store<F> {
                 if entries.len() == entries.capacity() {
                     reserve_by_density(entries, at.off + r.len as u64, at.flen);
                 }
-                entries.push(Entry {
-                    seq: r.seq,
-                    ts: r.ts,
-                    off: at.off as u32,
-                    len: r.len as u32,
-                    subj: sid,
-                    deleted: r.flags & FLAG_ERASED != 0,
-                });
+                entries.push(Entry::of(at.off, r, sid, false));
                 self.note_ttl(r);
                 Ok(())
             }
