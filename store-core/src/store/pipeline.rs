@@ -28,6 +28,9 @@ use std::thread;
 /// rebuild stays on the opening thread: starting threads costs more than they save.
 const PIPELINE_MIN: u64 = 4 << 20;
 
+/// The most workers a rebuild starts, whatever `Config::rebuild_threads` asks.
+const MAX_WORKERS: usize = 64;
+
 /// One worker: the blocks sent to it, and what it found in them, in the same order.
 struct Lane<H> {
     jobs: SyncSender<Job<H>>,
@@ -50,7 +53,7 @@ impl<F: Fs> Store<F> {
     /// thread configured, an `Fs` that must be used from one thread, too little to share, or
     /// no thread could be started: a wasm guest), and the caller rebuilds on this thread.
     pub(super) fn rebuild_on_threads(&mut self, rb: &mut Rebuild, indexes: &[u64]) -> Result<bool> {
-        let workers = self.cfg.rebuild_threads.min(indexes.len());
+        let workers = (self.cfg.rebuild_threads.min(indexes.len())).min(MAX_WORKERS);
         let estimate = (indexes.len() as u64).saturating_mul(self.cfg.block_size);
         if workers < 2 || estimate < PIPELINE_MIN || !self.fs.parallel_reads() {
             return Ok(false);
