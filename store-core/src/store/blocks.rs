@@ -55,6 +55,44 @@ pub(super) struct BlockSpan {
     pub(super) last_crc: u32,
 }
 
+/// What a block's summary claims that no block holds (`None`: nothing), for a span of
+/// messages `msg_first..=msg_last` (0, 0: none) of which `live` remain, of `live_bytes` record
+/// bytes. Checked on both sides of the disk: `index.db`'s summaries are refused at open when
+/// they fail it (`snapshot.rs`), and the store asserts it of the summaries it makes (a rebuilt
+/// block, the summaries `index.db` is written from).
+pub(super) fn summary_broken(
+    msg_first: u64,
+    msg_last: u64,
+    live: u64,
+    live_bytes: u64,
+) -> Option<&'static str> {
+    if msg_first > msg_last {
+        return Some("first message after the last");
+    }
+    if (msg_first == 0) != (msg_last == 0) {
+        return Some("one end of the message range missing");
+    }
+    let span = match msg_last {
+        0 => 0,
+        _ => msg_last - msg_first + 1,
+    };
+    if live > span {
+        return Some("more live messages than the range holds");
+    }
+    // (a record is never empty: live messages have bytes, and bytes are live messages')
+    if (live == 0) != (live_bytes == 0) {
+        return Some("live messages and live bytes disagree");
+    }
+    None
+}
+
+impl BlockSpan {
+    /// [`summary_broken`] of this span.
+    pub(super) fn broken(&self) -> Option<&'static str> {
+        summary_broken(self.msg_first, self.msg_last, self.live, self.live_bytes)
+    }
+}
+
 /// A block's open file and its durability. Changes when the file is opened or closed
 /// (`files.rs`), written (`dirty`, `written` set) or fsynced (cleared).
 pub(super) struct BlockHandle<H> {
@@ -544,5 +582,44 @@ mod reserve_tests {
         let (grows, n, cap) = fill(len, |i| if i < 100 { 4096 } else { 40 });
         assert!(grows <= 6, "grows {grows} n {n} cap {cap}");
         assert!(cap as u64 <= (len - BLOCK_HEADER_LEN) / 36, "cap {cap}");
+    }
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::summary_broken;
+
+    #[test]
+    fn a_summary_is_refused_for_each_claim_no_block_holds() {
+        // (msg_first, msg_last, live, live_bytes)
+        let holds = [
+            (0, 0, 0, 0),
+            (5, 5, 1, 40),
+            (5, 9, 0, 0),
+            (5, 9, 5, 200),
+            (1, 1, 0, 0),
+        ];
+        for (f, l, n, b) in holds {
+            assert_eq!(
+                summary_broken(f, l, n, b),
+                None,
+                "{f}..={l}, {n} live, {b} bytes"
+            );
+        }
+        let broken = [
+            (9, 5, 0, 0),   // first after last
+            (0, 5, 0, 0),   // an end missing
+            (5, 0, 0, 0),   // the other end
+            (0, 0, 1, 40),  // live messages in no range
+            (5, 9, 6, 240), // more live than the range
+            (5, 9, 2, 0),   // live messages without bytes
+            (5, 9, 0, 40),  // bytes without live messages
+        ];
+        for (f, l, n, b) in broken {
+            assert!(
+                summary_broken(f, l, n, b).is_some(),
+                "{f}..={l}, {n} live, {b} bytes"
+            );
+        }
     }
 }

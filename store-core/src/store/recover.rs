@@ -383,6 +383,7 @@ impl<F: Fs> Store<F> {
                 subjects.added(e.subj, e.seq);
             }
         }
+        debug_assert_eq!(b.span.broken(), None, "rebuilt block {}", b.number);
         *msgs += b.span.live;
         *bytes += b.span.live_bytes;
         // the block before is sealed now: packed (the newest stays full for appends)

@@ -1,6 +1,6 @@
 //! `index.db`: written at checkpoint, validated and trusted at open.
 
-use super::blocks::Block;
+use super::blocks::{summary_broken, Block};
 use super::layout::{block_path, INDEX_FILE, INDEX_TMP, MSGS_DIR};
 use super::scan::{scan_block_chunked, Reads, ScanEnd};
 use super::subjects::SubjectInfo;
@@ -139,8 +139,9 @@ fn open_vouched_block<F: Fs>(fs: &F, bs: &BlockSummary, write: bool, grown: bool
             ));
         }
     }
-    if bs.msg_first > bs.msg_last || bs.live > bs.msg_last.saturating_sub(bs.msg_first) + 1 {
-        return Err(Error::corrupt(INDEX_FILE, 0, "block summary inconsistent"));
+    if let Some(why) = summary_broken(bs.msg_first, bs.msg_last, bs.live, bs.live_bytes) {
+        let why = format!("block summary inconsistent: {why}");
+        return Err(Error::corrupt(INDEX_FILE, 0, why));
     }
     Ok(flen)
 }
@@ -339,6 +340,7 @@ impl<F: Fs> Store<F> {
             blocks: self
                 .blocks
                 .iter()
+                .inspect(|b| debug_assert_eq!(b.span.broken(), None, "block {}", b.number))
                 .map(|b| BlockSummary {
                     number: b.number,
                     len: b.span.len,
