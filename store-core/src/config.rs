@@ -158,12 +158,13 @@ pub struct Config {
     /// open while it runs.
     pub open_blocks: usize,
     /// Threads that scan blocks in a rebuild (an open that cannot use `index.db`, or a
-    /// restore), while the opening thread applies what they found in order (default 2, at
-    /// most 64 are started; 0 or 1: the opening thread scans too, alone). Used where the `Fs`
-    /// may be read from several threads ([`crate::Fs::parallel_reads`]: a real directory) and
-    /// the blocks, counted at `block_size` each, come to 4 MiB or more; a wasm guest, which
-    /// cannot start threads, rebuilds on its own thread. Each thread holds one block's
-    /// entries and a 1 MiB read buffer while it works; all end before `open` returns.
+    /// restore), while the opening thread applies what they found in order (default 2; no
+    /// more than the CPUs the process may use, nor 64; 0 or 1: the opening thread scans,
+    /// alone). Used where the `Fs` may be read from several threads
+    /// ([`crate::Fs::parallel_reads`]: a real directory) and the blocks, counted at
+    /// `block_size` each, come to 4 MiB or more; a wasm guest, which cannot start threads,
+    /// rebuilds on its own thread. Each thread holds one block's entries and a 1 MiB read
+    /// buffer while it works; all end before `open` returns.
     pub rebuild_threads: usize,
     /// Encryption at rest (default none): open the store with `StoreBuilder::open_layered`,
     /// which puts a [`crate::CryptFs`] under it. A wrong key is [`crate::Error::WrongKey`] at

@@ -53,7 +53,11 @@ impl<F: Fs> Store<F> {
     /// thread configured, an `Fs` that must be used from one thread, too little to share, or
     /// no thread could be started: a wasm guest), and the caller rebuilds on this thread.
     pub(super) fn rebuild_on_threads(&mut self, rb: &mut Rebuild, indexes: &[u64]) -> Result<bool> {
-        let workers = (self.cfg.rebuild_threads.min(indexes.len())).min(MAX_WORKERS);
+        // (on one CPU the workers would only take turns with the opening thread)
+        let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+        let workers = (self.cfg.rebuild_threads.min(indexes.len()))
+            .min(cpus)
+            .min(MAX_WORKERS);
         let estimate = (indexes.len() as u64).saturating_mul(self.cfg.block_size);
         if workers < 2 || estimate < PIPELINE_MIN || !self.fs.parallel_reads() {
             return Ok(false);
