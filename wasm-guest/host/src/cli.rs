@@ -79,25 +79,30 @@ pub fn run_guest_command(dir: &Path, args: &[&str], opts: &GuestOptions) -> Resu
     let run = pre
         .instantiate(&mut store)
         .and_then(|cmd| cmd.wasi_cli_run().call_run(&mut store));
-    let code = match run {
-        Ok(Ok(())) => 0,
-        Ok(Err(())) => 1,
-        Err(e) => match e.downcast_ref::<I32Exit>() {
-            Some(I32Exit(code)) => *code,
-            None => {
-                return Err(crate::guest_store::classify(
-                    e,
-                    store.data(),
-                    opts.call_timeout,
-                ))
-            }
-        },
-    };
+    let code = command_exit_code(run)
+        .map_err(|e| crate::guest_store::classify(e, store.data(), opts.call_timeout))?;
     Ok(CommandOutput {
         code,
         stdout: stdout.contents().to_vec(),
         stderr: stderr.contents().to_vec(),
     })
+}
+
+/// The exit code of one run of a WASI command, from what instantiating it and calling its
+/// `wasi:cli/run` returned: 0 for success, 1 for failure, or the code it passed to `exit`
+/// (which wasmtime-wasi raises as an [`I32Exit`] error). Any other error (a trap, a failed
+/// instantiation) is returned for the caller to describe.
+pub fn command_exit_code(
+    run: wasmtime::Result<std::result::Result<(), ()>>,
+) -> std::result::Result<i32, wasmtime::Error> {
+    match run {
+        Ok(Ok(())) => Ok(0),
+        Ok(Err(())) => Ok(1),
+        Err(e) => match e.downcast_ref::<I32Exit>() {
+            Some(I32Exit(code)) => Ok(*code),
+            None => Err(e),
+        },
+    }
 }
 
 /// Unused by the command (it has no `clock` import), but the host state needs one.
