@@ -7,7 +7,7 @@ use seqstore_core::{Clock, Config, Fs, RecoveryReport, StreamState};
 use wasmtime::component::{Instance, ResourceAny, ResourceTable};
 use wasmtime::Trap;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
 use crate::bindings::exports::seqstore::store::stream as wit;
 use crate::convert::{
@@ -210,6 +210,39 @@ fn lock_guest_root(host: &Path, root: &str) -> Result<Option<seqstore_core::fs::
         .map_err(Error::Store)
 }
 
+/// The wasmtime store of one guest instance, under `opts`' sandbox limits: the memory cap
+/// (its limiter), the open-file cap, and the call deadline, set for the first call (an epoch
+/// deadline that traps).
+pub(crate) fn sandboxed_store(
+    engine: &wasmtime::Engine,
+    wasi: WasiCtx,
+    fs: Box<dyn DynFs>,
+    clock: Box<dyn Clock>,
+    stderr: MemoryOutputPipe,
+    opts: &GuestOptions,
+) -> wasmtime::Store<HostState> {
+    let state = HostState {
+        wasi,
+        table: ResourceTable::new(),
+        fs,
+        clock,
+        limiter: Limiter {
+            max_memory: opts.max_memory,
+            refused: None,
+        },
+        stderr,
+        open_files: 0,
+        max_open_files: opts.max_open_files,
+        #[cfg(test)]
+        write_syncs: Default::default(),
+    };
+    let mut store = wasmtime::Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.epoch_deadline_trap();
+    store.set_epoch_deadline(deadline_ticks(opts.call_timeout));
+    store
+}
+
 pub(crate) fn deadline_ticks(timeout: Option<Duration>) -> u64 {
     match timeout {
         // Round up, plus one tick: the current tick may be about to end.
@@ -296,26 +329,8 @@ impl GuestStore {
                 (Box::new(NoFs), wit::Storage::PreopenedDir(root), lock)
             }
         };
-        let state = HostState {
-            wasi: wasi.build(),
-            table: ResourceTable::new(),
-            fs,
-            clock,
-            limiter: Limiter {
-                max_memory: opts.max_memory,
-                refused: None,
-            },
-            stderr,
-            open_files: 0,
-            max_open_files: opts.max_open_files,
-            #[cfg(test)]
-            write_syncs: Default::default(),
-        };
-        let mut store = wasmtime::Store::new(pre.engine(), state);
-        store.limiter(|s| &mut s.limiter);
-        store.epoch_deadline_trap();
+        let mut store = sandboxed_store(pre.engine(), wasi.build(), fs, clock, stderr, opts);
         let deadline = deadline_ticks(opts.call_timeout);
-        store.set_epoch_deadline(deadline);
         let trap = |e: wasmtime::Error, store: &wasmtime::Store<HostState>| {
             classify(e, store.data(), opts.call_timeout)
         };
