@@ -210,6 +210,23 @@ fn lock_guest_root(host: &Path, root: &str) -> Result<Option<seqstore_core::fs::
         .map_err(Error::Store)
 }
 
+/// One call into the guest: given the component's exports, the wasmtime store and the guest
+/// store's handle, it calls an export and returns what the call returned (a trap is the
+/// `Err`).
+pub(crate) trait GuestCall<W>:
+    FnOnce(&wit::GuestStore<'_>, &mut wasmtime::Store<HostState>, ResourceAny) -> wasmtime::Result<W>
+{
+}
+
+impl<W, F> GuestCall<W> for F where
+    F: FnOnce(
+        &wit::GuestStore<'_>,
+        &mut wasmtime::Store<HostState>,
+        ResourceAny,
+    ) -> wasmtime::Result<W>
+{
+}
+
 /// The wasmtime store of one guest instance, under `opts`' sandbox limits: the memory cap
 /// (its limiter), the open-file cap, and the call deadline, set for the first call (an epoch
 /// deadline that traps).
@@ -382,14 +399,7 @@ impl GuestStore {
 
     /// Runs one guest call that may change the store, after sending the queued appends: the
     /// host no longer knows the store's state afterwards.
-    pub(crate) fn raw<W>(
-        &mut self,
-        f: impl FnOnce(
-            &wit::GuestStore<'_>,
-            &mut wasmtime::Store<HostState>,
-            ResourceAny,
-        ) -> wasmtime::Result<W>,
-    ) -> Result<W> {
+    pub(crate) fn raw<W>(&mut self, f: impl GuestCall<W>) -> Result<W> {
         let r = self.raw_read(f);
         self.basis = None;
         r
@@ -397,40 +407,19 @@ impl GuestStore {
 
     /// [`Self::raw`] for a call that changes nothing in the store (neither its last sequence
     /// and timestamp nor whether it is poisoned): what the host knows stays true.
-    pub(crate) fn raw_read<W>(
-        &mut self,
-        f: impl FnOnce(
-            &wit::GuestStore<'_>,
-            &mut wasmtime::Store<HostState>,
-            ResourceAny,
-        ) -> wasmtime::Result<W>,
-    ) -> Result<W> {
+    pub(crate) fn raw_read<W>(&mut self, f: impl GuestCall<W>) -> Result<W> {
         self.flush_queue()?;
         self.raw_unqueued(f)
     }
 
     /// [`Self::raw_read`] for calls that return the store's `result<_, error>`.
-    fn call_read<T>(
-        &mut self,
-        f: impl FnOnce(
-            &wit::GuestStore<'_>,
-            &mut wasmtime::Store<HostState>,
-            ResourceAny,
-        ) -> wasmtime::Result<Result<T, wit::Error>>,
-    ) -> Result<T> {
+    fn call_read<T>(&mut self, f: impl GuestCall<Result<T, wit::Error>>) -> Result<T> {
         self.raw_read(f)?
             .map_err(|e| Error::Store(from_wit_error(e)))
     }
 
     /// Runs one guest call with a fresh deadline; a trap kills the instance.
-    fn raw_unqueued<W>(
-        &mut self,
-        f: impl FnOnce(
-            &wit::GuestStore<'_>,
-            &mut wasmtime::Store<HostState>,
-            ResourceAny,
-        ) -> wasmtime::Result<W>,
-    ) -> Result<W> {
+    fn raw_unqueued<W>(&mut self, f: impl GuestCall<W>) -> Result<W> {
         if self.dead {
             return Err(Error::Dead);
         }
@@ -446,14 +435,7 @@ impl GuestStore {
     }
 
     /// [`Self::raw`] for calls that return the store's `result<_, error>`.
-    fn call<T>(
-        &mut self,
-        f: impl FnOnce(
-            &wit::GuestStore<'_>,
-            &mut wasmtime::Store<HostState>,
-            ResourceAny,
-        ) -> wasmtime::Result<Result<T, wit::Error>>,
-    ) -> Result<T> {
+    fn call<T>(&mut self, f: impl GuestCall<Result<T, wit::Error>>) -> Result<T> {
         self.raw(f)?.map_err(|e| Error::Store(from_wit_error(e)))
     }
 
