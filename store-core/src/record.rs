@@ -118,6 +118,18 @@ impl Record<'_> {
         (self.flags & FLAG_TTL != 0).then(|| deadline(self.ts, self.ttl))
     }
 
+    /// The message it holds, owned: sequence, timestamp, subject, headers and payload (all
+    /// a message record keeps; other kinds have an empty subject, headers and payload).
+    pub fn to_msg(&self) -> crate::StoredMsg {
+        crate::StoredMsg {
+            seq: self.seq,
+            ts: self.ts,
+            subject: self.subject.to_string(),
+            headers: self.headers.to_vec(),
+            payload: self.payload.to_vec(),
+        }
+    }
+
     /// The range a skip record covers: `(first, last)`; `None` for other kinds.
     pub fn skipped(&self) -> Option<(u64, u64)> {
         // (saturating: a `Record` built by hand need not hold decode's checked count)

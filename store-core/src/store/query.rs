@@ -575,15 +575,7 @@ impl<F: Fs> Store<F> {
     ) -> Result<Vec<StoredMsg>> {
         let seqs = self.batch_seqs(from_seq, filter, max_msgs, max_bytes)?;
         let mut out = Vec::with_capacity(seqs.len());
-        self.for_each_record(&seqs, |_, r| {
-            out.push(StoredMsg {
-                seq: r.seq,
-                ts: r.ts,
-                subject: r.subject.to_string(),
-                headers: r.headers.to_vec(),
-                payload: r.payload.to_vec(),
-            })
-        })?;
+        self.for_each_record(&seqs, |_, r| out.push(r.to_msg()))?;
         Ok(out)
     }
 
