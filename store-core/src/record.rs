@@ -174,6 +174,35 @@ pub fn encode_with_ttl(
     )
 }
 
+/// Encodes the erased form of message record `seq` stamped `ts`: the same frame, flagged
+/// [`FLAG_ERASED`], with a subject, headers and payload of these lengths all zeros, and with
+/// `with_ttl`, the ttl field ([`FLAG_TTL`]) zeroed too. Returns its crc.
+pub fn encode_erased(
+    out: &mut Vec<u8>,
+    seq: u64,
+    ts: i64,
+    (subject, headers, payload): (usize, usize, usize),
+    with_ttl: bool,
+) -> u32 {
+    let flags = if with_ttl {
+        FLAG_ERASED | FLAG_TTL
+    } else {
+        FLAG_ERASED
+    };
+    let (s, h, p) = (vec![0u8; subject], vec![0u8; headers], vec![0u8; payload]);
+    encode_parts(
+        out,
+        Kind::Msg,
+        flags,
+        seq,
+        ts,
+        &s,
+        &h,
+        &p,
+        with_ttl.then_some(0),
+    )
+}
+
 /// Encodes a skip record for the sequences `last - count + 1 ..= last` (`1 <= count <= last`).
 pub fn encode_skip(out: &mut Vec<u8>, last: u64, count: u64, ts: i64) -> u32 {
     debug_assert!(count >= 1 && count <= last);
