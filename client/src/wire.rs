@@ -516,18 +516,8 @@ impl ConsumerInfo {
     }
 }
 
-/// A delivered message awaiting its ack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PendingAck {
-    /// Its stream sequence.
-    pub stream_seq: u64,
-    /// The consumer sequence of its first delivery.
-    pub consumer_seq: u64,
-    /// When it was last delivered (the log's time, ns since the epoch).
-    pub ts: i64,
-    /// How many times it was delivered again.
-    pub redelivered: u64,
-}
+/// A delivered message awaiting its ack: store-core's own type.
+pub use seqstore_core::PendingAck;
 
 /// `GET /streams/{stream}/consumers`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

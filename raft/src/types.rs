@@ -219,18 +219,8 @@ pub struct Delivery {
 /// A consumer sequence and the stream sequence it delivered: store-core's own type.
 pub use seqstore_core::SequencePair;
 
-/// A delivered message awaiting its ack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PendingAck {
-    /// Its stream sequence.
-    pub stream_seq: u64,
-    /// The consumer sequence of its first delivery.
-    pub consumer_seq: u64,
-    /// When it was last delivered (the log's time, ns).
-    pub ts: i64,
-    /// How many times it was delivered again (deliveries - 1).
-    pub redelivered: u64,
-}
+/// A delivered message awaiting its ack: store-core's own type.
+pub use seqstore_core::PendingAck;
 
 /// A consumer's config and state, in line with its stream (`Store::consumer_state`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

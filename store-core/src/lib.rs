@@ -83,6 +83,8 @@ mod verify;
 pub use ablation::Ablation;
 pub use clock::{Clock, ManualClock};
 pub use config::{Config, Discard, Limits, RecoveryMode, StreamConfig, SyncPolicy};
+#[cfg(feature = "serde")]
+pub use consumer::PendingAck;
 pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
 #[cfg(feature = "crypt")]
 pub use crypt::{CryptFile, CryptFs, Entropy, OsEntropy};

@@ -118,6 +118,18 @@ impl Record<'_> {
         (self.flags & FLAG_TTL != 0).then(|| deadline(self.ts, self.ttl))
     }
 
+    /// The message it holds, owned: sequence, timestamp, subject, headers and payload (all
+    /// a message record keeps; other kinds have an empty subject, headers and payload).
+    pub fn to_msg(&self) -> crate::StoredMsg {
+        crate::StoredMsg {
+            seq: self.seq,
+            ts: self.ts,
+            subject: self.subject.to_string(),
+            headers: self.headers.to_vec(),
+            payload: self.payload.to_vec(),
+        }
+    }
+
     /// The range a skip record covers: `(first, last)`; `None` for other kinds.
     pub fn skipped(&self) -> Option<(u64, u64)> {
         // (saturating: a `Record` built by hand need not hold decode's checked count)
@@ -159,6 +171,35 @@ pub fn encode_with_ttl(
         headers,
         payload,
         Some(ttl),
+    )
+}
+
+/// Encodes the erased form of message record `seq` stamped `ts`: the same frame, flagged
+/// [`FLAG_ERASED`], with a subject, headers and payload of these lengths all zeros, and with
+/// `with_ttl`, the ttl field ([`FLAG_TTL`]) zeroed too. Returns its crc.
+pub fn encode_erased(
+    out: &mut Vec<u8>,
+    seq: u64,
+    ts: i64,
+    (subject, headers, payload): (usize, usize, usize),
+    with_ttl: bool,
+) -> u32 {
+    let flags = if with_ttl {
+        FLAG_ERASED | FLAG_TTL
+    } else {
+        FLAG_ERASED
+    };
+    let (s, h, p) = (vec![0u8; subject], vec![0u8; headers], vec![0u8; payload]);
+    encode_parts(
+        out,
+        Kind::Msg,
+        flags,
+        seq,
+        ts,
+        &s,
+        &h,
+        &p,
+        with_ttl.then_some(0),
     )
 }
 

@@ -7,6 +7,7 @@
 use crate::error::Error;
 use crate::host::{ServedFs, View};
 use crate::served::Shared;
+use seqstore_wasm::EPOCH_TICK;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -14,10 +15,8 @@ use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::bindings::sync::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-/// How often the time limit is looked at.
-const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// Most bytes of stdout or stderr kept from one run.
 const OUTPUT_CAP: usize = 16 << 20;
 /// The wall clock's reading at a run's start: 2026-01-01T00:00:00Z.
@@ -81,18 +80,8 @@ fn engine() -> Result<&'static Engine, Error> {
     ENGINE
         .get_or_init(|| {
             let mut cfg = wasmtime::Config::new();
-            cfg.epoch_interruption(true);
             cfg.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool()));
-            let engine = Engine::new(&cfg).map_err(|e| format!("wasmtime engine: {e:?}"))?;
-            let ticker = engine.clone();
-            std::thread::Builder::new()
-                .name("seqstore-wasi-trace-epoch".into())
-                .spawn(move || loop {
-                    std::thread::sleep(EPOCH_TICK);
-                    ticker.increment_epoch();
-                })
-                .map_err(|e| format!("epoch thread: {e}"))?;
-            Ok(engine)
+            seqstore_wasm::epoch_engine(cfg, "seqstore-wasi-trace-epoch")
         })
         .as_ref()
         .map_err(|e| Error::Program(e.clone()))
@@ -385,23 +374,16 @@ fn execute(
     let run = pre
         .instantiate(&mut store)
         .and_then(|cmd| cmd.wasi_cli_run().call_run(&mut store));
-    let code = match run {
-        Ok(Ok(())) => 0,
-        Ok(Err(())) => 1,
-        Err(e) => match e.downcast_ref::<I32Exit>() {
-            Some(I32Exit(code)) => *code,
-            None => {
-                let err = String::from_utf8_lossy(&out.stderr.contents())
-                    .trim()
-                    .to_string();
-                return Err(Error::Trap(if err.is_empty() {
-                    format!("{e:?}")
-                } else {
-                    format!("{e:?}; stderr: {err}")
-                }));
-            }
-        },
-    };
+    let code = seqstore_wasm::command_exit_code(run).map_err(|e| {
+        let err = String::from_utf8_lossy(&out.stderr.contents())
+            .trim()
+            .to_string();
+        Error::Trap(if err.is_empty() {
+            format!("{e:?}")
+        } else {
+            format!("{e:?}; stderr: {err}")
+        })
+    })?;
     Ok(RunOutput {
         code,
         stdout: out.stdout.contents().to_vec(),

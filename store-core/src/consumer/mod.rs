@@ -23,6 +23,8 @@ pub mod state;
 #[cfg(test)]
 mod tests;
 
+#[cfg(feature = "serde")]
+pub use state::PendingAck;
 pub use state::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
 
 /// The directory holding the consumer files.

@@ -92,6 +92,22 @@ pub struct Pending {
     pub timestamp: i64,
 }
 
+/// A delivered message awaiting its ack, as the wire lists it: one entry of
+/// [`ConsumerState::pending`] with its count from [`ConsumerState::redelivered`]. The raft
+/// log's consumer info and the server's JSON both carry this type.
+#[cfg(feature = "serde")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PendingAck {
+    /// Its stream sequence.
+    pub stream_seq: u64,
+    /// The consumer sequence of its first delivery.
+    pub consumer_seq: u64,
+    /// When it was last delivered (ns since the epoch; in a cluster, the log's time).
+    pub ts: i64,
+    /// How many times it was delivered again (deliveries - 1).
+    pub redelivered: u64,
+}
+
 /// A consumer's durable state (NATS `ConsumerState`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ConsumerState {

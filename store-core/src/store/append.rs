@@ -181,12 +181,12 @@ impl<F: Fs> Store<F> {
         };
         let off = b.span.len + (self.wbuf.len() + pending) as u64;
         let len = rec.len() as u64;
-        // as `write_record_from`: a roll is the ordinary path's
+        // as `write_record`: a roll is the ordinary path's
         if (off > BLOCK_HEADER_LEN && off + len > self.cfg.block_size) || b.index.entries.is_none()
         {
             return false;
         }
-        // Nothing can fail from here: `write_record_from`'s and `append_inner`'s updates.
+        // Nothing can fail from here: `write_record`'s and `append_inner`'s updates.
         let pos = self.blocks.len() - 1;
         self.note_written(pos, seq, r.crc);
         self.add_entry(pos, seq, r.ts, off, len, sid);
@@ -247,7 +247,7 @@ impl<F: Fs> Store<F> {
             }
         };
         let (pos, off, len) =
-            self.write_record_from(Kind::Msg, seq, ts, subject, headers, payload, pre)?;
+            self.write_record(Kind::Msg, seq, ts, subject, headers, payload, pre)?;
         let always = sync_always && self.cfg.sync == SyncPolicy::Always;
         if always {
             // acknowledged only once durable

@@ -208,13 +208,7 @@ impl<F: Fs> Store<F> {
                     if r.seq > seq || r.flags & FLAG_ERASED != 0 {
                         return Ok(None);
                     }
-                    return Ok(Some(StoredMsg {
-                        seq: r.seq,
-                        ts: r.ts,
-                        subject: r.subject.to_string(),
-                        headers: r.headers.to_vec(),
-                        payload: r.payload.to_vec(),
-                    }));
+                    return Ok(Some(r.to_msg()));
                 }
                 Decoded::Record(r) => at += r.len,
                 Decoded::Bad { reason, .. } => {

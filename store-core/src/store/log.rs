@@ -139,7 +139,7 @@ impl<F: Fs> Store<F> {
     }
 
     /// What writing record `seq` (checksum `crc`) into block `pos` changes in memory, whoever
-    /// wrote it (`write_record_from`, or `append_in_run` for a run of records).
+    /// wrote it (`write_record`, or `append_in_run` for a run of records).
     #[inline(always)]
     pub(super) fn note_written(&mut self, pos: usize, seq: u64, crc: u32) {
         self.dur.writes += 1;
@@ -203,25 +203,11 @@ impl<F: Fs> Store<F> {
     }
 
     /// Encodes one record into the newest block (rolling over if it is full). Returns the
-    /// block position, offset and length.
+    /// block position, offset and length. With `encoded`, the record is already encoded (with
+    /// its crc), e.g. by the caller of [`Store::append_encoded`], and these are its fields: its
+    /// bytes are copied as they are.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn write_record(
-        &mut self,
-        kind: Kind,
-        seq: u64,
-        ts: i64,
-        subject: &str,
-        headers: &[u8],
-        payload: &[u8],
-    ) -> Result<(usize, u64, u32)> {
-        self.write_record_from(kind, seq, ts, subject, headers, payload, None)
-    }
-
-    /// [`Self::write_record`]; `encoded` is the record already encoded (with its crc) by the
-    /// caller of [`Store::append_encoded`], whose fields are these: its bytes are copied as they
-    /// are.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn write_record_from(
         &mut self,
         kind: Kind,
         seq: u64,
@@ -290,7 +276,7 @@ impl<F: Fs> Store<F> {
     }
 
     pub(super) fn marker(&mut self, kind: Kind, seq: u64, ts: i64) -> Result<()> {
-        self.write_record(kind, seq, ts, "", &[], &[])?;
+        self.write_record(kind, seq, ts, "", &[], &[], None)?;
         if kind == Kind::Floor && seq >= self.floor {
             // every caller raises the floor to `seq` next
             self.floor_held_by = self.blocks.last().map(|b| b.number);

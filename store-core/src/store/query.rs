@@ -370,11 +370,7 @@ impl<F: Fs> Store<F> {
         }
         self.visit_live(from_seq, u64::MAX, false, |e, names| {
             if m.hit(names, e.subj) {
-                st.msgs += 1;
-                if st.first == 0 {
-                    st.first = e.seq;
-                }
-                st.last = e.seq;
+                st.count(e.seq);
             }
             true
         })?;
@@ -546,12 +542,7 @@ impl<F: Fs> Store<F> {
         let mut per: BTreeMap<u32, FilteredState> = BTreeMap::new();
         self.visit_live(0, u64::MAX, false, |e, names| {
             if m.hit(names, e.subj) {
-                let st = per.entry(e.subj).or_default();
-                st.msgs += 1;
-                if st.first == 0 {
-                    st.first = e.seq;
-                }
-                st.last = e.seq;
+                per.entry(e.subj).or_default().count(e.seq);
             }
             true
         })?;
@@ -575,15 +566,7 @@ impl<F: Fs> Store<F> {
     ) -> Result<Vec<StoredMsg>> {
         let seqs = self.batch_seqs(from_seq, filter, max_msgs, max_bytes)?;
         let mut out = Vec::with_capacity(seqs.len());
-        self.for_each_record(&seqs, |_, r| {
-            out.push(StoredMsg {
-                seq: r.seq,
-                ts: r.ts,
-                subject: r.subject.to_string(),
-                headers: r.headers.to_vec(),
-                payload: r.payload.to_vec(),
-            })
-        })?;
+        self.for_each_record(&seqs, |_, r| out.push(r.to_msg()))?;
         Ok(out)
     }
 

@@ -5,7 +5,7 @@ use super::sync::{S_COMPACT, S_DROP, S_ERASE, S_PURGE_EX};
 use super::Store;
 use crate::error::{Error, Result};
 use crate::fs::{Fs, FsFile};
-use crate::record::{self, encode, Kind, FLAG_ERASED};
+use crate::record::{self, Kind};
 use crate::subject;
 
 impl<F: Fs> Store<F> {
@@ -132,31 +132,12 @@ impl<F: Fs> Store<F> {
         };
         let e = self.blocks[pos].loaded().at(i);
         let old = self.read_entry(pos, i)?;
+        let lens = (old.subject.len(), old.headers.len(), old.payload.len());
+        // a message with a ttl: its frame is the ttl field longer, and that field is zeroed too
+        let with_ttl =
+            record::encoded_len(lens.0, lens.1, lens.2) + record::TTL_LEN == e.len as usize;
         let mut erased = Vec::with_capacity(e.len as usize);
-        let mut crc = encode(
-            &mut erased,
-            Kind::Msg,
-            FLAG_ERASED,
-            seq,
-            old.ts,
-            &vec![0u8; old.subject.len()],
-            &vec![0u8; old.headers.len()],
-            &vec![0u8; old.payload.len()],
-        );
-        if erased.len() + record::TTL_LEN == e.len as usize {
-            // a message with a ttl: the same frame with the ttl field zeroed too
-            erased.clear();
-            crc = record::encode_with_ttl(
-                &mut erased,
-                FLAG_ERASED,
-                seq,
-                old.ts,
-                &vec![0u8; old.subject.len()],
-                &vec![0u8; old.headers.len()],
-                &vec![0u8; old.payload.len()],
-                0,
-            );
-        }
+        let crc = record::encode_erased(&mut erased, seq, old.ts, lens, with_ttl);
         // check before the write: same frame, so every other record stays where it is
         assert_eq!(
             erased.len(),

@@ -113,7 +113,7 @@ impl<F: Fs> Store<F> {
         let ts = self.now().max(self.last_ts);
         let mut rec = Vec::with_capacity(REC_OVERHEAD + record::SKIP_LEN);
         let crc = record::encode_skip(&mut rec, last, count, ts);
-        self.write_record_from(Kind::Skip, last, ts, "", &[], &[], Some((&rec, crc)))?;
+        self.write_record(Kind::Skip, last, ts, "", &[], &[], Some((&rec, crc)))?;
         self.sync_inner(S_SKIP)?;
         self.last_seq = last;
         self.last_ts = ts;

@@ -133,3 +133,15 @@ pub struct FilteredState {
     /// The highest selected sequence (0 when none).
     pub last: u64,
 }
+
+impl FilteredState {
+    /// Counts message `seq`, selected after every message counted so far (a walk in
+    /// sequence order).
+    pub(crate) fn count(&mut self, seq: u64) {
+        self.msgs += 1;
+        if self.first == 0 {
+            self.first = seq;
+        }
+        self.last = seq;
+    }
+}

@@ -2,14 +2,13 @@
 
 use std::path::Path;
 
-use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use crate::engine;
 use crate::error::{Error, Result};
 use crate::guest_store::{GuestOptions, GUEST_DIR};
-use crate::state::{HostState, Limiter, NoFs};
+use crate::state::NoFs;
 
 /// Most bytes of stdout or stderr kept from one command run; a command that writes more is
 /// stopped (it traps), which only a `get` of a message above ~8 MiB can cause.
@@ -57,47 +56,41 @@ pub fn run_guest_command(dir: &Path, args: &[&str], opts: &GuestOptions) -> Resu
         .allow_blocking_current_thread(true);
     wasi.preopened_dir(dir, GUEST_DIR, FsPerms::ReadWrite)
         .map_err(|e| Error::Setup(format!("preopening {}: {e:?}", dir.display())))?;
-    let state = HostState {
-        wasi: wasi.build(),
-        table: ResourceTable::new(),
-        fs: Box::new(NoFs),
-        clock: Box::new(WallClock),
-        limiter: Limiter {
-            max_memory: opts.max_memory,
-            refused: None,
-        },
-        stderr: stderr.clone(),
-        open_files: 0,
-        max_open_files: opts.max_open_files,
-        #[cfg(test)]
-        write_syncs: Default::default(),
-    };
-    let mut store = wasmtime::Store::new(pre.engine(), state);
-    store.limiter(|s| &mut s.limiter);
-    store.epoch_deadline_trap();
-    store.set_epoch_deadline(crate::guest_store::deadline_ticks(opts.call_timeout));
+    let mut store = crate::guest_store::sandboxed_store(
+        pre.engine(),
+        wasi.build(),
+        Box::new(NoFs),
+        Box::new(WallClock),
+        stderr.clone(),
+        opts,
+    );
     let run = pre
         .instantiate(&mut store)
         .and_then(|cmd| cmd.wasi_cli_run().call_run(&mut store));
-    let code = match run {
-        Ok(Ok(())) => 0,
-        Ok(Err(())) => 1,
-        Err(e) => match e.downcast_ref::<I32Exit>() {
-            Some(I32Exit(code)) => *code,
-            None => {
-                return Err(crate::guest_store::classify(
-                    e,
-                    store.data(),
-                    opts.call_timeout,
-                ))
-            }
-        },
-    };
+    let code = command_exit_code(run)
+        .map_err(|e| crate::guest_store::classify(e, store.data(), opts.call_timeout))?;
     Ok(CommandOutput {
         code,
         stdout: stdout.contents().to_vec(),
         stderr: stderr.contents().to_vec(),
     })
+}
+
+/// The exit code of one run of a WASI command, from what instantiating it and calling its
+/// `wasi:cli/run` returned: 0 for success, 1 for failure, or the code it passed to `exit`
+/// (which wasmtime-wasi raises as an [`I32Exit`] error). Any other error (a trap, a failed
+/// instantiation) is returned for the caller to describe.
+pub fn command_exit_code(
+    run: wasmtime::Result<std::result::Result<(), ()>>,
+) -> std::result::Result<i32, wasmtime::Error> {
+    match run {
+        Ok(Ok(())) => Ok(0),
+        Ok(Err(())) => Ok(1),
+        Err(e) => match e.downcast_ref::<I32Exit>() {
+            Some(I32Exit(code)) => Ok(*code),
+            None => Err(e),
+        },
+    }
 }
 
 /// Unused by the command (it has no `clock` import), but the host state needs one.

@@ -201,13 +201,7 @@ pub(crate) fn decode_records(recs: &[u8]) -> Result<Vec<StoredMsg>, seqstore_cor
     while at < recs.len() {
         match decode(&recs[at..]) {
             Decoded::Record(r) if r.kind == Kind::Msg => {
-                out.push(StoredMsg {
-                    seq: r.seq,
-                    ts: r.ts,
-                    subject: r.subject.to_string(),
-                    headers: r.headers.to_vec(),
-                    payload: r.payload.to_vec(),
-                });
+                out.push(r.to_msg());
                 at += r.len;
             }
             _ => {

@@ -14,10 +14,11 @@ use wasmtime_wasi::p2::bindings::sync::CommandPre;
 use crate::bindings::StorePre;
 use crate::state::HostState;
 
-/// How often the epoch advances: the granularity of [`GuestOptions::call_timeout`].
+/// How often an [`epoch_engine`]'s epoch advances: the unit of its stores' epoch deadlines,
+/// and so the granularity of [`GuestOptions::call_timeout`].
 ///
 /// [`GuestOptions::call_timeout`]: crate::GuestOptions::call_timeout
-pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// The `store` component (exports `stream`, imports `fs` and `clock`).
 pub(crate) static STORE_WASM: &[u8] = include_bytes!(env!("SEQSTORE_STORE_WASM"));
@@ -43,24 +44,33 @@ pub(crate) fn engine() -> Result<&'static Engine, String> {
                 crate::compile_cache::set_dir(dir);
             }
             let mut cfg = wasmtime::Config::new();
-            cfg.epoch_interruption(true);
             if std::env::var_os("SEQSTORE_WASM_PERFMAP").is_some() {
                 // For profiling: `perf` then names the guest's functions (/tmp/perf-PID.map).
                 cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
             }
-            let engine = Engine::new(&cfg).map_err(|e| format!("wasmtime engine: {e:?}"))?;
-            let ticker = engine.clone();
-            std::thread::Builder::new()
-                .name("seqstore-wasm-epoch".into())
-                .spawn(move || loop {
-                    std::thread::sleep(EPOCH_TICK);
-                    ticker.increment_epoch();
-                })
-                .map_err(|e| format!("epoch thread: {e}"))?;
-            Ok(engine)
+            epoch_engine(cfg, "seqstore-wasm-epoch")
         })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// An engine of `cfg` with epoch interruption turned on, and a background thread, named
+/// `thread_name`, that advances its epoch every [`EPOCH_TICK`] for as long as the process
+/// runs: a store given an epoch deadline of `n` ticks is interrupted after about `n` ticks.
+/// The thread is never stopped, so this is for an engine kept for the process's lifetime
+/// (one in a static). The error says which step failed.
+pub fn epoch_engine(mut cfg: wasmtime::Config, thread_name: &str) -> Result<Engine, String> {
+    cfg.epoch_interruption(true);
+    let engine = Engine::new(&cfg).map_err(|e| format!("wasmtime engine: {e:?}"))?;
+    let ticker = engine.clone();
+    std::thread::Builder::new()
+        .name(thread_name.into())
+        .spawn(move || loop {
+            std::thread::sleep(EPOCH_TICK);
+            ticker.increment_epoch();
+        })
+        .map_err(|e| format!("epoch thread: {e}"))?;
+    Ok(engine)
 }
 
 /// Compiles a store component and links it against WASI and the host's `fs` and `clock`.

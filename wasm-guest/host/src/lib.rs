@@ -77,7 +77,8 @@ mod bindings {
 
 #[cfg(feature = "ablation")]
 pub use cli::guest_command_test_hooks_wasm;
-pub use cli::{guest_command_wasm, run_guest_command, CommandOutput};
+pub use cli::{command_exit_code, guest_command_wasm, run_guest_command, CommandOutput};
+pub use engine::{epoch_engine, EPOCH_TICK};
 pub use error::{Error, Result};
 pub use guest_store::{GuestOptions, GuestStore, GUEST_DIR};
 pub use seqstore_core::{Clock, Config, RecoveryReport, StoredMsg, StreamState};

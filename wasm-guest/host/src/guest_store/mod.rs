@@ -7,7 +7,7 @@ use seqstore_core::{Clock, Config, Fs, RecoveryReport, StreamState};
 use wasmtime::component::{Instance, ResourceAny, ResourceTable};
 use wasmtime::Trap;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
 use crate::bindings::exports::seqstore::store::stream as wit;
 use crate::convert::{
@@ -210,6 +210,56 @@ fn lock_guest_root(host: &Path, root: &str) -> Result<Option<seqstore_core::fs::
         .map_err(Error::Store)
 }
 
+/// One call into the guest: given the component's exports, the wasmtime store and the guest
+/// store's handle, it calls an export and returns what the call returned (a trap is the
+/// `Err`).
+pub(crate) trait GuestCall<W>:
+    FnOnce(&wit::GuestStore<'_>, &mut wasmtime::Store<HostState>, ResourceAny) -> wasmtime::Result<W>
+{
+}
+
+impl<W, F> GuestCall<W> for F where
+    F: FnOnce(
+        &wit::GuestStore<'_>,
+        &mut wasmtime::Store<HostState>,
+        ResourceAny,
+    ) -> wasmtime::Result<W>
+{
+}
+
+/// The wasmtime store of one guest instance, under `opts`' sandbox limits: the memory cap
+/// (its limiter), the open-file cap, and the call deadline, set for the first call (an epoch
+/// deadline that traps).
+pub(crate) fn sandboxed_store(
+    engine: &wasmtime::Engine,
+    wasi: WasiCtx,
+    fs: Box<dyn DynFs>,
+    clock: Box<dyn Clock>,
+    stderr: MemoryOutputPipe,
+    opts: &GuestOptions,
+) -> wasmtime::Store<HostState> {
+    let state = HostState {
+        wasi,
+        table: ResourceTable::new(),
+        fs,
+        clock,
+        limiter: Limiter {
+            max_memory: opts.max_memory,
+            refused: None,
+        },
+        stderr,
+        open_files: 0,
+        max_open_files: opts.max_open_files,
+        #[cfg(test)]
+        write_syncs: Default::default(),
+    };
+    let mut store = wasmtime::Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.epoch_deadline_trap();
+    store.set_epoch_deadline(deadline_ticks(opts.call_timeout));
+    store
+}
+
 pub(crate) fn deadline_ticks(timeout: Option<Duration>) -> u64 {
     match timeout {
         // Round up, plus one tick: the current tick may be about to end.
@@ -296,26 +346,8 @@ impl GuestStore {
                 (Box::new(NoFs), wit::Storage::PreopenedDir(root), lock)
             }
         };
-        let state = HostState {
-            wasi: wasi.build(),
-            table: ResourceTable::new(),
-            fs,
-            clock,
-            limiter: Limiter {
-                max_memory: opts.max_memory,
-                refused: None,
-            },
-            stderr,
-            open_files: 0,
-            max_open_files: opts.max_open_files,
-            #[cfg(test)]
-            write_syncs: Default::default(),
-        };
-        let mut store = wasmtime::Store::new(pre.engine(), state);
-        store.limiter(|s| &mut s.limiter);
-        store.epoch_deadline_trap();
+        let mut store = sandboxed_store(pre.engine(), wasi.build(), fs, clock, stderr, opts);
         let deadline = deadline_ticks(opts.call_timeout);
-        store.set_epoch_deadline(deadline);
         let trap = |e: wasmtime::Error, store: &wasmtime::Store<HostState>| {
             classify(e, store.data(), opts.call_timeout)
         };
@@ -367,14 +399,7 @@ impl GuestStore {
 
     /// Runs one guest call that may change the store, after sending the queued appends: the
     /// host no longer knows the store's state afterwards.
-    pub(crate) fn raw<W>(
-        &mut self,
-        f: impl FnOnce(
-            &wit::GuestStore<'_>,
-            &mut wasmtime::Store<HostState>,
-            ResourceAny,
-        ) -> wasmtime::Result<W>,
-    ) -> Result<W> {
+    pub(crate) fn raw<W>(&mut self, f: impl GuestCall<W>) -> Result<W> {
         let r = self.raw_read(f);
         self.basis = None;
         r
@@ -382,40 +407,19 @@ impl GuestStore {
 
     /// [`Self::raw`] for a call that changes nothing in the store (neither its last sequence
     /// and timestamp nor whether it is poisoned): what the host knows stays true.
-    pub(crate) fn raw_read<W>(
-        &mut self,
-        f: impl FnOnce(
-            &wit::GuestStore<'_>,
-            &mut wasmtime::Store<HostState>,
-            ResourceAny,
-        ) -> wasmtime::Result<W>,
-    ) -> Result<W> {
+    pub(crate) fn raw_read<W>(&mut self, f: impl GuestCall<W>) -> Result<W> {
         self.flush_queue()?;
         self.raw_unqueued(f)
     }
 
     /// [`Self::raw_read`] for calls that return the store's `result<_, error>`.
-    fn call_read<T>(
-        &mut self,
-        f: impl FnOnce(
-            &wit::GuestStore<'_>,
-            &mut wasmtime::Store<HostState>,
-            ResourceAny,
-        ) -> wasmtime::Result<Result<T, wit::Error>>,
-    ) -> Result<T> {
+    fn call_read<T>(&mut self, f: impl GuestCall<Result<T, wit::Error>>) -> Result<T> {
         self.raw_read(f)?
             .map_err(|e| Error::Store(from_wit_error(e)))
     }
 
     /// Runs one guest call with a fresh deadline; a trap kills the instance.
-    fn raw_unqueued<W>(
-        &mut self,
-        f: impl FnOnce(
-            &wit::GuestStore<'_>,
-            &mut wasmtime::Store<HostState>,
-            ResourceAny,
-        ) -> wasmtime::Result<W>,
-    ) -> Result<W> {
+    fn raw_unqueued<W>(&mut self, f: impl GuestCall<W>) -> Result<W> {
         if self.dead {
             return Err(Error::Dead);
         }
@@ -431,14 +435,7 @@ impl GuestStore {
     }
 
     /// [`Self::raw`] for calls that return the store's `result<_, error>`.
-    fn call<T>(
-        &mut self,
-        f: impl FnOnce(
-            &wit::GuestStore<'_>,
-            &mut wasmtime::Store<HostState>,
-            ResourceAny,
-        ) -> wasmtime::Result<Result<T, wit::Error>>,
-    ) -> Result<T> {
+    fn call<T>(&mut self, f: impl GuestCall<Result<T, wit::Error>>) -> Result<T> {
         self.raw(f)?.map_err(|e| Error::Store(from_wit_error(e)))
     }
 
