@@ -10,7 +10,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use seqstore_client::wire::{
     AckRequest, ConsumerConfig, ConsumerInfo, ConsumerList, Deliveries, Delivery, Msg, NextRequest,
-    PendingAck,
 };
 use seqstore_raft::{Op, Response};
 
@@ -128,14 +127,8 @@ pub fn info_of(name: String, i: seqstore_raft::ConsumerInfo) -> ConsumerInfo {
         },
         delivered: i.delivered,
         ack_floor: i.ack_floor,
-        pending: (i.pending.iter())
-            .map(|p| PendingAck {
-                stream_seq: p.stream_seq,
-                consumer_seq: p.consumer_seq,
-                ts: p.ts,
-                redelivered: p.redelivered,
-            })
-            .collect(),
+        // (one type: store-core's, which both the log and the client re-export)
+        pending: i.pending,
     }
 }
 
