@@ -408,10 +408,13 @@ struct Opened {
 }
 
 /// The store on `dir`, opened on this thread (so that its reads are counted), and read whole.
+/// A rebuild too scans on this thread alone (`rebuild_threads` 1): its workers' reads would be
+/// counted on theirs.
 fn open_and_read(dir: &Path) -> Opened {
     let before = thread_read_bytes();
     let fs = seqstore_fs::HostFs::open(dir).expect("open dir");
-    let mut s = seqstore_core::Store::open(fs, seqstore_core::Config::default()).expect("open");
+    let cfg = seqstore_core::Config::default().with_rebuild_threads(1);
+    let mut s = seqstore_core::Store::open(fs, cfg).expect("open");
     let read = thread_read_bytes() - before;
     let st = s.state();
     let msgs = (st.first_seq..=st.last_seq)
