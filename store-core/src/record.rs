@@ -120,7 +120,7 @@ impl Record<'_> {
 
     /// The message it holds, owned: sequence, timestamp, subject, headers and payload (all
     /// a message record keeps; other kinds have an empty subject, headers and payload).
-    pub fn to_msg(&self) -> crate::StoredMsg {
+    pub fn owned_msg(&self) -> crate::StoredMsg {
         crate::StoredMsg {
             seq: self.seq,
             ts: self.ts,

@@ -208,7 +208,7 @@ impl<F: Fs> Store<F> {
                     if r.seq > seq || r.flags & FLAG_ERASED != 0 {
                         return Ok(None);
                     }
-                    return Ok(Some(r.to_msg()));
+                    return Ok(Some(r.owned_msg()));
                 }
                 Decoded::Record(r) => at += r.len,
                 Decoded::Bad { reason, .. } => {

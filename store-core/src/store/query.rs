@@ -566,7 +566,7 @@ impl<F: Fs> Store<F> {
     ) -> Result<Vec<StoredMsg>> {
         let seqs = self.batch_seqs(from_seq, filter, max_msgs, max_bytes)?;
         let mut out = Vec::with_capacity(seqs.len());
-        self.for_each_record(&seqs, |_, r| out.push(r.to_msg()))?;
+        self.for_each_record(&seqs, |_, r| out.push(r.owned_msg()))?;
         Ok(out)
     }
 

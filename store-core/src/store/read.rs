@@ -35,7 +35,7 @@ impl<F: Fs> Store<F> {
             &owned
         };
         match decode(bytes) {
-            Decoded::Record(r) if r.kind == Kind::Msg && r.seq == e.seq => Ok(r.to_msg()),
+            Decoded::Record(r) if r.kind == Kind::Msg && r.seq == e.seq => Ok(r.owned_msg()),
             Decoded::Record(_) => Err(Error::corrupt(b.path.clone(), off, "wrong record here")),
             Decoded::Bad { reason, .. } => Err(Error::corrupt(b.path.clone(), off, reason)),
             _ => Err(Error::corrupt(b.path.clone(), off, "record cut short")),

@@ -201,7 +201,7 @@ pub(crate) fn decode_records(recs: &[u8]) -> Result<Vec<StoredMsg>, seqstore_cor
     while at < recs.len() {
         match decode(&recs[at..]) {
             Decoded::Record(r) if r.kind == Kind::Msg => {
-                out.push(r.to_msg());
+                out.push(r.owned_msg());
                 at += r.len;
             }
             _ => {
