@@ -5,7 +5,8 @@
 //! Random stores (appends with and without a time to live, deletes, erases, purges, compacts,
 //! truncates, skips, closes and crashes between them, written in small blocks) are damaged at
 //! random (bits flipped, blocks cut short, zeroed runs, blocks removed), their `index.db`
-//! removed, and each is copied twice: one copy opened with one thread, the other with three.
+//! removed, and each is copied twice: one copy opened with one thread, the other asking for
+//! three workers (as many as the machine's CPUs allow: two on CI's).
 //! A failing case is shrunk (operations, then damage, removed while it still fails) and
 //! printed. `SEQSTORE_SEED` replays a run; `SEQSTORE_TEST_SIZE=full` runs more cases.
 
