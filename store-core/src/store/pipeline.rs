@@ -53,13 +53,16 @@ impl<F: Fs> Store<F> {
     /// thread configured, an `Fs` that must be used from one thread, too little to share, or
     /// no thread could be started: a wasm guest), and the caller rebuilds on this thread.
     pub(super) fn rebuild_on_threads(&mut self, rb: &mut Rebuild, indexes: &[u64]) -> Result<bool> {
-        // (on one CPU the workers would only take turns with the opening thread)
-        let cpus = thread::available_parallelism().map_or(1, |n| n.get());
-        let workers = (self.cfg.rebuild_threads.min(indexes.len()))
-            .min(cpus)
-            .min(MAX_WORKERS);
         let estimate = (indexes.len() as u64).saturating_mul(self.cfg.block_size);
-        if workers < 2 || estimate < PIPELINE_MIN || !self.fs.parallel_reads() {
+        let wanted = self.cfg.rebuild_threads.min(indexes.len()).min(MAX_WORKERS);
+        if wanted < 2 || estimate < PIPELINE_MIN || !self.fs.parallel_reads() {
+            return Ok(false);
+        }
+        // Asked only now: it reads the process's CPU affinity and cgroup quota, which a
+        // rebuild that stays on this thread (every one on fault-fs, in the crash explorer's
+        // millions) must not pay. On one CPU the workers would only take turns with this thread.
+        let workers = wanted.min(thread::available_parallelism().map_or(1, |n| n.get()));
+        if workers < 2 {
             return Ok(false);
         }
         thread::scope(|s| {
