@@ -117,12 +117,7 @@ impl<F: Fs> Store<F> {
             let Some(mut pre) = lanes.get(lane).and_then(|l| l.done.recv().ok()) else {
                 return Err(worker_gone(&header.path));
             };
-            let opened = OpenedBlock {
-                file: pre.job.file,
-                path: header.path,
-                flen: header.flen,
-                header: header.header,
-            };
+            let (opened, ()) = header.with_file(pre.job.file);
             let Some((file, path, flen)) = self.admit_block(index, opened)? else {
                 continue;
             };
@@ -141,7 +136,7 @@ impl<F: Fs> Store<F> {
             Ok(o) => o,
             Err(e) => return Ahead::Failed(e),
         };
-        let (header, file) = opened.split();
+        let (header, file) = opened.with_file(());
         let job = Job {
             file,
             path: header.path.clone(),
@@ -239,21 +234,22 @@ impl<F: Fs> Store<F> {
 }
 
 impl<H> OpenedBlock<H> {
-    /// The header's part (path, length, bytes) and the file.
-    fn split(self) -> (OpenedBlock<()>, H) {
+    /// The same block with `file` in place of its own, which is returned: `()` takes the file
+    /// out (to a worker), the file given back puts it in again.
+    fn with_file<G>(self, file: G) -> (OpenedBlock<G>, H) {
         let OpenedBlock {
-            file,
+            file: own,
             path,
             flen,
             header,
         } = self;
-        let rest = OpenedBlock {
-            file: (),
+        let block = OpenedBlock {
+            file,
             path,
             flen,
             header,
         };
-        (rest, file)
+        (block, own)
     }
 }
 
