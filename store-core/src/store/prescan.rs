@@ -69,12 +69,7 @@ pub(super) fn prescan<H: FsFile>(job: Job<H>, buf: &mut Vec<u8>) -> Prescanned<H
             last_crc = Some(r.crc);
             max_seq = max_seq.max(r.seq);
             if r.kind != Kind::Msg {
-                let other = Other {
-                    kind: r.kind,
-                    seq: r.seq,
-                    ts: r.ts,
-                    skipped: r.skipped(),
-                };
+                let other = Other::of(r);
                 let before = entries.len();
                 events.push(Event { before, off, other });
                 return Ok(ControlFlow::Continue(()));

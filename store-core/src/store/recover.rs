@@ -473,15 +473,7 @@ impl<F: Fs> Store<F> {
                 self.note_ttl(r);
                 Ok(())
             }
-            kind => {
-                let other = Other {
-                    kind,
-                    seq: r.seq,
-                    ts: r.ts,
-                    skipped: r.skipped(),
-                };
-                self.visit_other(rb, entries, at, &other)
-            }
+            _ => self.visit_other(rb, entries, at, &Other::of(r)),
         }
     }
 
@@ -564,6 +556,18 @@ pub(super) struct Other {
     pub(super) ts: i64,
     /// The sequences a skip record covers ([`record::Record::skipped`]).
     pub(super) skipped: Option<(u64, u64)>,
+}
+
+impl Other {
+    /// What the replay needs of record `r`.
+    pub(super) fn of(r: &record::Record<'_>) -> Other {
+        Other {
+            kind: r.kind,
+            seq: r.seq,
+            ts: r.ts,
+            skipped: r.skipped(),
+        }
+    }
 }
 
 /// A block file opened for the rebuild, its header read but not yet checked.
