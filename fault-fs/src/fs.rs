@@ -140,6 +140,17 @@ impl Ctx<'_> {
 
     /// Records a namespace change made to the live tree: durable at once under Ordered,
     /// pending on its parent(s) under Posix.
+    /// Removes `name` (naming `ino`) from directory `dir`'s live entries, a namespace change.
+    fn unlink(&mut self, dir: Ino, name: &str, ino: Ino) -> io::Result<()> {
+        self.core_mut().live_entries_mut(dir)?.remove(name);
+        self.log_ns(NsOp::Unlink {
+            dir,
+            name: name.to_string(),
+            ino,
+        });
+        Ok(())
+    }
+
     fn log_ns(&mut self, op: NsOp) {
         let (model, index, site) = (self.cfg.model, self.index, self.site);
         let core = self.core_mut();
@@ -777,13 +788,7 @@ impl Fs for FaultFs {
             if cx.core().is_dir(ino) {
                 return Err(err(ErrorKind::IsADirectory, "is a directory"));
             }
-            cx.core_mut().live_entries_mut(dir)?.remove(name);
-            cx.log_ns(NsOp::Unlink {
-                dir,
-                name: name.to_string(),
-                ino,
-            });
-            Ok(())
+            cx.unlink(dir, name, ino)
         })
     }
 
@@ -800,13 +805,7 @@ impl Fs for FaultFs {
             // The subtree is detached as a whole: only the top entry's removal is a namespace
             // change (durable with its parent); the inner entries stay as they were, so an
             // image that undoes the removal brings the whole tree back.
-            cx.core_mut().live_entries_mut(dir)?.remove(name);
-            cx.log_ns(NsOp::Unlink {
-                dir,
-                name: name.to_string(),
-                ino,
-            });
-            Ok(())
+            cx.unlink(dir, name, ino)
         })
     }
 
