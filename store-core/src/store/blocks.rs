@@ -359,7 +359,7 @@ impl<F: Fs> Store<F> {
     #[inline(never)]
     pub(super) fn load_entries(&mut self, pos: usize) -> Result<()> {
         let file = self.open_block(pos)?;
-        let floor = self.floor;
+        let floor = self.seq.floor;
         let Store {
             blocks, subjects, ..
         } = &mut *self;
@@ -426,11 +426,10 @@ impl<F: Fs> Store<F> {
         Ok(())
     }
 
-    /// Sets `first_seq`/`first_ts` to the first live message at or after `from`.
+    /// Sets the sequence's first message to the first live message at or after `from`.
     pub(super) fn set_first_from(&mut self, from: u64) -> Result<()> {
-        if self.msgs == 0 {
-            self.first_seq = self.last_seq + 1;
-            self.first_ts = 0;
+        if self.seq.msgs == 0 {
+            self.seq.set_first(None);
             return Ok(());
         }
         let mut pos = self.blocks.partition_point(|b| b.span.seq_ceiling < from);
@@ -441,8 +440,9 @@ impl<F: Fs> Store<F> {
                 let start = entries.seq_point(from);
                 let hit = entries.range(start, entries.len()).position(|e| !e.deleted);
                 if let Some(i) = hit.map(|k| start + k) {
-                    self.first_seq = entries.seq_at(i);
-                    self.first_ts = self.entry_ts(pos, i)?;
+                    let first = entries.seq_at(i);
+                    let ts = self.entry_ts(pos, i)?;
+                    self.seq.set_first(Some((first, ts)));
                     return Ok(());
                 }
             }
@@ -504,8 +504,7 @@ impl<F: Fs> Store<F> {
         b.index.by_subj = None;
         b.span.live -= 1;
         b.span.live_bytes -= len;
-        self.msgs -= 1;
-        self.bytes -= len;
+        self.seq.removed(len);
         self.subjects.removed(sid, seq);
         // a consumer with it pending sees it acknowledged (NATS's consumers do the same)
         self.note_removed(seq);
@@ -513,7 +512,7 @@ impl<F: Fs> Store<F> {
 
     /// Finds the live message `seq`: (block position, entry index).
     pub(super) fn find(&mut self, seq: u64) -> Result<Option<(usize, usize)>> {
-        if seq == 0 || seq < self.first_seq || seq > self.last_seq {
+        if seq == 0 || seq < self.seq.first || seq > self.seq.last {
             return Ok(None);
         }
         let pos = self.blocks.partition_point(|b| b.span.seq_ceiling < seq);

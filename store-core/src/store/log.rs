@@ -191,14 +191,7 @@ impl<F: Fs> Store<F> {
         b.span.ts_hi = Some(ts);
         b.span.live += 1;
         b.span.live_bytes += len;
-        self.msgs += 1;
-        self.bytes += len;
-        self.last_seq = seq;
-        self.last_ts = ts;
-        if self.msgs == 1 {
-            self.first_seq = seq;
-            self.first_ts = ts;
-        }
+        self.seq.added(seq, ts, len);
         self.subjects.added(sid, seq);
     }
 
@@ -268,8 +261,8 @@ impl<F: Fs> Store<F> {
     /// the messages it removed dropped), and recovery then takes the stream's last time from
     /// it: the live store's is the last message's.
     pub(super) fn marker_ts(&self, seq: u64, now: i64) -> i64 {
-        if seq == self.last_seq {
-            self.last_ts
+        if seq == self.seq.last {
+            self.seq.last_ts
         } else {
             now
         }
@@ -277,9 +270,9 @@ impl<F: Fs> Store<F> {
 
     pub(super) fn marker(&mut self, kind: Kind, seq: u64, ts: i64) -> Result<()> {
         self.write_record(kind, seq, ts, "", &[], &[], None)?;
-        if kind == Kind::Floor && seq >= self.floor {
-            // every caller raises the floor to `seq` next
-            self.floor_held_by = self.blocks.last().map(|b| b.number);
+        if kind == Kind::Floor {
+            self.seq
+                .floor_written(seq, self.blocks.last().map(|b| b.number));
         }
         Ok(())
     }

@@ -7,6 +7,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use blocks::Blocks;
+use sequence::Sequence;
 use std::io;
 use subjects::SubjectTable;
 use sync::{Durability, S_OPEN_LIMITS};
@@ -36,6 +37,7 @@ mod remove;
 mod replay;
 mod scan;
 mod seal;
+mod sequence;
 mod skip;
 mod snapshot;
 mod subj_counts;
@@ -71,17 +73,8 @@ pub struct Store<F: Fs> {
     blocks: Blocks<F::File>,
     /// Pending bytes of the newest block, to be written at `blocks.last().len`.
     wbuf: Vec<u8>,
-    first_seq: u64,
-    first_ts: i64,
-    last_seq: u64,
-    last_ts: i64,
-    floor: u64,
-    /// The number of a block that holds a floor record for `floor` (`None`: not known, as
-    /// after an open). Recovery knows the floor only from such a record, so a drop of the
-    /// front blocks that would remove the last one writes it again (`remove.rs`).
-    floor_held_by: Option<u64>,
-    msgs: u64,
-    bytes: u64,
+    /// The sequence range, the floor and the totals (`sequence.rs`).
+    seq: Sequence,
     subjects: SubjectTable,
     closed: bool,
     /// Poisoning, the directory entries not yet durable, the group commit's watermark and
@@ -191,14 +184,7 @@ impl<F: Fs> Store<F> {
             clock,
             blocks: Blocks::new(Self::trim_threshold(entry_cache)),
             wbuf: Vec::new(),
-            first_seq: 1,
-            first_ts: 0,
-            last_seq: 0,
-            last_ts: 0,
-            floor: 0,
-            floor_held_by: None,
-            msgs: 0,
-            bytes: 0,
+            seq: Sequence::default(),
             subjects: SubjectTable::new(),
             closed: false,
             dur: Durability::new(now),
@@ -269,25 +255,7 @@ impl<F: Fs> Store<F> {
 
     /// The stream's counters.
     pub fn state(&self) -> StreamState {
-        StreamState {
-            msgs: self.msgs,
-            bytes: self.bytes,
-            // NATS reports a stream that never had a sequence as first=0, last=0
-            first_seq: if self.last_seq == 0 {
-                0
-            } else {
-                self.first_seq
-            },
-            first_ts: self.first_ts,
-            last_seq: self.last_seq,
-            last_ts: self.last_ts,
-            num_deleted: if self.msgs == 0 {
-                0
-            } else {
-                (self.last_seq - self.first_seq + 1) - self.msgs
-            },
-            num_subjects: self.subjects.live(),
-        }
+        self.seq.state(self.subjects.live())
     }
 
     fn check_open(&self) -> Result<()> {

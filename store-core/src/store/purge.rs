@@ -154,8 +154,8 @@ impl<F: Fs> Store<F> {
     pub fn purge(&mut self) -> Result<u64> {
         self.check_writable()?;
         self.trim_entries();
-        let purged = self.msgs;
-        let (l, ts) = (self.last_seq, self.last_ts);
+        let purged = self.seq.msgs;
+        let (l, ts) = (self.seq.last, self.seq.last_ts);
         // 0. leftovers of an earlier purge go first. Their removal needs no fsync of its own:
         //    if it is lost, recovery finds purge.old beside msgs (or an uncommitted purge.new)
         //    and removes it again; the root fsync of step 4 makes it durable anyway.
@@ -228,12 +228,8 @@ impl<F: Fs> Store<F> {
         block.handle.dirty = !b.synced;
         block.handle.written = !b.synced;
         self.blocks.list = vec![block];
-        self.msgs = 0;
-        self.bytes = 0;
-        self.floor = l;
-        self.floor_held_by = Some(b.number);
-        self.first_seq = l + 1;
-        self.first_ts = 0;
+        debug_assert_eq!(l, self.seq.last);
+        self.seq.purged_all(b.number);
         self.subjects.clear_counts();
         self.dur.msgs_dir_dirty = false;
     }

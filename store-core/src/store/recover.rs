@@ -110,8 +110,7 @@ impl<F: Fs> Store<F> {
         self.blocks.clear();
         self.subjects.clear();
         self.ttl.clear();
-        (self.floor, self.msgs, self.bytes) = (0, 0, 0);
-        self.floor_held_by = None;
+        self.seq.recount();
         if !self.rebuild_on_threads(&mut rb, indexes)? {
             let mut memo = SubjectMemo::new();
             let mut scan_buf = Vec::new();
@@ -135,9 +134,8 @@ impl<F: Fs> Store<F> {
             self.note_lost(lost);
             return Ok(Some((bpos, off, rb.truncate_block)));
         }
-        debug_assert_eq!(self.floor, rb.replay.floor);
-        self.last_seq = rb.replay.max_seq;
-        self.last_ts = rb.replay.max_ts;
+        debug_assert_eq!(self.seq.floor, rb.replay.floor);
+        self.seq.set_last(rb.replay.max_seq, rb.replay.max_ts);
         self.set_first_from(0)?;
         // Lost: gaps between message records not explained by the floor or a tombstone
         // (with what earlier rounds of a truncate cleanup found).
@@ -366,15 +364,13 @@ impl<F: Fs> Store<F> {
         let Store {
             blocks,
             subjects,
-            msgs,
-            bytes,
-            floor,
+            seq,
             ..
         } = &mut *self;
         let b = &mut blocks[pos];
         let entries = b.index.loaded_mut().full_mut();
         for e in entries.iter_mut() {
-            if e.seq <= *floor {
+            if e.seq <= seq.floor {
                 e.deleted = true;
             }
             if !e.deleted {
@@ -384,8 +380,7 @@ impl<F: Fs> Store<F> {
             }
         }
         debug_assert_eq!(b.span.broken(), None, "rebuilt block {}", b.number);
-        *msgs += b.span.live;
-        *bytes += b.span.live_bytes;
+        seq.counted(b.span.live, b.span.live_bytes);
         // the block before is sealed now: packed (the newest stays full for appends)
         if let Some(prev) = pos
             .checked_sub(1)
@@ -419,7 +414,7 @@ impl<F: Fs> Store<F> {
     /// A floor record raised the floor to `to`: removes what it covers in the blocks read
     /// so far (the block being read applies it when it is counted).
     fn rebuild_floor(&mut self, to: u64) -> Result<()> {
-        if to <= self.floor {
+        if to <= self.seq.floor {
             return Ok(());
         }
         for pos in 0..self.blocks.len() {
@@ -428,9 +423,9 @@ impl<F: Fs> Store<F> {
                 self.delete_in_block(pos, |s| s <= to)?;
             }
         }
-        // after the deletes: `load_entries` (of an evicted block) applies `self.floor`, which
+        // after the deletes: `load_entries` (of an evicted block) applies `self.seq.floor`, which
         // must be the floor its counts were made with
-        self.floor = to;
+        self.seq.raise_floor(to);
         Ok(())
     }
 

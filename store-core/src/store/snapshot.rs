@@ -3,6 +3,7 @@
 use super::blocks::{summary_broken, Block};
 use super::layout::{block_path, INDEX_FILE, INDEX_TMP, MSGS_DIR};
 use super::scan::{scan_block_chunked, Reads, ScanEnd};
+use super::sequence::Sequence;
 use super::subjects::SubjectInfo;
 use super::sync::S_SYNC;
 use super::tail::Tail;
@@ -157,9 +158,7 @@ fn sequences_possible(snap: &Snapshot, hi: u64) -> bool {
         .map_or(0, |b| b.msg_first);
     snap.last_seq >= hi
         && snap.last_seq <= record::MAX_SEQ
-        && snap.floor <= snap.last_seq
-        && snap.first_seq > snap.floor
-        && snap.first_seq <= snap.last_seq + 1
+        && sequence_of(snap).broken().is_none()
         && (snap.msgs == 0 || (snap.first_seq >= first_live && snap.first_seq <= hi))
         && snap.subjects.iter().all(|s| {
             // 0 is "not known" for a subject's first or last (found on first use, as after a
@@ -174,6 +173,20 @@ fn sequences_possible(snap: &Snapshot, hi: u64) -> bool {
             .ttls
             .iter()
             .all(|&(seq, _)| seq >= snap.first_seq && seq <= snap.last_seq)
+}
+
+/// The sequence part of the state `snap` records (the floor's block is not known).
+fn sequence_of(snap: &Snapshot) -> Sequence {
+    Sequence {
+        first: snap.first_seq,
+        first_ts: snap.first_ts,
+        last: snap.last_seq,
+        last_ts: snap.last_ts,
+        floor: snap.floor,
+        floor_held_by: None,
+        msgs: snap.msgs,
+        bytes: snap.bytes,
+    }
 }
 
 impl<F: Fs> Store<F> {
@@ -223,14 +236,7 @@ impl<F: Fs> Store<F> {
             b.span.alloc = flen;
         }
         self.blocks.list = blocks;
-        self.first_seq = snap.first_seq;
-        self.first_ts = snap.first_ts;
-        self.last_seq = snap.last_seq;
-        self.last_ts = snap.last_ts;
-        self.floor = snap.floor;
-        self.floor_held_by = None;
-        self.msgs = snap.msgs;
-        self.bytes = snap.bytes;
+        self.seq = sequence_of(snap);
         for &(seq, deadline) in &snap.ttls {
             self.ttl.insert(seq, deadline);
         }
@@ -252,9 +258,9 @@ impl<F: Fs> Store<F> {
         // The first live message is read, not trusted: it catches an index whose first_seq
         // or first_ts does not match the blocks. Only the records up to it are read (small
         // reads, stopped there), not the whole block: open must not cost a block.
-        let (first, first_ts) = (self.first_seq, self.first_ts);
-        let found = if self.msgs == 0 {
-            Some((self.last_seq + 1, 0))
+        let (first, first_ts) = (self.seq.first, self.seq.first_ts);
+        let found = if self.seq.msgs == 0 {
+            Some((self.seq.last + 1, 0))
         } else {
             self.first_live_probe()?
         };
@@ -275,7 +281,7 @@ impl<F: Fs> Store<F> {
             return Ok(None);
         };
         let (b, file) = (&self.blocks[pos], self.block_file(pos)?);
-        let floor = self.floor;
+        let floor = self.seq.floor;
         let mut found = None;
         let end = scan_block_chunked(
             &*file,
@@ -329,14 +335,16 @@ impl<F: Fs> Store<F> {
     }
 
     pub(super) fn snapshot(&self) -> Snapshot {
+        // the claims a reader refuses (`sequences_possible`), asserted before they are written
+        self.seq.check();
         Snapshot {
-            first_seq: self.first_seq,
-            first_ts: self.first_ts,
-            last_seq: self.last_seq,
-            last_ts: self.last_ts,
-            floor: self.floor,
-            msgs: self.msgs,
-            bytes: self.bytes,
+            first_seq: self.seq.first,
+            first_ts: self.seq.first_ts,
+            last_seq: self.seq.last,
+            last_ts: self.seq.last_ts,
+            floor: self.seq.floor,
+            msgs: self.seq.msgs,
+            bytes: self.seq.bytes,
             blocks: self
                 .blocks
                 .iter()
@@ -372,7 +380,7 @@ impl<F: Fs> Store<F> {
                 .collect(),
             // the entries of messages still in the stream's range (one below the first
             // sequence is of a message gone: dropped rather than carried on)
-            ttls: self.ttl.at_or_above(self.first_seq).collect(),
+            ttls: self.ttl.at_or_above(self.seq.first).collect(),
         }
     }
 }

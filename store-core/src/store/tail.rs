@@ -59,9 +59,9 @@ impl<F: Fs> Store<F> {
     }
 
     fn replay_tail_inner(&mut self, tail: &Tail, out_of_order: usize) -> Result<()> {
-        let (first, msgs) = (self.first_seq, self.msgs);
+        let (first, msgs) = (self.seq.first, self.seq.msgs);
         let mut rb = Rebuild {
-            replay: Replay::resume(self.floor, self.last_seq, self.last_ts),
+            replay: Replay::resume(self.seq.floor, self.seq.last, self.seq.last_ts),
             ..Default::default()
         };
         let mut memo = SubjectMemo::new();
@@ -85,13 +85,16 @@ impl<F: Fs> Store<F> {
             self.trim_entries();
         }
         self.check_replayed(&rb, out_of_order)?;
-        self.last_seq = rb.replay.max_seq;
-        self.last_ts = rb.replay.max_ts;
+        self.seq.set_last(rb.replay.max_seq, rb.replay.max_ts);
         // the first message moves only if the tail removed messages or the stream was empty
-        if msgs == 0 || self.msgs != msgs + added {
+        if msgs == 0 || self.seq.msgs != msgs + added {
             self.set_first_from(first)?;
         }
-        Ok(())
+        // what the tail read must leave a possible stream, else the blocks are read again
+        match self.seq.broken() {
+            Some(why) => Err(give_way(why)),
+            None => Ok(()),
+        }
     }
 
     /// What the replay of the tail found that only the rebuild reports (`out_of_order`: the
@@ -160,12 +163,11 @@ impl<F: Fs> Store<F> {
         let Some(last) = entries.last().copied() else {
             return 0;
         };
-        let floor = self.floor;
+        let floor = self.seq.floor;
         let Store {
             blocks,
             subjects,
-            msgs,
-            bytes,
+            seq,
             ..
         } = &mut *self;
         let b = &mut blocks[pos];
@@ -192,8 +194,7 @@ impl<F: Fs> Store<F> {
         }
         b.span.live += live;
         b.span.live_bytes += live_bytes;
-        *msgs += live;
-        *bytes += live_bytes;
+        seq.counted(live, live_bytes);
         if let Some(loaded) = b.index.entries.as_mut() {
             loaded.full_mut().extend_from_slice(&entries);
             blocks.untrimmed += entries.len() as u64;

@@ -53,7 +53,7 @@ impl<F: Fs> Store<F> {
     fn truncate_stream(&mut self, seq: u64) -> Result<u64> {
         self.check_writable()?;
         self.trim_entries();
-        if seq >= self.last_seq {
+        if seq >= self.seq.last {
             // Nothing above `seq` to remove. The promise still holds as for a real cut: once
             // this returns, a crash recovers `last_seq = min(seq, last)` with the removals
             // made so far, so make what memory shows durable (the structural-operation rule).
@@ -62,10 +62,10 @@ impl<F: Fs> Store<F> {
         }
         // Below first - 1 there is nothing left to remove, and lowering `last` there would
         // hand out sequences again that were already used and removed.
-        if seq + 1 < self.first_seq {
+        if seq + 1 < self.seq.first {
             return Err(Error::InvalidArgument(format!(
                 "truncate({seq}) below the first sequence {}: use purge or compact",
-                self.first_seq
+                self.seq.first
             )));
         }
         self.flush()?;
@@ -109,12 +109,11 @@ impl<F: Fs> Store<F> {
         if let Some(off) = cut_off {
             self.cut_blocks(seq, cut_pos, off, first_new)?;
         }
-        self.last_seq = seq;
-        self.last_ts = ts;
+        self.seq.set_last(seq, ts);
         // the sequences above the cut are issued again: their old ttls must not apply
         self.ttl.forget_above(seq);
         self.subjects.forget_last_above(seq);
-        let first = self.first_seq.min(seq + 1);
+        let first = self.seq.first.min(seq + 1);
         self.set_first_from(first)?;
         Ok(n)
     }
