@@ -155,7 +155,7 @@ impl<F: Fs> Store<F> {
         if self.closed
             || self.dur.poisoned
             || self.dur.own_block_first
-            || Admission::next_seq(self.seq.last).is_err()
+            || Admission::next_seq(self.seq.last()).is_err()
         {
             return false;
         }
@@ -163,9 +163,9 @@ impl<F: Fs> Store<F> {
             Ok(r) if r.len == rec.len() && r.kind == Kind::Msg && r.flags == 0 => r,
             _ => return false,
         };
-        let seq = self.seq.last + 1;
+        let seq = self.seq.last() + 1;
         if r.seq != seq
-            || r.ts < self.seq.last_ts
+            || r.ts < self.seq.last_ts()
             || Admission::new(&self.cfg)
                 .sizes(r.headers.len(), r.payload.len())
                 .is_err()
@@ -226,21 +226,24 @@ impl<F: Fs> Store<F> {
         };
         let l = self.cfg.limits;
         if l.discard == Discard::New {
-            if l.max_msgs > 0 && self.seq.msgs >= l.max_msgs {
+            if l.max_msgs > 0 && self.seq.msgs() >= l.max_msgs {
                 return Err(Error::LimitExceeded { limit: "max_msgs" });
             }
-            if l.max_bytes > 0 && self.seq.bytes + len > l.max_bytes {
+            if l.max_bytes > 0 && self.seq.bytes() + len > l.max_bytes {
                 return Err(Error::LimitExceeded { limit: "max_bytes" });
             }
         }
-        let seq = Admission::next_seq(self.seq.last)?;
+        let seq = Admission::next_seq(self.seq.last())?;
         let (ts, pre) = match encoded {
-            None => (self.now().max(self.seq.last_ts), None),
+            None => (self.now().max(self.seq.last_ts()), None),
             Some(e) => {
-                if e.seq != seq || e.ts < self.seq.last_ts {
+                if e.seq != seq || e.ts < self.seq.last_ts() {
                     return Err(Error::InvalidArgument(format!(
                         "append_encoded: record for seq {} ts {}, the store is at seq {} ts {}",
-                        e.seq, e.ts, self.seq.last, self.seq.last_ts
+                        e.seq,
+                        e.ts,
+                        self.seq.last(),
+                        self.seq.last_ts()
                     )));
                 }
                 (e.ts, Some((e.bytes, e.crc)))

@@ -359,7 +359,7 @@ impl<F: Fs> Store<F> {
     #[inline(never)]
     pub(super) fn load_entries(&mut self, pos: usize) -> Result<()> {
         let file = self.open_block(pos)?;
-        let floor = self.seq.floor;
+        let floor = self.seq.floor();
         let Store {
             blocks, subjects, ..
         } = &mut *self;
@@ -428,7 +428,7 @@ impl<F: Fs> Store<F> {
 
     /// Sets the sequence's first message to the first live message at or after `from`.
     pub(super) fn set_first_from(&mut self, from: u64) -> Result<()> {
-        if self.seq.msgs == 0 {
+        if self.seq.msgs() == 0 {
             self.seq.set_first(None);
             return Ok(());
         }
@@ -512,7 +512,7 @@ impl<F: Fs> Store<F> {
 
     /// Finds the live message `seq`: (block position, entry index).
     pub(super) fn find(&mut self, seq: u64) -> Result<Option<(usize, usize)>> {
-        if seq == 0 || seq < self.seq.first || seq > self.seq.last {
+        if seq == 0 || seq < self.seq.first() || seq > self.seq.last() {
             return Ok(None);
         }
         let pos = self.blocks.partition_point(|b| b.span.seq_ceiling < seq);

@@ -154,7 +154,7 @@ impl<F: Fs> Store<F> {
     /// marks): a get there reads by marks (`read_marked`).
     #[inline]
     pub(super) fn marked_block(&self, seq: u64) -> Option<usize> {
-        if seq == 0 || seq < self.seq.first || seq > self.seq.last {
+        if seq == 0 || seq < self.seq.first() || seq > self.seq.last() {
             return None;
         }
         let pos = self.blocks.partition_point(|b| b.span.seq_ceiling < seq);
@@ -170,7 +170,7 @@ impl<F: Fs> Store<F> {
     /// message.
     pub(super) fn read_marked(&self, pos: usize, seq: u64) -> Result<Option<StoredMsg>> {
         let b = &self.blocks[pos];
-        if seq <= self.seq.floor || b.index.deleted_seqs.binary_search(&seq).is_ok() {
+        if seq <= self.seq.floor() || b.index.deleted_seqs.binary_search(&seq).is_ok() {
             return Ok(None);
         }
         let Ok(rel) = u32::try_from(seq - b.span.msg_first) else {

@@ -29,7 +29,7 @@ impl<F: Fs> Store<F> {
                     let ts = self.marker_ts(seq, self.now());
                     self.marker(Kind::Tombstone, seq, ts)?;
                     self.mark_deleted(pos, i);
-                    if seq == self.seq.first {
+                    if seq == self.seq.first() {
                         self.set_first_from(seq + 1)?;
                     }
                 }
@@ -37,11 +37,11 @@ impl<F: Fs> Store<F> {
         }
         let mut new_floor = 0;
         let over = |s: &Self| {
-            (l.max_msgs > 0 && s.seq.msgs > l.max_msgs)
-                || (l.max_bytes > 0 && s.seq.bytes > l.max_bytes)
+            (l.max_msgs > 0 && s.seq.msgs() > l.max_msgs)
+                || (l.max_bytes > 0 && s.seq.bytes() > l.max_bytes)
         };
-        while self.seq.msgs > 0 && over(self) {
-            new_floor = self.seq.first;
+        while self.seq.msgs() > 0 && over(self) {
+            new_floor = self.seq.first();
             self.apply_floor(new_floor)?;
             self.set_first_from(new_floor + 1)?;
         }
@@ -50,8 +50,8 @@ impl<F: Fs> Store<F> {
             let cutoff = self
                 .now()
                 .saturating_sub(age.as_nanos().min(i64::MAX as u128) as i64);
-            while self.seq.msgs > 0 && self.seq.first_ts < cutoff {
-                new_floor = self.seq.first;
+            while self.seq.msgs() > 0 && self.seq.first_ts() < cutoff {
+                new_floor = self.seq.first();
                 self.apply_floor(new_floor)?;
                 self.set_first_from(new_floor + 1)?;
             }

@@ -261,8 +261,8 @@ impl<F: Fs> Store<F> {
     /// the messages it removed dropped), and recovery then takes the stream's last time from
     /// it: the live store's is the last message's.
     pub(super) fn marker_ts(&self, seq: u64, now: i64) -> i64 {
-        if seq == self.seq.last {
-            self.seq.last_ts
+        if seq == self.seq.last() {
+            self.seq.last_ts()
         } else {
             now
         }

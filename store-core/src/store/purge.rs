@@ -154,8 +154,8 @@ impl<F: Fs> Store<F> {
     pub fn purge(&mut self) -> Result<u64> {
         self.check_writable()?;
         self.trim_entries();
-        let purged = self.seq.msgs;
-        let (l, ts) = (self.seq.last, self.seq.last_ts);
+        let purged = self.seq.msgs();
+        let (l, ts) = (self.seq.last(), self.seq.last_ts());
         // 0. leftovers of an earlier purge go first. Their removal needs no fsync of its own:
         //    if it is lost, recovery finds purge.old beside msgs (or an uncommitted purge.new)
         //    and removes it again; the root fsync of step 4 makes it durable anyway.
@@ -228,7 +228,7 @@ impl<F: Fs> Store<F> {
         block.handle.dirty = !b.synced;
         block.handle.written = !b.synced;
         self.blocks.list = vec![block];
-        debug_assert_eq!(l, self.seq.last);
+        debug_assert_eq!(l, self.seq.last());
         self.seq.purged_all(b.number);
         self.subjects.clear_counts();
         self.dur.msgs_dir_dirty = false;

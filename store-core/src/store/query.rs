@@ -75,8 +75,8 @@ impl<F: Fs> Store<F> {
         rev: bool,
         mut visit: impl FnMut(&Entry, &[String]) -> bool,
     ) -> Result<()> {
-        let (from, to) = (from.max(self.seq.first).max(1), to.min(self.seq.last));
-        if from > to || self.seq.msgs == 0 || self.blocks.is_empty() {
+        let (from, to) = (from.max(self.seq.first()).max(1), to.min(self.seq.last()));
+        if from > to || self.seq.msgs() == 0 || self.blocks.is_empty() {
             return Ok(());
         }
         // message sequences rise from block to block, so the blocks that can hold `from..=to`
@@ -89,7 +89,7 @@ impl<F: Fs> Store<F> {
         if lo > hi {
             return Ok(());
         }
-        let first = self.seq.first;
+        let first = self.seq.first();
         for k in 0..=hi - lo {
             let pos = if rev { hi - k } else { lo + k };
             if self.blocks[pos].span.live == 0 {
@@ -210,12 +210,12 @@ impl<F: Fs> Store<F> {
     /// sequence with a timestamp ≥ `ts` (or `last_seq + 1`), but not necessarily the first.
     pub fn seq_from_time(&mut self, ts: i64) -> Result<u64> {
         self.begin_read()?;
-        let none = self.seq.last + 1;
-        if self.seq.msgs == 0 {
+        let none = self.seq.last() + 1;
+        if self.seq.msgs() == 0 {
             return Ok(none);
         }
-        if ts <= self.seq.first_ts {
-            return self.unexpired_from(self.seq.first);
+        if ts <= self.seq.first_ts() {
+            return self.unexpired_from(self.seq.first());
         }
         let (mut lo, mut hi) = (0, self.blocks.len());
         while lo < hi {
@@ -264,7 +264,7 @@ impl<F: Fs> Store<F> {
     /// The first live sequence ≥ `first_seq` of block `pos` whose timestamp is ≥ `ts`.
     fn first_in_block_from_time(&mut self, pos: usize, ts: i64) -> Result<Option<u64>> {
         self.ensure_loaded(pos)?;
-        let first = self.seq.first;
+        let first = self.seq.first();
         let entries = self.blocks[pos].index.entries.as_ref().unwrap_or(&EMPTY);
         let start = entries.ts_point(ts);
         if entries.ts_exact() {
@@ -306,13 +306,13 @@ impl<F: Fs> Store<F> {
     /// after it that is not (`last_seq + 1` if none): timestamps do not decrease with the
     /// sequence, so that one is the first at or after the time too.
     fn unexpired_from(&mut self, seq: u64) -> Result<u64> {
-        if seq > self.seq.last || !self.ttl_expired(seq) {
+        if seq > self.seq.last() || !self.ttl_expired(seq) {
             return Ok(seq);
         }
         let mut all = Matcher::new(&[])?;
         Ok(self
             .first_hit(&mut all, seq + 1, u64::MAX, false)?
-            .unwrap_or(self.seq.last + 1))
+            .unwrap_or(self.seq.last() + 1))
     }
 
     /// How many stored messages at or after `from_seq` match `filter`, and the first and last
@@ -337,7 +337,7 @@ impl<F: Fs> Store<F> {
         let mut st = FilteredState::default();
         // (the counters still count a message past its deadline until `tick` removes it)
         let pending = self.expired_pending()?;
-        if from_seq > self.seq.first && !pending {
+        if from_seq > self.seq.first() && !pending {
             // per-block subject counts: O(blocks × matching subjects), no walk
             let sids = self.matching_sids(m);
             let all = sids.len() as u64 == self.subjects.live();
@@ -414,7 +414,7 @@ impl<F: Fs> Store<F> {
         let too_many = |n: usize| max_count > 0 && n > max_count;
         let sids = self.matching_sids(&mut m);
         let mut out = Vec::new();
-        let whole = max_seq == 0 || max_seq >= self.seq.last;
+        let whole = max_seq == 0 || max_seq >= self.seq.last();
         if whole && !self.expired_pending()? {
             if too_many(sids.len()) {
                 return Err(Error::TooManyResults {
@@ -504,7 +504,7 @@ impl<F: Fs> Store<F> {
         } else {
             self.filtered(&mut m, from_seq, false)?.msgs
         };
-        Ok((n, self.seq.last))
+        Ok((n, self.seq.last()))
     }
 
     /// The last live sequence at or below `top` of each subject in `sids`, ascending, by a

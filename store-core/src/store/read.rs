@@ -52,7 +52,7 @@ impl<F: Fs> Store<F> {
         }
         let start = self
             .blocks
-            .partition_point(|b| b.span.seq_ceiling < self.seq.first);
+            .partition_point(|b| b.span.seq_ceiling < self.seq.first());
         for pos in start..self.blocks.len() {
             if self.blocks[pos].span.live == 0 {
                 continue;
@@ -146,7 +146,7 @@ impl<F: Fs> Store<F> {
         self.check_open()?;
         self.trim_entries();
         subject::validate_filter(filter)?;
-        let from = from_seq.max(self.seq.first).max(1);
+        let from = from_seq.max(self.seq.first()).max(1);
         let literal = subject::is_literal(filter).then(|| self.subjects.id(filter));
         if literal == Some(None) {
             return Ok(None);

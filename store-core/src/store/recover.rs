@@ -134,7 +134,7 @@ impl<F: Fs> Store<F> {
             self.note_lost(lost);
             return Ok(Some((bpos, off, rb.truncate_block)));
         }
-        debug_assert_eq!(self.seq.floor, rb.replay.floor);
+        debug_assert_eq!(self.seq.floor(), rb.replay.floor);
         self.seq.set_last(rb.replay.max_seq, rb.replay.max_ts);
         self.set_first_from(0)?;
         // Lost: gaps between message records not explained by the floor or a tombstone
@@ -370,7 +370,7 @@ impl<F: Fs> Store<F> {
         let b = &mut blocks[pos];
         let entries = b.index.loaded_mut().full_mut();
         for e in entries.iter_mut() {
-            if e.seq <= seq.floor {
+            if e.seq <= seq.floor() {
                 e.deleted = true;
             }
             if !e.deleted {
@@ -414,7 +414,7 @@ impl<F: Fs> Store<F> {
     /// A floor record raised the floor to `to`: removes what it covers in the blocks read
     /// so far (the block being read applies it when it is counted).
     fn rebuild_floor(&mut self, to: u64) -> Result<()> {
-        if to <= self.seq.floor {
+        if to <= self.seq.floor() {
             return Ok(());
         }
         for pos in 0..self.blocks.len() {
@@ -423,7 +423,7 @@ impl<F: Fs> Store<F> {
                 self.delete_in_block(pos, |s| s <= to)?;
             }
         }
-        // after the deletes: `load_entries` (of an evicted block) applies `self.seq.floor`, which
+        // after the deletes: `load_entries` (of an evicted block) applies `self.seq.floor()`, which
         // must be the floor its counts were made with
         self.seq.raise_floor(to);
         Ok(())

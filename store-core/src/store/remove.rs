@@ -30,20 +30,20 @@ impl<F: Fs> Store<F> {
             .map(|b| b.span.max_seq)
             .max()
             .unwrap_or(0);
-        if kept_max < self.seq.last {
-            debug_assert_eq!(self.seq.msgs, 0, "live messages above the dropped blocks");
-            let (l, ts) = (self.seq.last, self.seq.last_ts);
+        if kept_max < self.seq.last() {
+            debug_assert_eq!(self.seq.msgs(), 0, "live messages above the dropped blocks");
+            let (l, ts) = (self.seq.last(), self.seq.last_ts());
             self.marker(Kind::Floor, l, ts)?;
             self.seq.raise_floor(l);
-        } else if self.seq.floor > 0
+        } else if self.seq.floor() > 0
             && self
                 .seq
-                .floor_held_by
+                .floor_held_by()
                 .is_none_or(|b| b < self.blocks[n].number)
         {
             // the floor's record may be in a dropped block: without it recovery would find
             // no floor, and the consumers, clamped above it, would go back on reopen
-            let (f, ts) = (self.seq.floor, self.seq.last_ts);
+            let (f, ts) = (self.seq.floor(), self.seq.last_ts());
             self.marker(Kind::Floor, f, ts)?;
         }
         for _ in 0..n {
@@ -62,7 +62,7 @@ impl<F: Fs> Store<F> {
     /// everything. Consumers are clamped above it (not above the first sequence: a delete
     /// does not move them, as in NATS).
     pub(crate) fn consumer_floor(&self) -> u64 {
-        self.seq.floor
+        self.seq.floor()
     }
 
     /// The live message `seq`, if there is one (block position, entry index).
@@ -77,11 +77,11 @@ impl<F: Fs> Store<F> {
     /// the first sequence); the caller's fsync makes it durable. Without consumers nothing
     /// reads it, and nothing is written.
     fn floor_for_consumers(&mut self) -> Result<()> {
-        let target = self.seq.first.saturating_sub(1).min(self.seq.last);
-        if self.consumers.all.is_empty() || target <= self.seq.floor {
+        let target = self.seq.first().saturating_sub(1).min(self.seq.last());
+        if self.consumers.all.is_empty() || target <= self.seq.floor() {
             return Ok(());
         }
-        let ts = self.seq.last_ts;
+        let ts = self.seq.last_ts();
         self.marker(Kind::Floor, target, ts)?;
         self.seq.raise_floor(target);
         Ok(())
@@ -114,7 +114,7 @@ impl<F: Fs> Store<F> {
         self.marker(Kind::Tombstone, seq, ts)?;
         self.maybe_sync()?;
         self.mark_deleted(pos, i);
-        if seq == self.seq.first {
+        if seq == self.seq.first() {
             self.set_first_from(seq + 1)?;
         }
         self.drop_empty_front_blocks()
@@ -176,7 +176,7 @@ impl<F: Fs> Store<F> {
             self.rewrite_block(pos)?;
         }
         self.mark_deleted(pos, i);
-        if seq == self.seq.first {
+        if seq == self.seq.first() {
             self.set_first_from(seq + 1)?;
         }
         self.maybe_sync()?;
@@ -262,7 +262,7 @@ impl<F: Fs> Store<F> {
             self.marker(Kind::Tombstone, seq, ts)?;
             self.mark_deleted(pos, i);
         }
-        let first = self.seq.first;
+        let first = self.seq.first();
         self.set_first_from(first)?;
         self.floor_for_consumers()?;
         self.sync_inner(S_PURGE_EX)?;
@@ -283,7 +283,7 @@ impl<F: Fs> Store<F> {
             return Err(Error::InvalidArgument(format!("compact({seq})")));
         }
         let f = seq - 1;
-        if f < self.seq.first && f <= self.seq.last {
+        if f < self.seq.first() && f <= self.seq.last() {
             // Memory already shows every sequence below `seq` gone, but possibly only through
             // removals that were never synced (a delete under `Never`): a crash would bring
             // them back, and with them a last sequence below `f`. Nothing new to write; make
@@ -296,11 +296,11 @@ impl<F: Fs> Store<F> {
             self.sync_inner(S_COMPACT)?;
             return Ok(0);
         }
-        let raises_last = f > self.seq.last;
+        let raises_last = f > self.seq.last();
         let ts = if raises_last {
-            self.now().max(self.seq.last_ts)
+            self.now().max(self.seq.last_ts())
         } else {
-            self.seq.last_ts
+            self.seq.last_ts()
         };
         self.marker(Kind::Floor, f, ts)?;
         self.sync_inner(S_COMPACT)?;
@@ -309,7 +309,7 @@ impl<F: Fs> Store<F> {
             self.seq.set_last(f, ts);
         }
         self.set_first_from(f + 1)?;
-        if self.seq.first - 1 > self.seq.floor && !self.consumers.all.is_empty() {
+        if self.seq.first() - 1 > self.seq.floor() && !self.consumers.all.is_empty() {
             // the compact landed on deleted messages: the consumers move up to the first
             // message after them, as NATS's do
             self.floor_for_consumers()?;

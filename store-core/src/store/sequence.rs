@@ -5,27 +5,28 @@
 //! it is read back from `index.db` or rebuilt from the blocks.
 
 use super::types::StreamState;
+use crate::index::Snapshot;
 
 /// The sequence part of a [`super::Store`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Sequence {
     /// The first live message's sequence; `last + 1` when there is none.
-    pub(super) first: u64,
+    first: u64,
     /// Its timestamp (0 when there is none).
-    pub(super) first_ts: i64,
+    first_ts: i64,
     /// The last sequence handed out (0: none yet).
-    pub(super) last: u64,
-    pub(super) last_ts: i64,
+    last: u64,
+    last_ts: i64,
     /// No sequence at or below it is handed out again (purges and removals of the newest
     /// messages raise it; it is kept durable by a floor record).
-    pub(super) floor: u64,
+    floor: u64,
     /// The number of a block that holds a floor record for `floor` (`None`: not known, as
     /// after an open). Recovery knows the floor only from such a record, so a drop of the
     /// front blocks that would remove the last one writes it again (`remove.rs`).
-    pub(super) floor_held_by: Option<u64>,
+    floor_held_by: Option<u64>,
     /// Live messages and their stored bytes.
-    pub(super) msgs: u64,
-    pub(super) bytes: u64,
+    msgs: u64,
+    bytes: u64,
 }
 
 impl Default for Sequence {
@@ -44,6 +45,38 @@ impl Default for Sequence {
 }
 
 impl Sequence {
+    pub(super) fn first(&self) -> u64 {
+        self.first
+    }
+
+    pub(super) fn first_ts(&self) -> i64 {
+        self.first_ts
+    }
+
+    pub(super) fn last(&self) -> u64 {
+        self.last
+    }
+
+    pub(super) fn last_ts(&self) -> i64 {
+        self.last_ts
+    }
+
+    pub(super) fn floor(&self) -> u64 {
+        self.floor
+    }
+
+    pub(super) fn floor_held_by(&self) -> Option<u64> {
+        self.floor_held_by
+    }
+
+    pub(super) fn msgs(&self) -> u64 {
+        self.msgs
+    }
+
+    pub(super) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
     /// What the state says of the sequence that cannot be so, or `None`. Each write keeps these
     /// true; a state that breaks one is a bug in the store (or a damaged `index.db`, which is
     /// refused with this reason).
@@ -149,6 +182,21 @@ impl Sequence {
     /// Raises the floor to at least `seq`.
     pub(super) fn raise_floor(&mut self, seq: u64) {
         self.floor = self.floor.max(seq);
+    }
+
+    /// The sequence part of the state `snap` (`index.db`) records; the floor's block is not
+    /// known. The caller refuses it if it is [`Sequence::broken`].
+    pub(super) fn of_index(snap: &Snapshot) -> Sequence {
+        Sequence {
+            first: snap.first_seq,
+            first_ts: snap.first_ts,
+            last: snap.last_seq,
+            last_ts: snap.last_ts,
+            floor: snap.floor,
+            floor_held_by: None,
+            msgs: snap.msgs,
+            bytes: snap.bytes,
+        }
     }
 
     /// The state [`super::Store::state`] reports.

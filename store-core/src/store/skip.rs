@@ -51,10 +51,10 @@ impl<F: Fs> Store<F> {
     ) -> Result<u64> {
         self.check_writable()?;
         self.check_next(seq)?;
-        if ts < self.seq.last_ts {
+        if ts < self.seq.last_ts() {
             return Err(Error::InvalidArgument(format!(
                 "append_raw: timestamp {ts} below the last timestamp {}",
-                self.seq.last_ts
+                self.seq.last_ts()
             )));
         }
         self.check_message(subject, headers, payload)?;
@@ -110,13 +110,13 @@ impl<F: Fs> Store<F> {
             .ok_or(Error::LimitExceeded {
                 limit: "sequence space",
             })?;
-        let ts = self.now().max(self.seq.last_ts);
+        let ts = self.now().max(self.seq.last_ts());
         let mut rec = Vec::with_capacity(REC_OVERHEAD + record::SKIP_LEN);
         let crc = record::encode_skip(&mut rec, last, count, ts);
         self.write_record(Kind::Skip, last, ts, "", &[], &[], Some((&rec, crc)))?;
         self.sync_inner(S_SKIP)?;
         self.seq.set_last(last, ts);
-        if self.seq.msgs == 0 {
+        if self.seq.msgs() == 0 {
             self.set_first_from(last + 1)?;
         } else {
             self.seq.check();
@@ -127,10 +127,10 @@ impl<F: Fs> Store<F> {
     /// Refuses a sequence other than `last_seq + 1` (`SequenceMismatch`), or one past the
     /// sequence space.
     fn check_next(&self, seq: u64) -> Result<()> {
-        if seq != Admission::next_seq(self.seq.last)? {
+        if seq != Admission::next_seq(self.seq.last())? {
             return Err(Error::SequenceMismatch {
                 seq,
-                last_seq: self.seq.last,
+                last_seq: self.seq.last(),
             });
         }
         Ok(())

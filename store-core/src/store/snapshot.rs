@@ -158,7 +158,7 @@ fn sequences_possible(snap: &Snapshot, hi: u64) -> bool {
         .map_or(0, |b| b.msg_first);
     snap.last_seq >= hi
         && snap.last_seq <= record::MAX_SEQ
-        && sequence_of(snap).broken().is_none()
+        && Sequence::of_index(snap).broken().is_none()
         && (snap.msgs == 0 || (snap.first_seq >= first_live && snap.first_seq <= hi))
         && snap.subjects.iter().all(|s| {
             // 0 is "not known" for a subject's first or last (found on first use, as after a
@@ -173,20 +173,6 @@ fn sequences_possible(snap: &Snapshot, hi: u64) -> bool {
             .ttls
             .iter()
             .all(|&(seq, _)| seq >= snap.first_seq && seq <= snap.last_seq)
-}
-
-/// The sequence part of the state `snap` records (the floor's block is not known).
-fn sequence_of(snap: &Snapshot) -> Sequence {
-    Sequence {
-        first: snap.first_seq,
-        first_ts: snap.first_ts,
-        last: snap.last_seq,
-        last_ts: snap.last_ts,
-        floor: snap.floor,
-        floor_held_by: None,
-        msgs: snap.msgs,
-        bytes: snap.bytes,
-    }
 }
 
 impl<F: Fs> Store<F> {
@@ -236,7 +222,7 @@ impl<F: Fs> Store<F> {
             b.span.alloc = flen;
         }
         self.blocks.list = blocks;
-        self.seq = sequence_of(snap);
+        self.seq = Sequence::of_index(snap);
         for &(seq, deadline) in &snap.ttls {
             self.ttl.insert(seq, deadline);
         }
@@ -258,9 +244,9 @@ impl<F: Fs> Store<F> {
         // The first live message is read, not trusted: it catches an index whose first_seq
         // or first_ts does not match the blocks. Only the records up to it are read (small
         // reads, stopped there), not the whole block: open must not cost a block.
-        let (first, first_ts) = (self.seq.first, self.seq.first_ts);
-        let found = if self.seq.msgs == 0 {
-            Some((self.seq.last + 1, 0))
+        let (first, first_ts) = (self.seq.first(), self.seq.first_ts());
+        let found = if self.seq.msgs() == 0 {
+            Some((self.seq.last() + 1, 0))
         } else {
             self.first_live_probe()?
         };
@@ -281,7 +267,7 @@ impl<F: Fs> Store<F> {
             return Ok(None);
         };
         let (b, file) = (&self.blocks[pos], self.block_file(pos)?);
-        let floor = self.seq.floor;
+        let floor = self.seq.floor();
         let mut found = None;
         let end = scan_block_chunked(
             &*file,
@@ -338,13 +324,13 @@ impl<F: Fs> Store<F> {
         // the claims a reader refuses (`sequences_possible`), asserted before they are written
         self.seq.check();
         Snapshot {
-            first_seq: self.seq.first,
-            first_ts: self.seq.first_ts,
-            last_seq: self.seq.last,
-            last_ts: self.seq.last_ts,
-            floor: self.seq.floor,
-            msgs: self.seq.msgs,
-            bytes: self.seq.bytes,
+            first_seq: self.seq.first(),
+            first_ts: self.seq.first_ts(),
+            last_seq: self.seq.last(),
+            last_ts: self.seq.last_ts(),
+            floor: self.seq.floor(),
+            msgs: self.seq.msgs(),
+            bytes: self.seq.bytes(),
             blocks: self
                 .blocks
                 .iter()
@@ -380,7 +366,7 @@ impl<F: Fs> Store<F> {
                 .collect(),
             // the entries of messages still in the stream's range (one below the first
             // sequence is of a message gone: dropped rather than carried on)
-            ttls: self.ttl.at_or_above(self.seq.first).collect(),
+            ttls: self.ttl.at_or_above(self.seq.first()).collect(),
         }
     }
 }

@@ -128,8 +128,8 @@ impl<F: Fs> Store<F> {
         edges: bool,
     ) -> Result<Tally> {
         let mut t = Tally::default();
-        let from = from.max(self.seq.first).max(1);
-        if sids.is_empty() || from > self.seq.last || self.blocks.is_empty() {
+        let from = from.max(self.seq.first()).max(1);
+        if sids.is_empty() || from > self.seq.last() || self.blocks.is_empty() {
             return Ok(t);
         }
         let lo = self.blocks.partition_point(|b| b.span.seq_ceiling < from);

@@ -59,9 +59,9 @@ impl<F: Fs> Store<F> {
     }
 
     fn replay_tail_inner(&mut self, tail: &Tail, out_of_order: usize) -> Result<()> {
-        let (first, msgs) = (self.seq.first, self.seq.msgs);
+        let (first, msgs) = (self.seq.first(), self.seq.msgs());
         let mut rb = Rebuild {
-            replay: Replay::resume(self.seq.floor, self.seq.last, self.seq.last_ts),
+            replay: Replay::resume(self.seq.floor(), self.seq.last(), self.seq.last_ts()),
             ..Default::default()
         };
         let mut memo = SubjectMemo::new();
@@ -87,7 +87,7 @@ impl<F: Fs> Store<F> {
         self.check_replayed(&rb, out_of_order)?;
         self.seq.set_last(rb.replay.max_seq, rb.replay.max_ts);
         // the first message moves only if the tail removed messages or the stream was empty
-        if msgs == 0 || self.seq.msgs != msgs + added {
+        if msgs == 0 || self.seq.msgs() != msgs + added {
             self.set_first_from(first)?;
         }
         // what the tail read must leave a possible stream, else the blocks are read again
@@ -163,7 +163,7 @@ impl<F: Fs> Store<F> {
         let Some(last) = entries.last().copied() else {
             return 0;
         };
-        let floor = self.seq.floor;
+        let floor = self.seq.floor();
         let Store {
             blocks,
             subjects,

@@ -53,7 +53,7 @@ impl<F: Fs> Store<F> {
     fn truncate_stream(&mut self, seq: u64) -> Result<u64> {
         self.check_writable()?;
         self.trim_entries();
-        if seq >= self.seq.last {
+        if seq >= self.seq.last() {
             // Nothing above `seq` to remove. The promise still holds as for a real cut: once
             // this returns, a crash recovers `last_seq = min(seq, last)` with the removals
             // made so far, so make what memory shows durable (the structural-operation rule).
@@ -62,10 +62,10 @@ impl<F: Fs> Store<F> {
         }
         // Below first - 1 there is nothing left to remove, and lowering `last` there would
         // hand out sequences again that were already used and removed.
-        if seq + 1 < self.seq.first {
+        if seq + 1 < self.seq.first() {
             return Err(Error::InvalidArgument(format!(
                 "truncate({seq}) below the first sequence {}: use purge or compact",
-                self.seq.first
+                self.seq.first()
             )));
         }
         self.flush()?;
@@ -113,7 +113,7 @@ impl<F: Fs> Store<F> {
         // the sequences above the cut are issued again: their old ttls must not apply
         self.ttl.forget_above(seq);
         self.subjects.forget_last_above(seq);
-        let first = self.seq.first.min(seq + 1);
+        let first = self.seq.first().min(seq + 1);
         self.set_first_from(first)?;
         Ok(n)
     }

@@ -130,8 +130,8 @@ impl<F: Fs> Store<F> {
         }
         self.check_writable()?;
         self.check_message(subject, headers, payload)?;
-        let seq = self.seq.last.saturating_add(1);
-        let ts = self.now().max(self.seq.last_ts);
+        let seq = self.seq.last().saturating_add(1);
+        let ts = self.now().max(self.seq.last_ts());
         let ttl = ttl_ns(ttl);
         let mut rec = Vec::new();
         let crc = record::encode_with_ttl(
@@ -219,7 +219,7 @@ impl<F: Fs> Store<F> {
                 return Err(e);
             }
             self.mark_deleted(pos, i);
-            if seq == self.seq.first {
+            if seq == self.seq.first() {
                 self.set_first_from(seq + 1)?;
             }
             n += 1;
