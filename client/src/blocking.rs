@@ -246,11 +246,8 @@ impl StreamStore for BlockingStream {
         RecoveryReport::default()
     }
     fn consumer_add(&mut self, cfg: &ConsumerConfig) -> Result<(), Error> {
-        let wire_cfg = wire::ConsumerConfig {
-            ack_policy: cfg.ack_policy,
-            max_deliver: cfg.max_deliver,
-        };
-        let added = self.client.consumer_add(&self.stream, &cfg.name, &wire_cfg);
+        let settings = cfg.settings();
+        let added = (self.client).consumer_add(&self.stream, &cfg.name, &settings);
         self.block_on(added)
     }
     fn consumer_config(&mut self, name: &str) -> Result<ConsumerConfig, Error> {

@@ -398,15 +398,9 @@ pub mod kind {
 /// type.
 pub use seqstore_core::AckPolicy;
 
-/// `PUT /streams/{stream}/consumers/{name}`: a durable consumer's settings.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ConsumerConfig {
-    /// The ack policy (fixed at creation).
-    pub ack_policy: AckPolicy,
-    /// Deliveries after which a message is no longer redelivered (0: unlimited).
-    pub max_deliver: u64,
-}
+/// `PUT /streams/{stream}/consumers/{name}`: a durable consumer's settings, store-core's own
+/// type (the name is in the path).
+pub use seqstore_core::ConsumerSettings as ConsumerConfig;
 
 /// `POST /streams/{stream}/consumers/{name}/next`: a pull, decided by the cluster at the
 /// log's time.
@@ -485,11 +479,7 @@ pub struct ConsumerInfo {
 impl ConsumerInfo {
     /// Its settings as the store's type.
     pub fn store_config(&self) -> seqstore_core::ConsumerConfig {
-        seqstore_core::ConsumerConfig {
-            name: self.name.clone(),
-            ack_policy: self.config.ack_policy,
-            max_deliver: self.config.max_deliver,
-        }
+        self.config.named(self.name.clone())
     }
 
     /// Its state as the store's type (what `Store::consumer_state` returns).

@@ -186,14 +186,9 @@ pub const MAX_BATCH: u32 = 256;
 /// How a consumer's messages are acknowledged: store-core's own type.
 pub use seqstore_core::AckPolicy;
 
-/// A consumer's configuration (store-core's without the name, which the request carries).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConsumerConfig {
-    /// The ack policy (fixed at creation).
-    pub ack_policy: AckPolicy,
-    /// Deliveries after which a message is no longer redelivered (0: unlimited).
-    pub max_deliver: u64,
-}
+/// A consumer's configuration without the name, which the request carries: store-core's
+/// own type.
+pub use seqstore_core::ConsumerSettings as ConsumerConfig;
 
 /// One message a [`Op::ConsumerNext`] delivered.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -250,10 +245,7 @@ impl ConsumerInfo {
             })
             .collect();
         ConsumerInfo {
-            config: ConsumerConfig {
-                ack_policy: cfg.ack_policy,
-                max_deliver: cfg.max_deliver,
-            },
+            config: cfg.settings(),
             delivered: st.delivered,
             ack_floor: st.ack_floor,
             pending,

@@ -85,7 +85,9 @@ pub use clock::{Clock, ManualClock};
 pub use config::{Config, Discard, Limits, RecoveryMode, StreamConfig, SyncPolicy};
 #[cfg(feature = "serde")]
 pub use consumer::PendingAck;
-pub use consumer::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
+pub use consumer::{
+    AckPolicy, ConsumerConfig, ConsumerSettings, ConsumerState, Pending, SequencePair,
+};
 #[cfg(feature = "crypt")]
 pub use crypt::{CryptFile, CryptFs, Entropy, OsEntropy};
 pub use error::{Error, Result};

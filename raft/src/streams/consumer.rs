@@ -20,12 +20,7 @@ pub(super) fn apply<F: Fs>(s: &mut Stream<F>, stream: &str, op: Op, now: i64) ->
     let store = &mut s.store;
     let r = match op {
         Op::ConsumerAdd { name, config, .. } => {
-            let cfg = seqstore_core::ConsumerConfig {
-                name,
-                ack_policy: config.ack_policy,
-                max_deliver: config.max_deliver,
-            };
-            store.consumer_add(&cfg).map(|()| Response::Done)
+            (store.consumer_add(&config.named(name))).map(|()| Response::Done)
         }
         Op::ConsumerDelete { name, .. } => store.consumer_delete(&name).map(|()| Response::Done),
         Op::ConsumerNext {

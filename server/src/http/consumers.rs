@@ -39,10 +39,7 @@ async fn add(
     P((stream, name)): P<(String, String)>,
     JsonBody(c): JsonBody<ConsumerConfig>,
 ) -> R<serde_json::Value> {
-    let config = seqstore_raft::ConsumerConfig {
-        ack_policy: c.ack_policy,
-        max_deliver: c.max_deliver,
-    };
+    let config = c;
     ok(app
         .write(Op::ConsumerAdd {
             stream,
@@ -121,10 +118,7 @@ async fn info(State(app): State<App>, P((stream, name)): P<(String, String)>) ->
 pub fn info_of(name: String, i: seqstore_raft::ConsumerInfo) -> ConsumerInfo {
     ConsumerInfo {
         name,
-        config: ConsumerConfig {
-            ack_policy: i.config.ack_policy,
-            max_deliver: i.config.max_deliver,
-        },
+        config: i.config,
         delivered: i.delivered,
         ack_floor: i.ack_floor,
         // (one type: store-core's, which both the log and the client re-export)

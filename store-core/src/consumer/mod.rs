@@ -25,7 +25,9 @@ mod tests;
 
 #[cfg(feature = "serde")]
 pub use state::PendingAck;
-pub use state::{AckPolicy, ConsumerConfig, ConsumerState, Pending, SequencePair};
+pub use state::{
+    AckPolicy, ConsumerConfig, ConsumerSettings, ConsumerState, Pending, SequencePair,
+};
 
 /// The directory holding the consumer files.
 pub const CONSUMERS_DIR: &str = "consumers";

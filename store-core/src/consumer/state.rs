@@ -71,6 +71,41 @@ impl ConsumerConfig {
             max_deliver: 0,
         }
     }
+
+    /// Its settings without the name.
+    pub fn settings(&self) -> ConsumerSettings {
+        ConsumerSettings {
+            ack_policy: self.ack_policy,
+            max_deliver: self.max_deliver,
+        }
+    }
+}
+
+/// A consumer's settings without its name: what a request that names the consumer in its
+/// path (the server's) or beside it (the raft log's) carries. In JSON a missing field takes
+/// its default and an unknown one is refused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default, deny_unknown_fields)
+)]
+pub struct ConsumerSettings {
+    /// The ack policy (fixed at creation, as in NATS).
+    pub ack_policy: AckPolicy,
+    /// Deliveries after which a message is no longer pending (0: unlimited; NATS `MaxDeliver`).
+    pub max_deliver: u64,
+}
+
+impl ConsumerSettings {
+    /// The configuration of the consumer `name` with these settings.
+    pub fn named(self, name: impl Into<String>) -> ConsumerConfig {
+        ConsumerConfig {
+            name: name.into(),
+            ack_policy: self.ack_policy,
+            max_deliver: self.max_deliver,
+        }
+    }
 }
 
 /// A consumer sequence and the stream sequence it delivered (NATS `SequencePair`).
