@@ -5,7 +5,7 @@ use super::entries::Entry;
 use super::layout::{block_path, INDEX_FILE, MSGS_DIR};
 use super::replay::{Replay, Verdict};
 use super::scan::{scan_block_chunked, zeros_between, Reads, ScanEnd, READ_CHUNK};
-use super::subjects::SubjectMemo;
+use super::subjects::{SubjectMemo, SubjectTable};
 use super::types::{Cut, OutOfOrderRecord, SeqRange, SkippedRecord};
 use super::{io_at, Store};
 use crate::config::RecoveryMode;
@@ -26,6 +26,31 @@ pub(super) struct Rebuild {
     pub(super) truncate_block: usize,
     /// Truncate records applied (the tail path leaves those to the rebuild).
     pub(super) truncates: u32,
+}
+
+/// Marks the entries at or below `floor` deleted and adds the live ones to `subjects`;
+/// returns how many are live and their bytes. `deleted` is told each deleted sequence.
+#[inline]
+pub(super) fn count_live(
+    entries: &mut [Entry],
+    floor: u64,
+    subjects: &mut SubjectTable,
+    mut deleted: impl FnMut(u64),
+) -> (u64, u64) {
+    let (mut live, mut bytes) = (0, 0);
+    for e in entries.iter_mut() {
+        if e.seq <= floor {
+            e.deleted = true;
+        }
+        if e.deleted {
+            deleted(e.seq);
+        } else {
+            live += 1;
+            bytes += e.len as u64;
+            subjects.added(e.subj, e.seq);
+        }
+    }
+    (live, bytes)
 }
 
 impl<F: Fs> Store<F> {
@@ -361,26 +386,16 @@ impl<F: Fs> Store<F> {
     /// tombstone, a higher floor) are applied to the counts by `rebuild_delete` and
     /// `rebuild_floor`, as a delete or a compact would.
     fn count_rebuilt_block(&mut self, pos: usize) {
+        let floor = self.seq.floor();
         let Store {
-            blocks,
-            subjects,
-            seq,
-            ..
+            blocks, subjects, ..
         } = &mut *self;
         let b = &mut blocks[pos];
         let entries = b.index.loaded_mut().full_mut();
-        for e in entries.iter_mut() {
-            if e.seq <= seq.floor() {
-                e.deleted = true;
-            }
-            if !e.deleted {
-                b.span.live += 1;
-                b.span.live_bytes += e.len as u64;
-                subjects.added(e.subj, e.seq);
-            }
-        }
+        let (live, live_bytes) = count_live(entries, floor, subjects, |_| {});
+        b.span.live += live;
+        b.span.live_bytes += live_bytes;
         debug_assert_eq!(b.span.broken(), None, "rebuilt block {}", b.number);
-        seq.counted(b.span.live, b.span.live_bytes);
         // the block before is sealed now: packed (the newest stays full for appends)
         if let Some(prev) = pos
             .checked_sub(1)
@@ -388,6 +403,7 @@ impl<F: Fs> Store<F> {
         {
             prev.pack();
         }
+        self.seq.counted(live, live_bytes);
     }
 
     /// A tombstone for `seq`, which is not in the block being read: marks it deleted in an

@@ -16,7 +16,7 @@
 
 use super::entries::Entry;
 use super::layout::INDEX_FILE;
-use super::recover::Rebuild;
+use super::recover::{count_live, Rebuild};
 use super::replay::Replay;
 use super::scan::ScanEnd;
 use super::subjects::SubjectMemo;
@@ -177,21 +177,13 @@ impl<F: Fs> Store<F> {
         b.span.msg_last = last.seq;
         b.span.seq_ceiling = b.span.seq_ceiling.max(last.seq);
         b.span.ts_hi = Some(last.ts);
-        let (mut live, mut live_bytes) = (0, 0);
-        for e in entries.iter_mut() {
-            if e.seq <= floor {
-                e.deleted = true;
+        let unread = b.index.entries.is_none();
+        let deleted_seqs = &mut b.index.deleted_seqs;
+        let (live, live_bytes) = count_live(&mut entries, floor, subjects, |s| {
+            if unread {
+                deleted_seqs.push(s);
             }
-            if e.deleted {
-                if b.index.entries.is_none() {
-                    b.index.deleted_seqs.push(e.seq);
-                }
-            } else {
-                live += 1;
-                live_bytes += e.len as u64;
-                subjects.added(e.subj, e.seq);
-            }
-        }
+        });
         b.span.live += live;
         b.span.live_bytes += live_bytes;
         seq.counted(live, live_bytes);
