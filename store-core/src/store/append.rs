@@ -44,7 +44,7 @@ impl<F: Fs> Store<F> {
         payload: &[u8],
     ) -> Result<(u64, u64)> {
         let seq = self.append_inner(Subj::Name(subject), headers, payload, false, None)?;
-        Ok((seq, self.dur.writes))
+        Ok((seq, self.dur.writes()))
     }
 
     /// Appends a message that the caller has already encoded as a record ([`record::encode`]:
@@ -153,8 +153,8 @@ impl<F: Fs> Store<F> {
     #[inline(always)]
     pub(super) fn append_in_run(&mut self, rec: &[u8], pending: usize) -> bool {
         if self.closed
-            || self.dur.poisoned
-            || self.dur.own_block_first
+            || self.dur.poisoned()
+            || self.dur.own_block_first()
             || Admission::next_seq(self.seq.last()).is_err()
         {
             return false;

@@ -100,7 +100,7 @@ pub(super) struct BlockHandle<H> {
     /// `Config::open_blocks` held). Shared so that a group commit can fsync it without
     /// holding the store (see `SharedStore`).
     pub(super) file: Option<Arc<H>>,
-    /// When `file` was last used (`Blocks::file_tick`): the least recent is closed first.
+    /// When `file` was last used (`FileBound`'s tick): the least recent is closed first.
     pub(super) file_used: u64,
     /// Has writes that are not fsynced (by this process, or by one before it: every block
     /// open finds is fsynced by the next sync).
@@ -124,7 +124,7 @@ pub(super) struct BlockIndex {
     /// (sequence − `msg_first`, offset), so that a get finds its record by reading a few
     /// records instead of the whole block (empty otherwise).
     pub(super) marks: Vec<(u32, u32)>,
-    /// When `entries` were last used (`Store::entry_tick`): the least recent leave first.
+    /// When `entries` were last used (`EntryBudget`'s tick): the least recent leave first.
     pub(super) used: u64,
     /// Sealed by a roll with its full entries: they are packed when a read first uses them
     /// (`ensure_loaded`), or dropped unpacked if the entry cache evicts them first, so that
@@ -167,35 +167,15 @@ pub(super) struct Blocks<H> {
     pub(super) purge_old_pending: bool,
     /// Reads since the block heats were last halved (the block cache, `cache.rs`).
     pub(super) reads_since_decay: u64,
-    /// Uses of loaded entries so far (`BlockIndex::used` stamps; `entry_cache.rs`).
-    pub(super) entry_tick: u64,
-    /// Uses of block handles so far (`BlockHandle::file_used` stamps; `files.rs`).
-    pub(super) file_tick: u64,
-    /// At least as many as the block handles held (counted up as they open, set exactly
-    /// by each walk of `close_files`): when it passes `Config::open_blocks`, a walk.
-    pub(super) held_at_most: usize,
-    /// Handles of blocks written since their last fsync that the last walk left open
-    /// (`files.rs`): reads do not close them, so they do not count against the bound.
-    pub(super) written_held: usize,
-    /// Entries loaded or sealed since the entry cache was last trimmed, and how many make a
-    /// trim worth its walk over the blocks.
-    pub(super) untrimmed: u64,
-    pub(super) trim_at: u64,
 }
 
 impl<H> Blocks<H> {
-    pub(super) fn new(trim_at: u64) -> Self {
+    pub(super) fn new() -> Self {
         Blocks {
             list: Vec::new(),
             retired: Vec::new(),
             purge_old_pending: false,
             reads_since_decay: 0,
-            entry_tick: 0,
-            file_tick: 0,
-            held_at_most: 0,
-            written_held: 0,
-            untrimmed: 0,
-            trim_at,
         }
     }
 }
@@ -412,7 +392,7 @@ impl<F: Fs> Store<F> {
                 "block contents disagree with index.db",
             ));
         }
-        self.blocks.untrimmed += entries.len() as u64;
+        self.entry_budget.loaded(entries.len());
         let mut entries = Entries::from(entries);
         // a sealed block's entries only take deleted marks: packed (`entries.rs`)
         if pos + 1 < self.blocks.len() {

@@ -200,8 +200,7 @@ impl<F: Fs> Store<F> {
         journal::apply(&mut self.consumers.all, &rec)?;
         self.append_consumer_record(&rec)?;
         self.forget_gone();
-        self.dur.writes += 1;
-        let write = self.dur.writes;
+        let write = self.dur.wrote();
         if sync {
             self.maybe_sync()?;
         }

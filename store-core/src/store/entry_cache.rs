@@ -35,13 +35,39 @@ const ENTRY_BYTES: u64 = std::mem::size_of::<Entry>() as u64;
 /// byte a message, and a get reads this many records and decodes about half of them.
 pub(super) const MARK_EVERY: usize = 16;
 
+/// The entry cache's bookkeeping: the recency stamps and when a trim is worth its walk.
+pub(super) struct EntryBudget {
+    /// Uses of loaded entries so far (`BlockIndex::used` stamps).
+    tick: u64,
+    /// Entries loaded or sealed since the entry cache was last trimmed, and how many make a
+    /// trim worth its walk over the blocks.
+    untrimmed: u64,
+    trim_at: u64,
+}
+
+impl EntryBudget {
+    pub(super) fn new(trim_at: u64) -> Self {
+        EntryBudget {
+            tick: 0,
+            untrimmed: 0,
+            trim_at,
+        }
+    }
+
+    /// Counts `n` entries loaded or sealed (what a trim may have to give up).
+    #[inline]
+    pub(super) fn loaded(&mut self, n: usize) {
+        self.untrimmed += n as u64;
+    }
+}
+
 impl<F: Fs> Store<F> {
     /// Trims the entry cache to its budget if enough was loaded since the last trim to
     /// matter (an eighth of the budget, at least one block's worth of work): one compare on
     /// the hot paths.
     #[inline]
     pub(super) fn trim_entries(&mut self) {
-        if self.blocks.untrimmed > self.blocks.trim_at {
+        if self.entry_budget.untrimmed > self.entry_budget.trim_at {
             self.trim_entries_now();
         }
     }
@@ -55,7 +81,7 @@ impl<F: Fs> Store<F> {
     /// `Config::entry_cache`.
     #[inline(never)]
     pub(super) fn trim_entries_now(&mut self) {
-        self.blocks.untrimmed = 0;
+        self.entry_budget.untrimmed = 0;
         let sealed = self.blocks.len().saturating_sub(1);
         let mut loaded: Vec<(u64, usize, u64)> = self.blocks[..sealed]
             .iter()
@@ -115,14 +141,14 @@ impl<F: Fs> Store<F> {
     /// Marks the entries of block `pos` used now (the cache's recency).
     #[inline]
     pub(super) fn touch_entries(&mut self, pos: usize) {
-        self.blocks.entry_tick += 1;
-        self.blocks[pos].index.used = self.blocks.entry_tick;
+        self.entry_budget.tick += 1;
+        self.blocks[pos].index.used = self.entry_budget.tick;
     }
 
     /// Changes `Config::entry_cache` on an open store, trimming to it at once.
     pub fn set_entry_cache(&mut self, bytes: u64) {
         self.cfg.entry_cache = bytes;
-        self.blocks.trim_at = Self::trim_threshold(bytes);
+        self.entry_budget.trim_at = Self::trim_threshold(bytes);
         self.trim_entries_now();
     }
 

@@ -32,6 +32,27 @@ impl<H> std::ops::Deref for BlockFile<'_, H> {
     }
 }
 
+/// The bound on open block files' bookkeeping.
+#[derive(Default)]
+pub(super) struct FileBound {
+    /// Uses of block handles so far (`BlockHandle::file_used` stamps).
+    tick: u64,
+    /// At least as many as the block handles held (counted up as they open, set exactly
+    /// by each walk of `close_files`): when it passes `Config::open_blocks`, a walk.
+    held_at_most: usize,
+    /// Handles of blocks written since their last fsync that the last walk left open: reads
+    /// do not close them, so they do not count against the bound.
+    written_held: usize,
+}
+
+impl FileBound {
+    /// Sets the counts to what a walk (or a purge, which leaves one block) found.
+    pub(super) fn counted(&mut self, held: usize, written_held: usize) {
+        self.held_at_most = held;
+        self.written_held = written_held;
+    }
+}
+
 impl<F: Fs> Store<F> {
     /// Block `pos`'s handle, opened now if it was closed, and kept (closing the least
     /// recently used closable ones beyond `Config::open_blocks`).
@@ -49,8 +70,8 @@ impl<F: Fs> Store<F> {
     /// Makes sure block `pos`'s handle is open and held, as the most recently used.
     #[inline]
     pub(super) fn hold_file(&mut self, pos: usize) -> Result<()> {
-        self.blocks.file_tick += 1;
-        let tick = self.blocks.file_tick;
+        self.open_files.tick += 1;
+        let tick = self.open_files.tick;
         let b = &mut self.blocks[pos];
         b.handle.file_used = tick;
         if b.handle.file.is_some() {
@@ -66,8 +87,8 @@ impl<F: Fs> Store<F> {
     /// but not blocks written since their last fsync: a read never runs an fsync (nor fails,
     /// or poisons the store, by one). Those wait for the next roll (`note_rolled`).
     pub(super) fn note_opened(&mut self, pos: usize) -> Result<()> {
-        self.blocks.held_at_most += 1;
-        if self.blocks.held_at_most <= self.cfg.open_blocks + self.blocks.written_held {
+        self.open_files.held_at_most += 1;
+        if self.open_files.held_at_most <= self.cfg.open_blocks + self.open_files.written_held {
             return Ok(());
         }
         self.close_files(self.cfg.open_blocks / 2, pos, false)
@@ -82,8 +103,7 @@ impl<F: Fs> Store<F> {
     pub(super) fn note_rolled(&mut self) -> Result<()> {
         let (held, written) = self.held_counts();
         if held <= self.cfg.open_blocks && written <= self.cfg.open_blocks / 2 {
-            self.blocks.held_at_most = held;
-            self.blocks.written_held = written;
+            self.open_files.counted(held, written);
             return Ok(());
         }
         let newest = self.blocks.len() - 1;
@@ -152,8 +172,7 @@ impl<F: Fs> Store<F> {
         }
         // written blocks a walk without `sync` left are not counted against the bound until
         // a roll's walk: the next walk comes after as many opens as any other
-        self.blocks.held_at_most = held - close.len();
-        self.blocks.written_held = written_held;
+        (self.open_files).counted(held - close.len(), written_held);
         Ok(())
     }
 

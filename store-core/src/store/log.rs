@@ -109,7 +109,7 @@ impl<F: Fs> Store<F> {
         if let Some(b) = self.blocks.last_mut() {
             if let Some(e) = &b.index.entries {
                 b.index.pack_pending = true;
-                self.blocks.untrimmed += e.len() as u64;
+                self.entry_budget.loaded(e.len());
             }
         }
         let index = self.blocks.last().map_or(1, |b| b.number + 1);
@@ -132,8 +132,8 @@ impl<F: Fs> Store<F> {
             block.copies.shadow = Some(Vec::with_capacity(cap));
         }
         self.blocks.push(block);
-        self.dur.msgs_dir_dirty = true;
-        self.dur.own_block_first = false;
+        self.dur.names_changed();
+        self.dur.set_own_block_first(false);
         // the new block's handle counts against the bound too (`files.rs`)
         self.note_rolled()
     }
@@ -142,7 +142,7 @@ impl<F: Fs> Store<F> {
     /// wrote it (`write_record`, or `append_in_run` for a run of records).
     #[inline(always)]
     pub(super) fn note_written(&mut self, pos: usize, seq: u64, crc: u32) {
-        self.dur.writes += 1;
+        self.dur.wrote();
         let b = &mut self.blocks[pos];
         b.span.last_crc = crc;
         b.span.max_seq = b.span.max_seq.max(seq);
@@ -217,7 +217,7 @@ impl<F: Fs> Store<F> {
         };
         let roll = match self.blocks.last() {
             None => true,
-            Some(_) if self.dur.own_block_first => true,
+            Some(_) if self.dur.own_block_first() => true,
             Some(b) => {
                 let end = b.span.len + self.wbuf.len() as u64;
                 end > BLOCK_HEADER_LEN && end + len > self.cfg.block_size

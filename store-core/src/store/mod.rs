@@ -7,6 +7,8 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use blocks::Blocks;
+use entry_cache::EntryBudget;
+use files::FileBound;
 use sequence::Sequence;
 use std::io;
 use subjects::SubjectTable;
@@ -69,8 +71,12 @@ pub struct Store<F: Fs> {
     pub(crate) fs: F,
     pub(crate) cfg: Config,
     clock: Box<dyn Clock>,
-    /// The blocks, oldest first, with the caches' bookkeeping and what a purge retired.
+    /// The blocks, oldest first, with the block cache's bookkeeping and what a purge retired.
     blocks: Blocks<F::File>,
+    /// The bound on loaded entries' bookkeeping (`entry_cache.rs`).
+    entry_budget: EntryBudget,
+    /// The bound on open block files' bookkeeping (`files.rs`).
+    open_files: FileBound,
     /// Pending bytes of the newest block, to be written at `blocks.last().len`.
     wbuf: Vec<u8>,
     /// The sequence range, the floor and the totals (`sequence.rs`).
@@ -121,14 +127,14 @@ impl<F: Fs> std::fmt::Debug for Store<F> {
         f.debug_struct("Store")
             .field("state", &self.state())
             .field("closed", &self.closed)
-            .field("poisoned", &self.dur.poisoned)
+            .field("poisoned", &self.dur.poisoned())
             .finish_non_exhaustive()
     }
 }
 
 impl<F: Fs> Drop for Store<F> {
     fn drop(&mut self) {
-        if !self.closed && !self.dur.poisoned {
+        if !self.closed && !self.dur.poisoned() {
             let _ = self.flush();
         }
     }
@@ -182,7 +188,9 @@ impl<F: Fs> Store<F> {
             fs,
             cfg,
             clock,
-            blocks: Blocks::new(Self::trim_threshold(entry_cache)),
+            blocks: Blocks::new(),
+            entry_budget: EntryBudget::new(Self::trim_threshold(entry_cache)),
+            open_files: FileBound::default(),
             wbuf: Vec::new(),
             seq: Sequence::default(),
             subjects: SubjectTable::new(),
@@ -201,16 +209,16 @@ impl<F: Fs> Store<F> {
         // it: the names may have been created by a process that never synced them.
         s.sync_dir(MSGS_DIR, SyncSite::OpenMsgsDir)?;
         s.sync_dir("", SyncSite::OpenRootDir)?;
-        s.dur.msgs_dir_dirty = false;
+        s.dur.names_durable();
         // The newest block (like every block known from index.db) is read on first use: the
         // first append or read that needs it, not here, so that open does not depend on how
         // full it is.
         // What the limits remove at open is a structural change like a compact: durable before
         // open returns, in every policy, so no reader of this instance sees a message gone
         // that a crash brings back.
-        let writes = s.dur.writes;
+        let writes = s.dur.writes();
         s.enforce_limits_all()?;
-        if s.dur.writes != writes {
+        if s.dur.writes() != writes {
             s.sync_inner(S_OPEN_LIMITS)?;
         }
         // the consumers last: they are clamped to the stream recovered above
@@ -234,7 +242,7 @@ impl<F: Fs> Store<F> {
         if self.closed {
             return Err(Error::Closed);
         }
-        if self.dur.poisoned {
+        if self.dur.poisoned() {
             return Err(Error::Poisoned);
         }
         Ok(())
@@ -250,7 +258,7 @@ impl<F: Fs> Store<F> {
     /// the sequences it handed out after the failed one were never assigned, and must not be
     /// assigned to other messages by this instance.
     pub(crate) fn poison(&mut self) {
-        self.dur.poisoned = true;
+        self.dur.poison();
     }
 
     /// The stream's counters.
@@ -302,7 +310,7 @@ impl<F: Fs> Store<F> {
         if self.cfg.ablation == crate::Ablation::AppendToFoundBlock {
             return;
         }
-        self.dur.own_block_first = !self.report.used_index && !self.blocks.is_empty();
+        (self.dur).set_own_block_first(!self.report.used_index && !self.blocks.is_empty());
     }
 
     /// Notes names recovery found and left alone (the consumer files' part).
@@ -312,6 +320,6 @@ impl<F: Fs> Store<F> {
 
     /// Whether an earlier I/O failure poisoned the store.
     pub fn is_poisoned(&self) -> bool {
-        self.dur.poisoned
+        self.dur.poisoned()
     }
 }

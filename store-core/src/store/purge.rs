@@ -220,8 +220,8 @@ impl<F: Fs> Store<F> {
     fn reset_to_purged(&mut self, b: PurgedBlock<F::File>, l: u64) {
         self.wbuf.clear();
         self.blocks.retired = std::mem::take(&mut self.blocks.list);
-        self.blocks.held_at_most = 1;
-        self.blocks.written_held = 0;
+        // the purge's block alone, fsynced (or marked for the next sync, but held by no walk)
+        self.open_files.counted(1, 0);
         let mut block = Block::new(b.number, Some(b.file), b.len, 0);
         block.span.max_seq = l;
         block.span.last_crc = b.crc;
@@ -231,7 +231,7 @@ impl<F: Fs> Store<F> {
         debug_assert_eq!(l, self.seq.last());
         self.seq.purged_all(b.number);
         self.subjects.clear_counts();
-        self.dur.msgs_dir_dirty = false;
+        self.dur.names_durable();
     }
 
     /// Releases what a purge left for later: the old blocks' memory and `purge.old/` on disk

@@ -358,7 +358,7 @@ impl<F: Fs> Store<F> {
             entries.shrink_to_fit();
         }
         let hi = self.blocks.last().map_or(0, |b| b.span.seq_ceiling);
-        self.blocks.untrimmed += entries.len() as u64;
+        self.entry_budget.loaded(entries.len());
         debug_assert_eq!(sb.path, block_path(MSGS_DIR, index));
         let last = entries.last().map_or(0, |e| e.seq);
         let ts_hi = match entries.last() {

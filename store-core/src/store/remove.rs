@@ -52,7 +52,7 @@ impl<F: Fs> Store<F> {
             let r = self.fs.remove_file(&path);
             self.dur.latch(r, "remove_file", &path)?;
             self.blocks.remove(0);
-            self.dur.msgs_dir_dirty = true;
+            self.dur.names_changed();
         }
         Ok(())
     }

@@ -72,7 +72,7 @@ impl<F: Fs> Store<F> {
         b.span.alloc = len;
         b.handle.dirty = true;
         b.handle.written = true;
-        self.dur.msgs_dir_dirty = true;
+        self.dur.names_changed();
         Ok(())
     }
 }

@@ -37,7 +37,7 @@ impl<F: Fs> Store<F> {
         payload: &[u8],
     ) -> Result<(u64, u64)> {
         let seq = self.append_raw_inner(seq, ts, subject, headers, payload, false)?;
-        Ok((seq, self.dur.writes))
+        Ok((seq, self.dur.writes()))
     }
 
     fn append_raw_inner(

@@ -17,21 +17,21 @@ use std::sync::Arc;
 /// until reopened — and after a failed fsync a retry could report success without writing
 /// anything (fsyncgate).
 pub(crate) struct Durability<H> {
-    pub(crate) poisoned: bool,
+    poisoned: bool,
     /// `msgs/` has entries (new blocks, removals) that are not yet durable.
-    pub(super) msgs_dir_dirty: bool,
+    msgs_dir_dirty: bool,
     /// The next record goes to a new block, not to the newest one open found: set by an open
     /// that `index.db` did not vouch for, cleared by the roll (`Store::begin_own_block`).
-    pub(super) own_block_first: bool,
+    own_block_first: bool,
     /// Records written since open: the group commit's durability watermark (sequences can go
     /// down with `truncate`; this never does).
-    pub(crate) writes: u64,
+    writes: u64,
     /// The files a group-commit leader is fsyncing right now, without the lock (between
     /// `begin_group_sync` and `end_group_sync`): their `dirty` flags are already clear, so a
     /// `sync` in that window fsyncs them too rather than return before they are durable.
     pub(crate) group_inflight: Vec<(Arc<H>, String)>,
     /// When the last sync ended (`SyncPolicy::Interval` only).
-    pub(super) last_sync_ns: i64,
+    last_sync_ns: i64,
 }
 
 impl<H> Durability<H> {
@@ -44,6 +44,48 @@ impl<H> Durability<H> {
             group_inflight: Vec::new(),
             last_sync_ns: now,
         }
+    }
+
+    /// Whether a failed write or fsync poisoned the store.
+    pub(super) fn poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    /// Refuses every write from now on (`Store::poison`).
+    pub(super) fn poison(&mut self) {
+        self.poisoned = true;
+    }
+
+    /// `msgs/` gained or lost a name: its fsync is owed before the next acknowledgement.
+    pub(super) fn names_changed(&mut self) {
+        self.msgs_dir_dirty = true;
+    }
+
+    /// `msgs/`'s names are durable as they are (fsynced, or replaced whole by a purge's
+    /// rename, made durable by the root's fsync).
+    pub(super) fn names_durable(&mut self) {
+        self.msgs_dir_dirty = false;
+    }
+
+    /// Whether the next record must go to a new block (`Store::begin_own_block`).
+    pub(super) fn own_block_first(&self) -> bool {
+        self.own_block_first
+    }
+
+    /// Sets whether the next record must go to a new block: at open, and cleared by a roll.
+    pub(super) fn set_own_block_first(&mut self, yes: bool) {
+        self.own_block_first = yes;
+    }
+
+    /// Records written since open (the group commit's watermark).
+    pub(super) fn writes(&self) -> u64 {
+        self.writes
+    }
+
+    /// Counts one record written; returns the new watermark.
+    pub(super) fn wrote(&mut self) -> u64 {
+        self.writes += 1;
+        self.writes
     }
 
     /// `r`, its error latched: a failure poisons the store. Every write, rename, removal,

@@ -168,6 +168,7 @@ impl<F: Fs> Store<F> {
             blocks,
             subjects,
             seq,
+            entry_budget,
             ..
         } = &mut *self;
         let b = &mut blocks[pos];
@@ -189,7 +190,7 @@ impl<F: Fs> Store<F> {
         seq.counted(live, live_bytes);
         if let Some(loaded) = b.index.entries.as_mut() {
             loaded.full_mut().extend_from_slice(&entries);
-            blocks.untrimmed += entries.len() as u64;
+            entry_budget.loaded(entries.len());
         }
         live
     }

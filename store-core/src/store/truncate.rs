@@ -199,7 +199,7 @@ impl<F: Fs> Store<F> {
             hi = hi.max(b.span.msg_last);
             b.span.seq_ceiling = hi;
         }
-        self.dur.msgs_dir_dirty = true;
+        self.dur.names_changed();
         // the cut block's last crc is no longer known without a read: re-read it
         let b = &mut self.blocks[cut_pos];
         if b.span.len > BLOCK_HEADER_LEN {

@@ -114,7 +114,7 @@ impl<F: Fs> Store<F> {
         ttl: Duration,
     ) -> Result<(u64, u64)> {
         let seq = self.append_with_ttl_inner(subject, headers, payload, ttl, false)?;
-        Ok((seq, self.dur.writes))
+        Ok((seq, self.dur.writes()))
     }
 
     fn append_with_ttl_inner(
