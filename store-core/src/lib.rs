@@ -116,7 +116,7 @@ pub(crate) fn seeded_rng(default: u64) -> (u64, impl FnMut() -> u64) {
 
 /// One splitmix64 step: advances `x` and returns the next 64 bits. The store's own copy of the
 /// workspace's seeded generator (`seqstore_fault_fs::Rng`, which depends on this crate), for
-/// [`seeded_rng`] and the crypt layer's seeded entropy.
+/// `seeded_rng` and the crypt layer's seeded entropy.
 #[cfg(any(test, feature = "ablation"))]
 #[cfg_attr(all(not(test), not(feature = "crypt")), allow(dead_code))]
 pub(crate) fn splitmix64(x: &mut u64) -> u64 {

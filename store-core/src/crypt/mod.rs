@@ -91,7 +91,7 @@ pub(crate) struct Shared {
     /// Drawn once per instance from the entropy source.
     prefix: [u8; 16],
     counter: AtomicU64,
-    /// Every nonce used, when a test asked ([`CryptFs::record_nonces`]).
+    /// Every nonce used, when a test asked (`CryptFs::record_nonces`).
     log: Option<NonceLog>,
 }
 
