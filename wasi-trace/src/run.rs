@@ -7,7 +7,7 @@
 use crate::error::Error;
 use crate::host::{ServedFs, View};
 use crate::served::Shared;
-use seqstore_wasm::EPOCH_TICK;
+use seqstore_wasm_engine::EPOCH_TICK;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -81,7 +81,7 @@ fn engine() -> Result<&'static Engine, Error> {
         .get_or_init(|| {
             let mut cfg = wasmtime::Config::new();
             cfg.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool()));
-            seqstore_wasm::epoch_engine(cfg, "seqstore-wasi-trace-epoch")
+            seqstore_wasm_engine::epoch_engine(cfg, "seqstore-wasi-trace-epoch")
         })
         .as_ref()
         .map_err(|e| Error::Program(e.clone()))
@@ -374,7 +374,7 @@ fn execute(
     let run = pre
         .instantiate(&mut store)
         .and_then(|cmd| cmd.wasi_cli_run().call_run(&mut store));
-    let code = seqstore_wasm::command_exit_code(run).map_err(|e| {
+    let code = seqstore_wasm_engine::command_exit_code(run).map_err(|e| {
         let err = String::from_utf8_lossy(&out.stderr.contents())
             .trim()
             .to_string();

@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
+use seqstore_wasm_engine::command_exit_code;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use crate::engine;
 use crate::error::{Error, Result};
@@ -74,23 +75,6 @@ pub fn run_guest_command(dir: &Path, args: &[&str], opts: &GuestOptions) -> Resu
         stdout: stdout.contents().to_vec(),
         stderr: stderr.contents().to_vec(),
     })
-}
-
-/// The exit code of one run of a WASI command, from what instantiating it and calling its
-/// `wasi:cli/run` returned: 0 for success, 1 for failure, or the code it passed to `exit`
-/// (which wasmtime-wasi raises as an [`I32Exit`] error). Any other error (a trap, a failed
-/// instantiation) is returned for the caller to describe.
-pub fn command_exit_code(
-    run: wasmtime::Result<std::result::Result<(), ()>>,
-) -> std::result::Result<i32, wasmtime::Error> {
-    match run {
-        Ok(Ok(())) => Ok(0),
-        Ok(Err(())) => Ok(1),
-        Err(e) => match e.downcast_ref::<I32Exit>() {
-            Some(I32Exit(code)) => Ok(*code),
-            None => Err(e),
-        },
-    }
 }
 
 /// Unused by the command (it has no `clock` import), but the host state needs one.

@@ -5,20 +5,14 @@
 //! [`GuestStore`](crate::GuestStore) after that only instantiates the pre-linked component.
 
 use std::sync::OnceLock;
-use std::time::Duration;
 
+use seqstore_wasm_engine::epoch_engine;
 use wasmtime::component::Linker;
 use wasmtime::Engine;
 use wasmtime_wasi::p2::bindings::sync::CommandPre;
 
 use crate::bindings::StorePre;
 use crate::state::HostState;
-
-/// How often an [`epoch_engine`]'s epoch advances: the unit of its stores' epoch deadlines,
-/// and so the granularity of [`GuestOptions::call_timeout`].
-///
-/// [`GuestOptions::call_timeout`]: crate::GuestOptions::call_timeout
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// The `store` component (exports `stream`, imports `fs` and `clock`).
 pub(crate) static STORE_WASM: &[u8] = include_bytes!(env!("SEQSTORE_STORE_WASM"));
@@ -33,7 +27,7 @@ pub(crate) static CLI_TEST_HOOKS_WASM: &[u8] =
     include_bytes!(env!("SEQSTORE_GUEST_CLI_TEST_HOOKS_WASM"));
 
 /// The process's engine. Epoch interruption is on (the call deadline); a background thread
-/// advances the epoch every [`EPOCH_TICK`] for as long as the process runs.
+/// advances the epoch every [`crate::EPOCH_TICK`] for as long as the process runs.
 pub(crate) fn engine() -> Result<&'static Engine, String> {
     static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
     ENGINE
@@ -52,25 +46,6 @@ pub(crate) fn engine() -> Result<&'static Engine, String> {
         })
         .as_ref()
         .map_err(Clone::clone)
-}
-
-/// An engine of `cfg` with epoch interruption turned on, and a background thread, named
-/// `thread_name`, that advances its epoch every [`EPOCH_TICK`] for as long as the process
-/// runs: a store given an epoch deadline of `n` ticks is interrupted after about `n` ticks.
-/// The thread is never stopped, so this is for an engine kept for the process's lifetime
-/// (one in a static). The error says which step failed.
-pub fn epoch_engine(mut cfg: wasmtime::Config, thread_name: &str) -> Result<Engine, String> {
-    cfg.epoch_interruption(true);
-    let engine = Engine::new(&cfg).map_err(|e| format!("wasmtime engine: {e:?}"))?;
-    let ticker = engine.clone();
-    std::thread::Builder::new()
-        .name(thread_name.into())
-        .spawn(move || loop {
-            std::thread::sleep(EPOCH_TICK);
-            ticker.increment_epoch();
-        })
-        .map_err(|e| format!("epoch thread: {e}"))?;
-    Ok(engine)
 }
 
 /// Compiles a store component and links it against WASI and the host's `fs` and `clock`.

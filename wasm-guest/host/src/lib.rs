@@ -77,11 +77,11 @@ mod bindings {
 
 #[cfg(feature = "ablation")]
 pub use cli::guest_command_test_hooks_wasm;
-pub use cli::{command_exit_code, guest_command_wasm, run_guest_command, CommandOutput};
-pub use engine::{epoch_engine, EPOCH_TICK};
+pub use cli::{guest_command_wasm, run_guest_command, CommandOutput};
 pub use error::{Error, Result};
 pub use guest_store::{GuestOptions, GuestStore, GUEST_DIR};
 pub use seqstore_core::{Clock, Config, RecoveryReport, StoredMsg, StreamState};
+pub use seqstore_wasm_engine::{command_exit_code, epoch_engine, EPOCH_TICK};
 
 /// The `store` component this crate runs (world `seqstore:store/store`), for embedders that
 /// want to run it with their own wasmtime setup.

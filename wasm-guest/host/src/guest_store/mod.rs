@@ -13,9 +13,10 @@ use crate::bindings::exports::seqstore::store::stream as wit;
 use crate::convert::{
     from_wit_error, from_wit_report, from_wit_state, from_wit_subjects, to_wit_config,
 };
-use crate::engine::{self, Kind, EPOCH_TICK};
+use crate::engine::{self, Kind};
 use crate::error::{Error, Result};
 use crate::state::{DynFs, HostState, Limiter, NoFs};
+use seqstore_wasm_engine::EPOCH_TICK;
 
 mod queue;
 mod stream;
