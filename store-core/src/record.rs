@@ -115,7 +115,7 @@ pub struct Record<'a> {
 impl Record<'_> {
     /// When the message expires (ns since the epoch): `ts + ttl`, or `None` without a ttl.
     pub fn deadline(&self) -> Option<i64> {
-        (self.flags & FLAG_TTL != 0).then(|| deadline(self.ts, self.ttl))
+        message_deadline(self.flags, self.ts, self.ttl)
     }
 
     /// The message it holds, owned: sequence, timestamp, subject, headers and payload (all
@@ -132,9 +132,31 @@ impl Record<'_> {
 
     /// The range a skip record covers: `(first, last)`; `None` for other kinds.
     pub fn skipped(&self) -> Option<(u64, u64)> {
-        // (saturating: a `Record` built by hand need not hold decode's checked count)
-        let back = skip_count(self.payload).saturating_sub(1);
-        (self.kind == Kind::Skip).then(|| (self.seq.saturating_sub(back), self.seq))
+        skip_range(self.kind, self.seq, self.payload)
+    }
+}
+
+/// [`Record::deadline`] of a record's parts.
+#[inline]
+fn message_deadline(flags: u8, ts: i64, ttl: u64) -> Option<i64> {
+    (flags & FLAG_TTL != 0).then(|| deadline(ts, ttl))
+}
+
+/// [`Record::skipped`] of a record's parts.
+fn skip_range(kind: Kind, seq: u64, payload: &[u8]) -> Option<(u64, u64)> {
+    // (saturating: a `Record` built by hand need not hold decode's checked count)
+    let back = skip_count(payload).saturating_sub(1);
+    (kind == Kind::Skip).then(|| (seq.saturating_sub(back), seq))
+}
+
+/// A record's subject as text: `Err` when its bytes are not UTF-8, except in an erased
+/// record, whose subject then reads as empty.
+#[inline]
+pub(crate) fn subject_text(bytes: &[u8], flags: u8) -> Result<&str, &'static str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Ok(s),
+        Err(_) if flags & FLAG_ERASED != 0 => Ok(""),
+        Err(_) => Err("subject is not UTF-8"),
     }
 }
 
@@ -385,6 +407,36 @@ pub(crate) struct RawRecord<'a> {
     pub ttl: u64,
 }
 
+impl<'a> RawRecord<'a> {
+    /// The record with its subject checked as text ([`subject_text`]'s refusal on `Err`).
+    #[inline]
+    pub(crate) fn checked(&self) -> Result<Record<'a>, &'static str> {
+        Ok(Record {
+            kind: self.kind,
+            flags: self.flags,
+            seq: self.seq,
+            ts: self.ts,
+            subject: subject_text(self.subject, self.flags)?,
+            headers: self.headers,
+            payload: self.payload,
+            len: self.len,
+            crc: self.crc,
+            ttl: self.ttl,
+        })
+    }
+
+    /// [`Record::deadline`].
+    #[inline]
+    pub(crate) fn deadline(&self) -> Option<i64> {
+        message_deadline(self.flags, self.ts, self.ttl)
+    }
+
+    /// [`Record::skipped`].
+    pub(crate) fn skipped(&self) -> Option<(u64, u64)> {
+        skip_range(self.kind, self.seq, self.payload)
+    }
+}
+
 /// [`decode_trusting_crc`] without the subject's UTF-8 check, for a caller that recognises
 /// the subject's bytes as a name it holds (`Store::append_encoded`); `Err` is the outcome that
 /// is not a record.
@@ -393,34 +445,35 @@ pub(crate) fn decode_raw_trusting_crc(buf: &[u8]) -> Result<RawRecord<'_>, Decod
     decode_raw(buf, CrcCheck::Trust)
 }
 
+/// [`decode`] (or, with `computed`, [`decode_with_crc`]) without the subject's UTF-8 check,
+/// for a scan whose visitor checks it only for a subject it does not already hold
+/// ([`RawRecord::checked`], or a name table's bytes); `Err` is the outcome that is not a
+/// record.
+#[inline(always)]
+pub(crate) fn decode_unchecked_subject(
+    buf: &[u8],
+    computed: Option<u32>,
+) -> Result<RawRecord<'_>, Decoded<'_>> {
+    let check = match computed {
+        Some(c) => CrcCheck::Given(c),
+        None => CrcCheck::Compute,
+    };
+    decode_raw(buf, check)
+}
+
 #[inline(always)]
 fn decode_inner(buf: &[u8], check: CrcCheck) -> Decoded<'_> {
     let r = match decode_raw(buf, check) {
         Ok(r) => r,
         Err(d) => return d,
     };
-    let subject = match std::str::from_utf8(r.subject) {
-        Ok(s) => s,
-        Err(_) if r.flags & FLAG_ERASED != 0 => "",
-        Err(_) => {
-            return Decoded::Bad {
-                reason: "subject is not UTF-8",
-                framed: Some(r.len),
-            }
-        }
-    };
-    Decoded::Record(Record {
-        kind: r.kind,
-        flags: r.flags,
-        seq: r.seq,
-        ts: r.ts,
-        subject,
-        headers: r.headers,
-        payload: r.payload,
-        len: r.len,
-        crc: r.crc,
-        ttl: r.ttl,
-    })
+    match r.checked() {
+        Ok(r) => Decoded::Record(r),
+        Err(reason) => Decoded::Bad {
+            reason,
+            framed: Some(r.len),
+        },
+    }
 }
 
 /// Checks every field of the record at the start of `buf` ([`decode`]) but the subject's

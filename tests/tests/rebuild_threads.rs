@@ -9,6 +9,12 @@
 //! three workers (as many as the machine's CPUs allow: two on CI's).
 //! A failing case is shrunk (operations, then damage, removed while it still fails) and
 //! printed. `SEQSTORE_SEED` replays a run; `SEQSTORE_TEST_SIZE=full` runs more cases.
+//!
+//! A second test forges records whose subject is not UTF-8 under a valid crc (a bit flip fails
+//! the crc first, so the damage above never reaches the subject's check): every scan skips
+//! each one as damage, the rebuild on one thread and on three, and the reads of a block that
+//! `index.db` vouches for. Scans check a subject's text only for bytes they have not interned
+//! already, so the forged subjects share their first 16 bytes with real ones (the memo's key).
 
 use seqstore_core::{Config, Error, ManualClock, RecoveryMode, Store, SyncPolicy};
 use seqstore_fault_fs::Rng;
@@ -132,6 +138,14 @@ fn open(dir: &Path, cfg: Config, clock: &ManualClock) -> Result<Store<HostFs>, E
         .open()
 }
 
+/// Subject `k` of a case: short ones, and ones longer than 16 bytes that share their first 16.
+fn subject_name(k: u8) -> String {
+    match k % 2 {
+        0 => format!("s.{k}"),
+        _ => format!("orders.europe.west.{k}"),
+    }
+}
+
 /// Writes the case's operations into `dir`, in blocks of `block_size`.
 fn write(dir: &Path, c: &Case) {
     let clock = ManualClock::new(T0);
@@ -147,7 +161,7 @@ fn write(dir: &Path, c: &Case) {
         match *op {
             Op::Append { subject, len, ttl } => {
                 let payload = seqstore_crash_matrix::payload(i as u64, len);
-                let subject = format!("s.{subject}");
+                let subject = subject_name(subject);
                 let _ = match ttl {
                     true => s.append_with_ttl(&subject, b"", &payload, Duration::from_millis(3)),
                     false => s.append(&subject, b"", &payload),
@@ -156,7 +170,7 @@ fn write(dir: &Path, c: &Case) {
             Op::Delete(f) => drop(s.delete(at(f))),
             Op::Erase(f) => drop(s.erase(at(f))),
             Op::PurgeSubject { subject, keep } => {
-                drop(s.purge_ex(&format!("s.{subject}"), 0, u64::from(keep)))
+                drop(s.purge_ex(&subject_name(subject), 0, u64::from(keep)))
             }
             Op::Compact(f) => drop(s.compact(at(f))),
             Op::Truncate(f) => drop(s.truncate(at(f))),
@@ -361,4 +375,153 @@ fn a_rebuild_on_threads_equals_one_on_a_single_thread() {
         shared * 2 > cases,
         "only {shared} of {cases} stores had two blocks"
     );
+}
+
+/// A record forged by [`forge`]: its block file's name, offset and sequence, and whether it
+/// is an erased message (whose subject is not read: such a record stays valid).
+#[derive(Debug)]
+struct Forged {
+    file: String,
+    offset: u64,
+    seq: u64,
+    erased: bool,
+}
+
+/// CRC-32 (IEEE), bit by bit: the record's checksum, computed apart from the store's code.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = (c >> 1) ^ (0xedb8_8320 & (c & 1).wrapping_neg());
+        }
+    }
+    !c
+}
+
+/// Overwrites one byte of the subject of about one message record in eight with 0xff (never
+/// in UTF-8) and recomputes the record's crc (the layout in ARCHITECTURE.md).
+fn forge(dir: &Path, r: &mut Rng) -> Vec<Forged> {
+    let mut out = Vec::new();
+    for p in blocks(dir) {
+        let mut b = std::fs::read(&p).expect("read block");
+        let mut off = 16;
+        while let Some(h) = b.get(off..off + 36) {
+            let len = u32::from_le_bytes(h[0..4].try_into().unwrap()) as usize;
+            if len < 36 || off + len > b.len() {
+                break;
+            }
+            let (kind, flags) = (h[4], h[5]);
+            let subj_len = u16::from_le_bytes(h[6..8].try_into().unwrap()) as usize;
+            let seq = u64::from_le_bytes(h[8..16].try_into().unwrap());
+            if kind == 1 && subj_len > 0 && r.below(8) == 0 {
+                // in a long subject, after its first 16 bytes half the time
+                let at = match subj_len > 16 && r.below(2) == 0 {
+                    true => 16 + r.below(subj_len as u64 - 16) as usize,
+                    false => r.below(subj_len as u64) as usize,
+                };
+                b[off + 32 + at] = 0xff;
+                let crc = crc32(&b[off..off + len - 4]);
+                b[off + len - 4..off + len].copy_from_slice(&crc.to_le_bytes());
+                let file = p.file_name().unwrap().to_string_lossy().into_owned();
+                let erased = flags & 1 != 0;
+                out.push(Forged {
+                    file,
+                    offset: off as u64,
+                    seq,
+                    erased,
+                });
+            }
+            off += len;
+        }
+        std::fs::write(&p, b).expect("write block");
+    }
+    out
+}
+
+/// Opens `dir` (tolerating damage, `threads`) and checks what it made of the forged records:
+/// none is read; each one not erased is reported skipped for its subject, when `rebuilt`.
+fn check_forged(
+    dir: &Path,
+    threads: usize,
+    forged: &[Forged],
+    rebuilt: bool,
+) -> Result<(), String> {
+    let clock = ManualClock::new(T0 + 10_000_000_000);
+    let cfg = Config::default()
+        .with_block_size(4 << 20)
+        .with_recovery(RecoveryMode::TolerateCorruptTail)
+        .with_rebuild_threads(threads);
+    let mut s = open(dir, cfg, &clock).map_err(|e| format!("open: {e}"))?;
+    let report = s.recovery_report().clone();
+    for f in forged {
+        if let Ok(m) = s.get(f.seq) {
+            return Err(format!("{f:?} read as a message: {m:?}"));
+        }
+        let reported = report.skipped.iter().any(|k| {
+            let name = Path::new(&k.file).file_name();
+            name.is_some_and(|n| *n == *f.file)
+                && k.offset == f.offset
+                && k.reason == "subject is not UTF-8"
+        });
+        if rebuilt && reported == f.erased {
+            return Err(format!("{f:?}: reported skipped {reported}: {report:?}"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_subject_that_is_not_utf8_is_refused_by_every_scan() {
+    let seed = seqstore_test_setup::seed("forged_subjects");
+    let cases = seqstore_test_setup::sized(20, 150);
+    let mut r = Rng::new(seed);
+    let (mut forged_total, mut erased_total) = (0, 0);
+    for i in 0..cases {
+        let mut c = gen_case(&mut r);
+        c.damage.clear();
+        c.strict = false;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let base = tmp.path().join("base");
+        write(&base, &c);
+        // a clean close: index.db vouches for every block
+        let clock = ManualClock::new(T0 + 10_000_000_000);
+        let cfg = Config::default().with_block_size(c.block_size);
+        open(&base, cfg, &clock)
+            .expect("reopen")
+            .close()
+            .expect("close");
+        let forged = forge(&base, &mut r);
+        forged_total += forged.len();
+        erased_total += forged.iter().filter(|f| f.erased).count();
+        let vouched = tmp.path().join("vouched");
+        copy_dir(&base, &vouched);
+        let _ = std::fs::remove_file(base.join("index.db"));
+        let copies = ["one", "three", "one_checked", "three_checked"].map(|n| {
+            let to = tmp.path().join(n);
+            copy_dir(&base, &to);
+            to
+        });
+        let checks = [
+            check_forged(&vouched, 1, &forged, false),
+            check_forged(&copies[2], 1, &forged, true),
+            check_forged(&copies[3], 3, &forged, true),
+        ];
+        for (what, check) in ["index.db", "one thread", "three threads"]
+            .iter()
+            .zip(checks)
+        {
+            if let Err(e) = check {
+                panic!("seed {seed}, case {i} ({what}): {e}\ncase: {c:#?}");
+            }
+        }
+        let (a, b) = (outcome(&copies[0], &c, 1), outcome(&copies[1], &c, 3));
+        assert!(
+            a == b,
+            "seed {seed}, case {i}: the rebuilds differ\n{}\ncase: {c:#?}",
+            first_difference(&a, &b)
+        );
+    }
+    eprintln!("{cases} cases: {forged_total} records forged, {erased_total} of them erased");
+    assert!(forged_total > cases && erased_total > 0);
 }

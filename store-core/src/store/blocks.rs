@@ -2,13 +2,12 @@
 
 use super::entries::{Entries, Entry};
 use super::layout::{block_path, MSGS_DIR};
-use super::scan::{scan_block, ScanEnd};
+use super::scan::{scan_raw, Reads, ScanEnd, Step, READ_CHUNK};
 use super::subjects::SubjectMemo;
 use super::Store;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::record::{self, Kind, BLOCK_HEADER_LEN};
-use std::ops::ControlFlow;
 use std::sync::Arc;
 
 /// A block of `msgs/` in memory: its number and path, and four parts that change apart, so
@@ -348,19 +347,24 @@ impl<F: Fs> Store<F> {
             Vec::with_capacity((b.span.live as usize).saturating_add(b.index.deleted_seqs.len()));
         let mut memo = SubjectMemo::new();
         let mut bad: Option<(u64, String)> = None;
-        let end = scan_block(
+        let end = scan_raw(
             &*file,
             &b.path,
             BLOCK_HEADER_LEN,
             b.span.len,
+            Reads::upto(READ_CHUNK),
+            &mut Vec::new(),
             |off, r| {
                 if r.kind == Kind::Msg {
                     let deleted =
                         r.seq <= floor || b.index.deleted_seqs.binary_search(&r.seq).is_ok();
-                    let subj = subjects.intern_with(&mut memo, r.subject);
+                    let subj = match subjects.intern_bytes(&mut memo, r.subject, r.flags) {
+                        Ok(id) => id,
+                        Err(reason) => return Ok(Step::Refuse(reason)),
+                    };
                     entries.push(Entry::of(off, r, subj, deleted));
                 }
-                Ok(ControlFlow::Continue(()))
+                Ok(Step::Next)
             },
             |off, reason, _| {
                 bad.get_or_insert((off, reason.to_string()));

@@ -31,7 +31,12 @@ pub(super) struct Entry {
 impl Entry {
     /// The entry of the message record `r`, at `off` in its block, whose subject's id is
     /// `subj`: deleted if `deleted` says so (else only if it is erased).
-    pub(super) fn of(off: u64, r: &crate::record::Record<'_>, subj: u32, deleted: bool) -> Entry {
+    pub(super) fn of(
+        off: u64,
+        r: &crate::record::RawRecord<'_>,
+        subj: u32,
+        deleted: bool,
+    ) -> Entry {
         Entry {
             seq: r.seq,
             ts: r.ts,

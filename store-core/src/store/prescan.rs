@@ -1,6 +1,6 @@
 //! The rebuild's worker side: one block read, framed, checked (crc32, every field, the
-//! subject's UTF-8) and decoded on a thread of its own, into what the opening thread applies
-//! in order (`pipeline.rs`).
+//! subject's UTF-8, once per name) and decoded on a thread of its own, into what the opening
+//! thread applies in order (`pipeline.rs`).
 //!
 //! The worker does the work of a block that depends on nothing before it: the scan (the one
 //! every other path uses, [`scan_block_chunked`]), its messages as entries whose subjects are
@@ -11,12 +11,11 @@
 use super::blocks::reserve_by_density;
 use super::entries::Entry;
 use super::recover::Other;
-use super::scan::{scan_block_chunked, Reads, ScanEnd, READ_CHUNK};
+use super::scan::{scan_raw, Reads, ScanEnd, Step, READ_CHUNK};
 use super::subjects::{SubjectMemo, SubjectTable};
 use crate::error::Result;
 use crate::fs::FsFile;
 use crate::record::{Kind, BLOCK_HEADER_LEN, FLAG_ERASED};
-use std::ops::ControlFlow;
 
 /// A block to scan: its file (moved to the worker and back), path and length.
 pub(super) struct Job<H> {
@@ -58,7 +57,7 @@ pub(super) fn prescan<H: FsFile>(job: Job<H>, buf: &mut Vec<u8>) -> Prescanned<H
     let (mut names, mut memo) = (SubjectTable::new(), SubjectMemo::new());
     let (mut max_seq, mut last_crc, mut skipped) = (0u64, None, Vec::new());
     let flen = job.flen;
-    let end = scan_block_chunked(
+    let end = scan_raw(
         &job.file,
         &job.path,
         BLOCK_HEADER_LEN,
@@ -66,14 +65,22 @@ pub(super) fn prescan<H: FsFile>(job: Job<H>, buf: &mut Vec<u8>) -> Prescanned<H
         Reads::upto(READ_CHUNK),
         buf,
         |off, r| {
+            // (only a message has a subject: the other kinds' are empty)
+            let subj = match r.kind {
+                Kind::Msg => match names.intern_bytes(&mut memo, r.subject, r.flags) {
+                    Ok(id) => Some(id),
+                    Err(reason) => return Ok(Step::Refuse(reason)),
+                },
+                _ => None,
+            };
             last_crc = Some(r.crc);
             max_seq = max_seq.max(r.seq);
-            if r.kind != Kind::Msg {
+            let Some(subj) = subj else {
                 let other = Other::of(r);
                 let before = entries.len();
                 events.push(Event { before, off, other });
-                return Ok(ControlFlow::Continue(()));
-            }
+                return Ok(Step::Next);
+            };
             if entries.len() == entries.capacity() {
                 reserve_by_density(&mut entries, off + r.len as u64, flen);
             }
@@ -81,13 +88,8 @@ pub(super) fn prescan<H: FsFile>(job: Job<H>, buf: &mut Vec<u8>) -> Prescanned<H
             if let (false, Some(d)) = (erased, r.deadline()) {
                 ttls.push((entries.len(), d));
             }
-            entries.push(Entry::of(
-                off,
-                r,
-                names.intern_with(&mut memo, r.subject),
-                false,
-            ));
-            Ok(ControlFlow::Continue(()))
+            entries.push(Entry::of(off, r, subj, false));
+            Ok(Step::Next)
         },
         |off, reason, seq| {
             skipped.push((off, reason.to_string(), seq));

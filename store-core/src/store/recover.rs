@@ -4,17 +4,16 @@ use super::blocks::{reserve_by_density, Block};
 use super::entries::Entry;
 use super::layout::{block_path, INDEX_FILE, MSGS_DIR};
 use super::replay::{Replay, Verdict};
-use super::scan::{scan_block_chunked, zeros_between, Reads, ScanEnd, READ_CHUNK};
+use super::scan::{scan_raw, zeros_between, Reads, ScanEnd, Step, READ_CHUNK};
 use super::subjects::{SubjectMemo, SubjectTable};
 use super::types::{Cut, OutOfOrderRecord, SeqRange, SkippedRecord};
 use super::{io_at, Store};
 use crate::config::RecoveryMode;
 use crate::error::{Error, Result};
 use crate::fs::{Fs, FsFile, OpenOptions};
-use crate::record::{self, check_block_header, Header, Kind, BLOCK_HEADER_LEN};
+use crate::record::{self, check_block_header, Header, Kind, RawRecord, BLOCK_HEADER_LEN};
 use crate::site::SyncSite;
 use std::io;
-use std::ops::ControlFlow;
 
 /// Per-rebuild bookkeeping beside the replay's rules.
 #[derive(Default)]
@@ -273,7 +272,7 @@ impl<F: Fs> Store<F> {
         let out_of_order = self.report.out_of_order.len();
         let mut skipped = Vec::new();
         let (mut entries, mut max_seq, mut last_crc) = (Vec::new(), 0u64, None);
-        let end = scan_block_chunked(
+        let end = scan_raw(
             &file,
             &path,
             from,
@@ -281,16 +280,18 @@ impl<F: Fs> Store<F> {
             Reads::upto(READ_CHUNK),
             scan_buf,
             |off, r| {
-                last_crc = Some(r.crc);
                 let at = RecordAt {
                     off,
                     flen,
                     pos,
                     path: &path,
                 };
-                self.visit_record(rb, memo, &mut entries, &at, r)?;
+                if let Err(reason) = self.visit_record(rb, memo, &mut entries, &at, r)? {
+                    return Ok(Step::Refuse(reason));
+                }
+                last_crc = Some(r.crc);
                 max_seq = max_seq.max(r.seq);
-                Ok(ControlFlow::Continue(()))
+                Ok(Step::Next)
             },
             |off, reason, seq| {
                 skipped.push((off, reason.to_string(), seq));
@@ -462,29 +463,35 @@ impl<F: Fs> Store<F> {
 
     /// One record of the rebuild scan: the replay rules decide whether it counts; a message
     /// becomes an entry, a tombstone marks one (in this block or an earlier one), a floor
-    /// removes what it covers, a truncate notes where its void records start.
+    /// removes what it covers, a truncate notes where its void records start. The inner
+    /// `Err`: a message whose subject is not UTF-8, refused before anything is applied (the
+    /// scan then treats it as a record that failed its checks).
     fn visit_record(
         &mut self,
         rb: &mut Rebuild,
         memo: &mut SubjectMemo,
         entries: &mut Vec<Entry>,
         at: &RecordAt<'_>,
-        r: &record::Record<'_>,
-    ) -> Result<()> {
+        r: &RawRecord<'_>,
+    ) -> Result<std::result::Result<(), &'static str>> {
         match r.kind {
             Kind::Msg => {
+                let subject = match self.subjects.read_subject(memo, r.subject, r.flags) {
+                    Ok(s) => s,
+                    Err(reason) => return Ok(Err(reason)),
+                };
                 if !self.accept_message(rb, at, r.seq, r.ts) {
-                    return Ok(());
+                    return Ok(Ok(()));
                 }
-                let sid = self.subjects.intern_with(memo, r.subject);
+                let sid = self.subjects.intern_read(memo, r.subject, subject);
                 if entries.len() == entries.capacity() {
                     reserve_by_density(entries, at.off + r.len as u64, at.flen);
                 }
                 entries.push(Entry::of(at.off, r, sid, false));
                 self.note_ttl(r);
-                Ok(())
+                Ok(Ok(()))
             }
-            _ => self.visit_other(rb, entries, at, &Other::of(r)),
+            _ => self.visit_other(rb, entries, at, &Other::of(r)).map(Ok),
         }
     }
 
@@ -571,7 +578,7 @@ pub(super) struct Other {
 
 impl Other {
     /// What the replay needs of record `r`.
-    pub(super) fn of(r: &record::Record<'_>) -> Other {
+    pub(super) fn of(r: &record::RawRecord<'_>) -> Other {
         Other {
             kind: r.kind,
             seq: r.seq,

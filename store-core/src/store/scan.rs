@@ -7,7 +7,7 @@ use super::io_at;
 use crate::error::{Error, Result};
 use crate::fast;
 use crate::fs::FsFile;
-use crate::record::{self, decode, Decoded, HARD_MAX_RECORD, REC_OVERHEAD};
+use crate::record::{self, decode, Decoded, RawRecord, HARD_MAX_RECORD, REC_OVERHEAD};
 use std::io;
 use std::ops::ControlFlow;
 
@@ -87,11 +87,6 @@ pub(super) struct Window {
 }
 
 /// `scan_block` with the read sizes given (small when the caller stops early).
-///
-/// One loop over the window of bytes read, longer than 70 lines on purpose: every arm (a
-/// record, a short read, zeros, damage and resync) moves the same window and offset, and
-/// recovery's speed is this loop's (a split into functions passing the window state back
-/// and forth is what the rebuild figures would pay for).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn scan_block_chunked<H: FsFile>(
     file: &H,
@@ -101,6 +96,47 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
     reads: Reads,
     buf: &mut Vec<u8>,
     mut visit: impl FnMut(u64, &record::Record<'_>) -> Result<ControlFlow<()>>,
+    skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
+) -> Result<ScanEnd> {
+    let visit_raw = |off, r: &RawRecord<'_>| match r.checked() {
+        Ok(r) => Ok(match visit(off, &r)? {
+            ControlFlow::Continue(()) => Step::Next,
+            ControlFlow::Break(()) => Step::Stop,
+        }),
+        Err(reason) => Ok(Step::Refuse(reason)),
+    };
+    scan_raw(file, path, start, len, reads, buf, visit_raw, skipped)
+}
+
+/// What a [`scan_raw`] visitor makes of a record.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Step {
+    /// Go on to the next record.
+    Next,
+    /// Stop here ([`ScanEnd::Stopped`]).
+    Stop,
+    /// The record is not valid after all (its subject is not UTF-8): skipped or ending the
+    /// scan exactly as a record that failed its decode's checks.
+    Refuse(&'static str),
+}
+
+/// [`scan_block_chunked`] whose visitor gets each record with its subject unchecked, and
+/// checks it itself ([`RawRecord::checked`]) or knows its bytes (a rebuild's memo of the
+/// names it interned): a subject a scan has seen is not checked again.
+///
+/// One loop over the window of bytes read, longer than 70 lines on purpose: every arm (a
+/// record, a short read, zeros, damage and resync) moves the same window and offset, and
+/// recovery's speed is this loop's (a split into functions passing the window state back
+/// and forth is what the rebuild figures would pay for).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn scan_raw<H: FsFile>(
+    file: &H,
+    path: &str,
+    start: u64,
+    len: u64,
+    reads: Reads,
+    buf: &mut Vec<u8>,
+    mut visit: impl FnMut(u64, &RawRecord<'_>) -> Result<Step>,
     mut skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
 ) -> Result<ScanEnd> {
     // buf[..w.valid] holds file bytes from w.off. Every read starts at `pos`, a record
@@ -181,10 +217,6 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
             false => None,
         };
         let framed = frame_crc.is_some();
-        let decoded = match frame_crc {
-            Some(crc) => record::decode_with_crc(window, crc),
-            None => decode(window),
-        };
         // The record here spans the frame whose crc was used: the next frame follows it.
         let next_frame = |w: &mut Window, len: usize| {
             if framed {
@@ -192,13 +224,29 @@ pub(crate) fn scan_block_chunked<H: FsFile>(
                 w.pre_i += 1;
             }
         };
-        match decoded {
-            Decoded::Record(r) => {
-                if visit(pos, &r)?.is_break() {
-                    return Ok(ScanEnd::Stopped { offset: pos });
+        let not_record = match record::decode_unchecked_subject(window, frame_crc) {
+            Ok(r) => match visit(pos, &r)? {
+                Step::Next => {
+                    next_frame(&mut w, r.len);
+                    pos += r.len as u64;
+                    continue;
                 }
-                next_frame(&mut w, r.len);
-                pos += r.len as u64;
+                Step::Stop => return Ok(ScanEnd::Stopped { offset: pos }),
+                Step::Refuse(reason) => Decoded::Bad {
+                    reason,
+                    framed: Some(r.len),
+                },
+            },
+            Err(d) => d,
+        };
+        match not_record {
+            // (the decode's `Err` is never a record)
+            Decoded::Record(_) => {
+                return Err(Error::io(
+                    "read",
+                    path,
+                    io::Error::new(io::ErrorKind::InvalidData, "scan decode out of order"),
+                ))
             }
             Decoded::Short(n) => {
                 if pos + n as u64 > len {

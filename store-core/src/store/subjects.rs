@@ -1,5 +1,6 @@
 //! Subjects: the name table, the FxHash map, and the direct-mapped memo in front of it.
 
+use crate::record;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -182,6 +183,15 @@ pub(super) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
+/// A read record's subject ([`SubjectTable::read_subject`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum ReadSubject<'n> {
+    /// A name the memo holds: its id.
+    Known(u32),
+    /// Bytes the memo does not hold, checked as text.
+    New(&'n str),
+}
+
 /// Every subject the store has seen: names by id, the map from name to id, the memo in
 /// front of the map for appends, and per subject its live count and first/last sequence.
 /// Ids are never reused while the table lives (a rebuild clears it; the memo is reset with
@@ -232,16 +242,55 @@ impl SubjectTable {
         id
     }
 
-    /// The id of `name`, interning it if new, through a scan's own `memo`.
+    /// The subject of a record read from disk (`name`: its bytes, `flags`: its flags), as a
+    /// scan's own `memo` knows it. Its bytes are checked as text ([`record::subject_text`])
+    /// only when the memo does not hold them: a hit is a name interned before, so checked
+    /// then. `Err`: the record's subject is not UTF-8.
     #[inline]
-    pub(super) fn intern_with(&mut self, memo: &mut SubjectMemo, name: &str) -> u32 {
-        let (k, head, hit) = memo.probe(&self.names, name.as_bytes());
-        if let Some(id) = hit {
-            return id;
+    pub(super) fn read_subject<'n>(
+        &self,
+        memo: &SubjectMemo,
+        name: &'n [u8],
+        flags: u8,
+    ) -> Result<ReadSubject<'n>, &'static str> {
+        match memo.hit(&self.names, name) {
+            Some(id) => Ok(ReadSubject::Known(id)),
+            None => record::subject_text(name, flags).map(ReadSubject::New),
         }
-        let id = self.intern(name);
-        memo.remember(k, id, name.len(), head);
+    }
+
+    /// The id of the subject [`Self::read_subject`] read from `name`, interned if new (and
+    /// remembered in `memo`).
+    #[inline]
+    pub(super) fn intern_read(
+        &mut self,
+        memo: &mut SubjectMemo,
+        name: &[u8],
+        subject: ReadSubject<'_>,
+    ) -> u32 {
+        let text = match subject {
+            ReadSubject::Known(id) => return id,
+            ReadSubject::New(text) => text,
+        };
+        let id = self.intern(text);
+        // (an erased record's subject that is not text reads as "": not those bytes' name)
+        if text.len() == name.len() {
+            let (k, head, _) = memo.probe(&self.names, name);
+            memo.remember(k, id, name.len(), head);
+        }
         id
+    }
+
+    /// [`Self::read_subject`] and [`Self::intern_read`] in one.
+    #[inline]
+    pub(super) fn intern_bytes(
+        &mut self,
+        memo: &mut SubjectMemo,
+        name: &[u8],
+        flags: u8,
+    ) -> Result<u32, &'static str> {
+        let subject = self.read_subject(memo, name, flags)?;
+        Ok(self.intern_read(memo, name, subject))
     }
 
     /// The id of the subject `name`, if the appends' memo holds it (no map lookup).
@@ -367,7 +416,7 @@ mod memo_tests {
         let mut got = Vec::new();
         for _ in 0..2 {
             for n in &names {
-                got.push(t.intern_with(&mut memo, n));
+                got.push(t.intern_bytes(&mut memo, n.as_bytes(), 0).expect("text"));
             }
         }
         let (table, ids) = (t.names.clone(), t.ids.clone());

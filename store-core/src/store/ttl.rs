@@ -235,7 +235,7 @@ impl<F: Fs> Store<F> {
     }
 
     /// A message record read by the rebuild scan: remembers its deadline if it has a ttl.
-    pub(super) fn note_ttl(&mut self, r: &record::Record<'_>) {
+    pub(super) fn note_ttl(&mut self, r: &record::RawRecord<'_>) {
         if r.flags & FLAG_ERASED == 0 {
             if let Some(d) = r.deadline() {
                 self.ttl.insert(r.seq, d);
