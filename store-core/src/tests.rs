@@ -589,7 +589,7 @@ fn batched_checksums_recover_exactly_like_record_by_record() {
 #[test]
 fn scans_read_records_cut_by_chunk_boundaries() {
     // A block scan reads 1 MiB at a time from a record boundary, reading again the part of a
-    // record the previous chunk cut (`scan_block_chunked`). Records of every size around the
+    // record the previous chunk cut (`scan_raw`). Records of every size around the
     // chunk, some larger than it, in 6 MiB blocks: every message comes back, on the plain
     // path and on the batched one (whose reads arrive in buffers of their own), from both
     // a rebuild and the lazy load of a block after an index open.

@@ -3,7 +3,7 @@
 //! thread applies in order (`pipeline.rs`).
 //!
 //! The worker does the work of a block that depends on nothing before it: the scan (the one
-//! every other path uses, [`scan_block_chunked`]), its messages as entries whose subjects are
+//! every other path uses, [`scan_raw`]), its messages as entries whose subjects are
 //! numbered within the block, and the block's other records. What depends on the blocks
 //! before (the replay's verdicts, the store's subject ids, tombstones that reach back) is left
 //! to the opening thread, so the result is the single-threaded rebuild's.

@@ -63,19 +63,19 @@ pub(crate) fn scan_block<H: FsFile>(
     visit: impl FnMut(u64, &record::Record<'_>) -> Result<ControlFlow<()>>,
     skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
 ) -> Result<ScanEnd> {
-    scan_block_chunked(
+    scan_raw(
         file,
         path,
         start,
         len,
         Reads::upto(READ_CHUNK),
         &mut Vec::new(),
-        visit,
+        checked(visit),
         skipped,
     )
 }
 
-/// What [`scan_block_chunked`] has read: `buf[..valid]` holds the file's bytes from `off`;
+/// What [`scan_raw`] has read: `buf[..valid]` holds the file's bytes from `off`;
 /// with batched checksums, `crcs` those of the records framed from `buf[0]`, `pre_i` the next
 /// one to use and `frame_at` where its record starts in `buf`.
 pub(super) struct Window {
@@ -86,26 +86,18 @@ pub(super) struct Window {
     pub(super) frame_at: usize,
 }
 
-/// `scan_block` with the read sizes given (small when the caller stops early).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn scan_block_chunked<H: FsFile>(
-    file: &H,
-    path: &str,
-    start: u64,
-    len: u64,
-    reads: Reads,
-    buf: &mut Vec<u8>,
+/// A [`scan_raw`] visitor made of one that reads checked records: every subject's UTF-8 is
+/// checked before `visit` sees the record (one that is not UTF-8 is refused).
+pub(crate) fn checked(
     mut visit: impl FnMut(u64, &record::Record<'_>) -> Result<ControlFlow<()>>,
-    skipped: impl FnMut(u64, &str, Option<u64>) -> Result<()>,
-) -> Result<ScanEnd> {
-    let visit_raw = |off, r: &RawRecord<'_>| match r.checked() {
+) -> impl FnMut(u64, &RawRecord<'_>) -> Result<Step> {
+    move |off, r| match r.checked() {
         Ok(r) => Ok(match visit(off, &r)? {
             ControlFlow::Continue(()) => Step::Next,
             ControlFlow::Break(()) => Step::Stop,
         }),
         Err(reason) => Ok(Step::Refuse(reason)),
-    };
-    scan_raw(file, path, start, len, reads, buf, visit_raw, skipped)
+    }
 }
 
 /// What a [`scan_raw`] visitor makes of a record.
@@ -120,9 +112,10 @@ pub(crate) enum Step {
     Refuse(&'static str),
 }
 
-/// [`scan_block_chunked`] whose visitor gets each record with its subject unchecked, and
-/// checks it itself ([`RawRecord::checked`]) or knows its bytes (a rebuild's memo of the
-/// names it interned): a subject a scan has seen is not checked again.
+/// `scan_block` with the read sizes given (small when the caller stops early), whose visitor
+/// gets each record with its subject unchecked, and checks it itself ([`checked`]) or knows
+/// its bytes (a rebuild's memo of the names it interned): a subject a scan has seen is not
+/// checked again.
 ///
 /// One loop over the window of bytes read, longer than 70 lines on purpose: every arm (a
 /// record, a short read, zeros, damage and resync) moves the same window and offset, and
@@ -531,17 +524,17 @@ mod tests {
                 max: first + (next() % (2 * bytes.len() as u64)) as usize,
             };
             let (mut seen, mut skipped) = (Vec::new(), Vec::new());
-            let end = scan_block_chunked(
+            let end = scan_raw(
                 &f,
                 "b",
                 0,
                 bytes.len() as u64,
                 reads,
                 &mut Vec::new(),
-                |off, _| {
+                checked(|off, _| {
                     seen.push(off);
                     Ok(ControlFlow::Continue(()))
-                },
+                }),
                 |off, why, _| {
                     skipped.push((off, why.to_string()));
                     Ok(())
@@ -611,17 +604,17 @@ mod tests {
             let f = fs.open("b", OpenOptions::read_write_create()).unwrap();
             f.write_all_at(&b, 0).unwrap();
             let (mut seen, mut skipped) = (Vec::new(), Vec::new());
-            let end = scan_block_chunked(
+            let end = scan_raw(
                 &f,
                 "b",
                 0,
                 b.len() as u64,
                 Reads::upto(1 << 20),
                 &mut Vec::new(),
-                |off, _| {
+                checked(|off, _| {
                     seen.push(off);
                     Ok(ControlFlow::Continue(()))
-                },
+                }),
                 |off, _, _| {
                     skipped.push(off);
                     Ok(())

@@ -2,7 +2,7 @@
 
 use super::blocks::{summary_broken, Block};
 use super::layout::{block_path, INDEX_FILE, INDEX_TMP, MSGS_DIR};
-use super::scan::{scan_block_chunked, Reads, ScanEnd};
+use super::scan::{checked, scan_raw, Reads, ScanEnd};
 use super::sequence::Sequence;
 use super::subjects::SubjectInfo;
 use super::sync::S_SYNC;
@@ -269,14 +269,14 @@ impl<F: Fs> Store<F> {
         let (b, file) = (&self.blocks[pos], self.block_file(pos)?);
         let floor = self.seq.floor();
         let mut found = None;
-        let end = scan_block_chunked(
+        let end = scan_raw(
             &*file,
             &b.path,
             BLOCK_HEADER_LEN,
             b.span.len,
             Reads::upto(16 << 10),
             &mut Vec::new(),
-            |_, r| {
+            checked(|_, r| {
                 let live = r.kind == Kind::Msg
                     && r.flags & FLAG_ERASED == 0
                     && r.seq > floor
@@ -286,7 +286,7 @@ impl<F: Fs> Store<F> {
                     return Ok(ControlFlow::Break(()));
                 }
                 Ok(ControlFlow::Continue(()))
-            },
+            }),
             |off, reason, _| Err(Error::corrupt(b.path.clone(), off, reason)),
         )?;
         debug_assert!(found.is_none() || matches!(end, ScanEnd::Stopped { .. }));
