@@ -318,8 +318,8 @@ fn fails(c: &Case) -> bool {
     a != b
 }
 
-/// Removes operations, then damage, one at a time while the case still fails.
-fn shrink(mut c: Case) -> Case {
+/// Removes operations one at a time while `fails` still holds of the case.
+fn without_ops(mut c: Case, fails: impl Fn(&Case) -> bool) -> Case {
     let mut i = c.ops.len();
     while i > 0 {
         i -= 1;
@@ -329,6 +329,12 @@ fn shrink(mut c: Case) -> Case {
             c = t;
         }
     }
+    c
+}
+
+/// Removes operations, then damage, one at a time while the case still fails.
+fn shrink(c: Case) -> Case {
+    let mut c = without_ops(c, fails);
     let mut i = c.damage.len();
     while i > 0 {
         i -= 1;
@@ -503,17 +509,8 @@ fn forged_case(c: &Case, forge_seed: u64) -> Result<(usize, usize), String> {
 }
 
 /// Removes operations one at a time while the forged case still fails.
-fn shrink_forged(mut c: Case, forge_seed: u64) -> Case {
-    let mut i = c.ops.len();
-    while i > 0 {
-        i -= 1;
-        let mut t = c.clone();
-        t.ops.remove(i);
-        if forged_case(&t, forge_seed).is_err() {
-            c = t;
-        }
-    }
-    c
+fn shrink_forged(c: Case, forge_seed: u64) -> Case {
+    without_ops(c, |t| forged_case(t, forge_seed).is_err())
 }
 
 #[test]
