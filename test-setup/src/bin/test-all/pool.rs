@@ -25,12 +25,18 @@ impl TestBin {
         (m.get("reason")?.str()? == "compiler-artifact").then_some(())?;
         (m.get("profile")?.get("test")? == &Json::Bool(true)).then_some(())?;
         let exe = PathBuf::from(m.get("executable")?.str()?);
-        let dir = Path::new(m.get("manifest_path")?.str()?).parent()?.to_path_buf();
+        let dir = Path::new(m.get("manifest_path")?.str()?)
+            .parent()?
+            .to_path_buf();
         let target = m.get("target")?;
         let src = Path::new(target.get("src_path")?.str()?);
         let src = src.strip_prefix(&dir).unwrap_or(src).display().to_string();
         let is_test = matches!(target.get("kind")?, Json::Arr(k) if k.first()?.str()? == "test");
-        let what = if is_test { src } else { format!("unittests {src}") };
+        let what = if is_test {
+            src
+        } else {
+            format!("unittests {src}")
+        };
         let package = dir.strip_prefix(root).unwrap_or(&dir).display().to_string();
         let key = format!("{package}: {what}");
         Some(TestBin { exe, dir, key })
@@ -139,7 +145,11 @@ fn run_one(bin: &TestBin, test_args: &[String], log: &Path) -> (f64, bool) {
         Err(e) => format!("FAILED: could not run it: {e}"),
     };
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "     Running {} ({shown}): {verdict} in {secs:.1}s", bin.key);
+    let _ = writeln!(
+        out,
+        "     Running {} ({shown}): {verdict} in {secs:.1}s",
+        bin.key
+    );
     let _ = out.write_all(&output);
     let _ = out.flush();
     (secs, ok)
