@@ -9,9 +9,10 @@
 # bounds and overflow checks (overflow-checks = true in fuzz/Cargo.toml) and a capped allocator
 # (fuzz/src/lib.rs) are what detects failures.
 #
-# Measured on the 2-core CI machine: `cargo install cargo-fuzz` 43 s, first build of the
-# targets 27 s, then 6 x FUZZ_SECS (+ ~2 s each) spread over the cores: about 1.5 minutes in
-# all on 2 cores with the default (FUZZ_SECS=N runs longer).
+# cargo-fuzz is installed as a debug build: it only drives cargo, and on 2 cores it installs in
+# about 20 s where a release build takes about 40. Then the first build of the targets (about a
+# minute), and 6 x FUZZ_SECS (+ ~2 s each) spread over the cores: about 2 minutes in all on 2
+# cores with the default (FUZZ_SECS=N runs longer).
 set -euo pipefail
 cd "$(dirname "$0")"
 SECS="${FUZZ_SECS:-10}"
@@ -20,7 +21,7 @@ SEED="${FUZZ_SEED:-20261206}"
 export RUSTC_BOOTSTRAP=1
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "installing cargo-fuzz"
-    cargo install cargo-fuzz --locked --version 0.13.2
+    cargo install cargo-fuzz --locked --version 0.13.2 --debug
 fi
 cargo fuzz build --sanitizer none -O
 work="$(mktemp -d)"
