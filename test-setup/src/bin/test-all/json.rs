@@ -136,42 +136,40 @@ impl Parser {
     }
 
     fn array(&mut self) -> Option<Json> {
-        self.next()?;
-        let mut items = Vec::new();
-        self.space();
-        if self.peek()? == ']' {
-            self.next()?;
-            return Some(Json::Arr(items));
-        }
-        loop {
-            items.push(self.value()?);
-            self.space();
-            match self.next()? {
-                ',' => continue,
-                ']' => return Some(Json::Arr(items)),
-                _ => return None,
-            }
-        }
+        self.items(']', Self::value).map(Json::Arr)
     }
 
     fn object(&mut self) -> Option<Json> {
+        self.items('}', |p| {
+            p.space();
+            let key = p.string()?;
+            p.space();
+            (p.next()? == ':').then_some(())?;
+            Some((key, p.value()?))
+        })
+        .map(Json::Obj)
+    }
+
+    /// The items of an array or an object, after its opening bracket: `item`s separated by
+    /// commas, up to `close`.
+    fn items<T>(
+        &mut self,
+        close: char,
+        mut item: impl FnMut(&mut Self) -> Option<T>,
+    ) -> Option<Vec<T>> {
         self.next()?;
-        let mut members = Vec::new();
+        let mut items = Vec::new();
         self.space();
-        if self.peek()? == '}' {
+        if self.peek()? == close {
             self.next()?;
-            return Some(Json::Obj(members));
+            return Some(items);
         }
         loop {
-            self.space();
-            let key = self.string()?;
-            self.space();
-            (self.next()? == ':').then_some(())?;
-            members.push((key, self.value()?));
+            items.push(item(self)?);
             self.space();
             match self.next()? {
                 ',' => continue,
-                '}' => return Some(Json::Obj(members)),
+                c if c == close => return Some(items),
                 _ => return None,
             }
         }
