@@ -6,8 +6,9 @@
 //! `cargo test` runs its test binaries one after another, and most of them are one long test or
 //! a few: on two cores a serial run leaves one idle for much of its time. This command builds
 //! them (`cargo test --no-run`), runs up to `SEQSTORE_TEST_JOBS` of them at once (default: one
-//! per core; 1 is cargo's order, one at a time), those that took longest in the last run first,
-//! prints each one's output whole when it ends, and then runs the doc tests. Every binary runs,
+//! per core; 1 is cargo's order, one at a time), those that took longest when they last ran
+//! whole first (a run with test arguments, such as a filter, does not count), prints each
+//! one's output whole when it ends, and then runs the doc tests. Every binary runs,
 //! whether or not another failed; the failures are named at the end.
 //!
 //! The tests set up what they need themselves (`seqstore_test_setup`); this command only

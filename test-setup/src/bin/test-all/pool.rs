@@ -15,7 +15,7 @@ pub struct TestBin {
     /// its package's directory: cargo runs a test binary there
     dir: PathBuf,
     /// as cargo names it ("tests/raft.rs", "unittests src/lib.rs"), after the package's
-    /// directory under the workspace: the key of its duration in the last run
+    /// directory under the workspace: the key of its duration in `durations`
     key: String,
 }
 
@@ -55,7 +55,9 @@ const SLOW_FIRST: [&str; 6] = [
 ];
 
 /// Runs `bins`, `jobs` at a time, each with `test_args`, longest first by `history` (the
-/// seconds each took in the last run, rewritten here): the keys of those that failed.
+/// seconds each took when it last ran whole): the keys of those that failed. A run without
+/// test arguments updates `history` for its binaries; one with them (a filter, `--ignored`)
+/// does not measure a binary's usual length, and leaves it as it was.
 pub fn run(
     mut bins: Vec<TestBin>,
     jobs: usize,
@@ -63,7 +65,7 @@ pub fn run(
     log: &Path,
     history: &Path,
 ) -> Vec<String> {
-    let last = read_history(history);
+    let mut last = read_history(history);
     let guess = |b: &TestBin| match last.get(&b.key) {
         Some(secs) => *secs,
         None => SLOW_FIRST
@@ -90,18 +92,21 @@ pub fn run(
         }
     });
     let done = done.into_inner().unwrap_or_else(|e| e.into_inner());
-    let mut text = String::new();
-    for (key, (secs, _)) in &done {
-        text.push_str(&format!("{secs:.1}\t{key}\n"));
+    if test_args.is_empty() {
+        last.extend(done.iter().map(|(key, (secs, _))| (key.clone(), *secs)));
+        let text: String = last
+            .iter()
+            .map(|(key, secs)| format!("{secs:.1}\t{key}\n"))
+            .collect();
+        let _ = std::fs::write(history, text);
     }
-    let _ = std::fs::write(history, text);
     done.into_iter()
         .filter(|(_, (_, ok))| !ok)
         .map(|(key, _)| key)
         .collect()
 }
 
-/// The last run's seconds per binary.
+/// The seconds each binary took when it last ran whole.
 fn read_history(path: &Path) -> BTreeMap<String, f64> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
